@@ -1,0 +1,61 @@
+# Lattice Operator — developer entry points. `make dev` and `make test` are all a newcomer needs.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+LATTICE := $(VENV)/bin/lattice
+# The venv is rebuilt only when the dependency pins change.
+VENV_STAMP := $(VENV)/.stamp-$(shell cat pyproject.toml requirements.lock 2>/dev/null | sha256sum | cut -c1-12)
+PYTEST_ARGS ?=
+
+.PHONY: help venv tools test unit lint typecheck crds crds-check cluster-up cluster-down dev bench clean
+
+help: ## Show the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
+
+$(VENV_STAMP): pyproject.toml requirements.lock
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[test,dev]'
+	@rm -f $(VENV)/.stamp-* && touch $@
+
+venv: $(VENV_STAMP) ## Create/refresh the virtualenv from the pinned lock file
+
+tools: ## Build the pinned Kubernetes binaries (cached outside the clone; once per machine)
+	@bash hack/build-tools.sh >/dev/null
+
+lint: venv ## ruff lint and format check
+	$(VENV)/bin/ruff check operator adapters tests
+	$(VENV)/bin/ruff format --check operator adapters tests
+
+typecheck: venv ## mypy --strict on both packages
+	$(VENV)/bin/mypy operator/lattice_operator adapters/lattice_adapters
+
+crds: venv ## Regenerate crds/ from the models
+	$(LATTICE) crds --output crds
+
+crds-check: venv
+	$(LATTICE) crds --output crds --check
+
+unit: venv ## Only the tests that need no cluster
+	$(PY) -m pytest tests/unit tests/test_layout.py $(PYTEST_ARGS)
+
+test: venv tools lint typecheck crds-check ## Everything: lint, types, unit, contract and e2e tests
+	$(PY) -m pytest -m 'not bench' $(PYTEST_ARGS)
+
+cluster-up: venv tools ## Start the local control plane (kubeconfig in .lattice/cluster/)
+	$(LATTICE) cluster up
+
+cluster-down: venv ## Stop the local control plane started by cluster-up
+	$(LATTICE) cluster down
+
+dev: venv tools ## The whole stack on this machine, with a sample driven to completion
+	$(LATTICE) dev
+
+bench: venv tools ## Benchmarks; figures go to bench-results/
+	$(PY) -m pytest -m bench tests/bench $(PYTEST_ARGS)
+
+clean: ## Remove the virtualenv and local state (not the binary cache)
+	-$(LATTICE) cluster down 2>/dev/null
+	rm -rf $(VENV) .lattice bench-results .pytest_cache .mypy_cache .ruff_cache

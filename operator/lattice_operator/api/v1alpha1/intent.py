@@ -1,0 +1,384 @@
+"""The Intent resource: a governed action (propose → classify → gate → execute)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import ConfigDict, Field, StringConstraints, model_validator
+from pydantic.alias_generators import to_camel
+
+from lattice_operator.api.v1alpha1._base import (
+    LIST_SET,
+    PRESERVE_UNKNOWN,
+    ApiModel,
+    LocalObjectReference,
+    ObjectMeta,
+    SecretKeyReference,
+    cel,
+    list_map,
+)
+from lattice_operator.api.v1alpha1.conditions import CONDITIONS_LIST_SCHEMA, Condition
+from lattice_operator.api.v1alpha1.fileops import FileOpsRequest
+from lattice_operator.api.v1alpha1.run import RunTemplate
+from lattice_operator.api.v1alpha1.sprite import SpriteSpec
+
+IntentKind = Literal[
+    "issue_triage",
+    "issue_plan_approve",
+    "pr_create_from_plan",
+    "pr_fixup_from_feedback",
+    "sprite_create",
+    "sprite_task_exec",
+    "health_detect",
+    "health_remediate",
+    "fileops",
+    "environment_change",
+]
+INTENT_KINDS: tuple[str, ...] = get_args(IntentKind)
+
+ActionName = Literal["OPEN_PR", "POST_COMMENT", "LABEL_ISSUE", "NOTIFY_USER", "FETCH_CREDENTIAL"]
+IntentPhase = Literal[
+    "Proposed",
+    "Classified",
+    "AwaitingApproval",
+    "Approved",
+    "Executing",
+    "Waiting",
+    "Succeeded",
+    "Failed",
+    "Rejected",
+    "Canceled",
+]
+RiskClass = Literal["safe", "controlled", "dangerous"]
+
+REPO_PATTERN = r"^[A-Za-z0-9][-A-Za-z0-9_.]*/[A-Za-z0-9][-A-Za-z0-9_.]*$"
+BRANCH_PATTERN = r"^[A-Za-z0-9][-A-Za-z0-9_./]*$"
+LongText = Annotated[str, StringConstraints(max_length=65536)]
+ShortText = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
+
+
+class IssueTriageParams(ApiModel):
+    """Triage a GitHub issue: ask clarifying questions or propose a plan."""
+
+    repo: str = Field(max_length=256, pattern=REPO_PATTERN)
+    """Repository as owner/name."""
+    issue_number: int = Field(ge=1)
+    """Issue number."""
+    title: str | None = Field(default=None, max_length=1024)
+    """Issue title, as seen when proposed."""
+    body: LongText | None = None
+    """Issue body, as seen when proposed."""
+
+
+class IssuePlanApproveParams(ApiModel):
+    """Record approval of a plan proposed on an issue and begin execution."""
+
+    repo: str = Field(max_length=256, pattern=REPO_PATTERN)
+    """Repository as owner/name."""
+    issue_number: int = Field(ge=1)
+    """Issue number."""
+    plan: LongText
+    """The plan being approved."""
+
+
+class PrCreateFromPlanParams(ApiModel):
+    """Open a pull request implementing a plan."""
+
+    repo: str = Field(max_length=256, pattern=REPO_PATTERN)
+    """Repository as owner/name."""
+    base_branch: str = Field(default="main", max_length=255, pattern=BRANCH_PATTERN)
+    """Branch the PR targets."""
+    head_branch: str | None = Field(default=None, max_length=255, pattern=BRANCH_PATTERN)
+    """Branch to create; generated when unset."""
+    plan: LongText
+    """The plan to implement."""
+    sprite_ref: LocalObjectReference | None = None
+    """Sprite to work in."""
+
+
+class PrFixupFromFeedbackParams(ApiModel):
+    """Push follow-up commits to a pull request from review feedback."""
+
+    repo: str = Field(max_length=256, pattern=REPO_PATTERN)
+    """Repository as owner/name."""
+    pr_number: int = Field(ge=1)
+    """Pull request number."""
+    feedback: LongText
+    """The review comments to address."""
+    sprite_ref: LocalObjectReference | None = None
+    """Sprite to work in."""
+
+
+class SpriteCreateParams(ApiModel):
+    """Create a Sprite."""
+
+    name: str = Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    """Name of the Sprite object to create (same namespace)."""
+    spec: SpriteSpec = Field(default_factory=SpriteSpec)
+    """Its spec."""
+
+
+class HealthDetectParams(ApiModel):
+    """Detect an unhealthy condition."""
+
+    check: str = Field(min_length=1, max_length=253)
+    """Name of the check that fired."""
+    signal: ShortText
+    """What was observed."""
+    severity: Literal["low", "medium", "high", "critical"] = "medium"
+    """How bad it is."""
+    sprite_ref: LocalObjectReference | None = None
+    """The sprite concerned, if any."""
+
+
+class HealthRemediateParams(ApiModel):
+    """Carry out a remediation for a detected condition."""
+
+    detect_intent_ref: LocalObjectReference | None = None
+    """The health_detect Intent this answers."""
+    remediation: Literal["run_command", "recreate_sprite", "restart_service", "open_pr"]
+    """What kind of remediation."""
+    run: RunTemplate | None = None
+    """For run_command: what to run."""
+    service: str | None = Field(default=None, max_length=63)
+    """For restart_service: which service."""
+    sprite_ref: LocalObjectReference | None = None
+    """The sprite concerned, if any."""
+
+
+class ObservedFailure(ApiModel):
+    """The failure a sprite observed (ENVIRONMENT_PROPOSAL)."""
+
+    model_config = ConfigDict(alias_generator=None)
+
+    phase: str = Field(max_length=253)
+    """Phase in which it failed."""
+    exit_code: int | None = None
+    """Exit code seen."""
+    stderr_hint: str | None = Field(default=None, max_length=4096)
+    """A telling line of stderr."""
+
+
+class SuggestedAdjustment(ApiModel):
+    """The change a sprite proposes (ENVIRONMENT_PROPOSAL)."""
+
+    type: Literal[
+        "runtime_install",
+        "runtime_version_adjust",
+        "dependency_manager_switch",
+        "add_preinstall_step",
+        "adjust_smoke_command",
+        "add_system_package",
+        "enable_network_access",
+        "escalate_to_human",
+    ]
+    """Adjustment type."""
+    details: dict[str, Any] = Field(default_factory=dict, json_schema_extra=PRESERVE_UNKNOWN)
+    """Type-specific details."""
+
+
+class EnvironmentChangeParams(ApiModel):
+    """An environment change proposed by a sprite; applied only through this pipeline."""
+
+    run_ref: LocalObjectReference | None = None
+    """The Run whose sprite proposed it."""
+    sprite_ref: LocalObjectReference | None = None
+    """The sprite concerned."""
+    observed_failure: ObservedFailure
+    """What failed."""
+    suggested_adjustment: SuggestedAdjustment
+    """What to change."""
+    confidence: float = Field(ge=0.0, le=1.0)
+    """The sprite's confidence, 0 to 1."""
+    evidence: list[ShortText] = Field(default_factory=list, max_length=32)
+    """Why the sprite believes it."""
+    scope: Literal["repo_specific", "global_candidate"]
+    """Whether the change is for this repo only or a candidate for all."""
+
+
+class IntentParams(ApiModel):
+    """Typed parameters: exactly the member named after the Intent's kind is set."""
+
+    issue_triage: IssueTriageParams | None = None
+    issue_plan_approve: IssuePlanApproveParams | None = None
+    pr_create_from_plan: PrCreateFromPlanParams | None = None
+    pr_fixup_from_feedback: PrFixupFromFeedbackParams | None = None
+    sprite_create: SpriteCreateParams | None = None
+    sprite_task_exec: RunTemplate | None = None
+    health_detect: HealthDetectParams | None = None
+    health_remediate: HealthRemediateParams | None = None
+    fileops: FileOpsRequest | None = None
+    environment_change: EnvironmentChangeParams | None = None
+
+
+def params_field(kind: str) -> str:
+    """The wire name of the params member for an Intent kind."""
+    return to_camel(kind)
+
+
+def _params_match_kind_rules() -> list[dict[str, str]]:
+    rules = []
+    for kind in INTENT_KINDS:
+        member = params_field(kind)
+        rules.append(
+            {
+                "rule": f"(self.kind == '{kind}') == has(self.params.{member})",
+                "message": f"params.{member} must be set when kind is {kind}, and only then",
+                "fieldPath": f".params.{member}",
+            }
+        )
+    return rules
+
+
+class Subject(ApiModel):
+    """What the Intent is about."""
+
+    type: Literal["issue", "pull_request", "repository", "sprite", "run", "health_check", "file"]
+    """Kind of subject."""
+    ref: str = Field(min_length=1, max_length=1024)
+    """Identifier: a URL, owner/name#number, or an object name."""
+
+
+class ProposedBy(ApiModel):
+    """Who or what proposed the Intent."""
+
+    type: Literal["user", "webhook", "cron", "system", "sprite"]
+    """The kind of proposer."""
+    name: str | None = Field(default=None, max_length=253)
+    """Its name (user name, webhook source, cron job, sprite)."""
+
+
+class PlanStep(ApiModel):
+    """One step of a structured plan."""
+
+    id: str = Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    """Step id, unique in the plan."""
+    title: str = Field(min_length=1, max_length=256)
+    """Short title."""
+    description: str | None = Field(default=None, max_length=4096)
+    """What the step does."""
+
+
+class Plan(ApiModel):
+    """A structured plan of steps."""
+
+    steps: list[PlanStep] = Field(
+        default_factory=list,
+        max_length=64,
+        json_schema_extra=list_map("id"),
+    )
+    """Ordered steps."""
+
+
+class CredentialGrant(ApiModel):
+    """A Secret key a sprite may FETCH, under a name it asks for."""
+
+    name: str = Field(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][-A-Za-z0-9_.]*$")
+    """The name the sprite uses in FETCH_CREDENTIAL."""
+    secret_key_ref: SecretKeyReference
+    """Where the value lives."""
+
+
+class IntentSpec(ApiModel):
+    """Desired state of an Intent: what is proposed, and what the sprite doing it is granted."""
+
+    model_config = ConfigDict(json_schema_extra=cel(*_params_match_kind_rules()))
+
+    kind: IntentKind
+    """What kind of action."""
+    params: IntentParams
+    """Typed parameters for the kind."""
+    summary: str | None = Field(default=None, max_length=1024)
+    """One line for humans."""
+    subject: Subject | None = None
+    """What the Intent is about."""
+    proposed_by: ProposedBy = Field(default_factory=lambda: ProposedBy(type="user"))
+    """Who proposed it."""
+    plan: Plan | None = None
+    """A structured plan of steps."""
+    allowed_actions: list[ActionName] = Field(
+        default_factory=list, max_length=5, json_schema_extra=LIST_SET
+    )
+    """ACTION_REQUEST actions the sprite may ask for. Nothing is granted by default."""
+    credentials: list[CredentialGrant] = Field(
+        default_factory=list,
+        max_length=16,
+        json_schema_extra=list_map("name"),
+    )
+    """Credentials the sprite may FETCH. Nothing is granted by default."""
+    cancel: bool = False
+    """Set to true to cancel the Intent and its Run."""
+
+    @model_validator(mode="after")
+    def _params_match_kind(self) -> IntentSpec:
+        set_members = [k for k in INTENT_KINDS if getattr(self.params, k) is not None]
+        if set_members != [self.kind]:
+            member = params_field(self.kind)
+            raise ValueError(f"params.{member} must be set when kind is {self.kind}, and only then")
+        return self
+
+    def kind_params(self) -> ApiModel:
+        """The params member for this Intent's kind."""
+        value = getattr(self.params, self.kind)
+        assert isinstance(value, ApiModel)
+        return value
+
+
+class AuditEntry(ApiModel):
+    """One phase transition."""
+
+    from_phase: str | None = Field(default=None, alias="from", max_length=32)
+    """Phase before."""
+    to_phase: str = Field(alias="to", max_length=32)
+    """Phase after."""
+    time: datetime
+    """When."""
+    actor: str = Field(max_length=512)
+    """Who caused it (a user as authenticated, or the operator)."""
+    reason: str = Field(default="", max_length=1024)
+    """Why."""
+
+
+class Classification(ApiModel):
+    """How policy classified the Intent."""
+
+    risk: RiskClass
+    """safe, controlled or dangerous."""
+    outcome: Literal["allow", "require_approval", "deny"]
+    """What the gate decided."""
+    approvers_required: int = Field(default=0, ge=0, le=10)
+    """How many distinct approvals are needed."""
+    policy: str | None = Field(default=None, max_length=253)
+    """The IntentPolicy that decided, if any."""
+    rule: str | None = Field(default=None, max_length=253)
+    """The rule that decided, or `default`."""
+
+
+class IntentStatus(ApiModel):
+    """Observed state of the Intent."""
+
+    observed_generation: int | None = None
+    """The .metadata.generation last reconciled."""
+    conditions: list[Condition] = Field(
+        default_factory=list, max_length=16, json_schema_extra=CONDITIONS_LIST_SCHEMA
+    )
+    """Classified, Approved, Succeeded."""
+    phase: IntentPhase | None = None
+    """A one-word summary derived from the conditions, for `kubectl get`."""
+    classification: Classification | None = None
+    """The policy decision."""
+    audit_log: list[AuditEntry] = Field(default_factory=list, max_length=64)
+    """Phase transitions, oldest first (bounded: the oldest are dropped beyond 64)."""
+    run_ref: LocalObjectReference | None = None
+    """The Run executing this Intent."""
+
+
+class Intent(ApiModel):
+    """A governed action: why work happens, and who allowed it."""
+
+    api_version: Literal["lattice.dev/v1alpha1"] = "lattice.dev/v1alpha1"
+    kind: Literal["Intent"] = "Intent"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: IntentSpec
+    status: IntentStatus = Field(default_factory=IntentStatus)

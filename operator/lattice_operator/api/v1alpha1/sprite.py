@@ -1,0 +1,193 @@
+"""The Sprite resource: a persistent sandbox at a Sprites backend."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import ConfigDict, Field, StringConstraints, model_validator
+
+from lattice_operator.api.v1alpha1._base import DNS_LABEL, ApiModel, ObjectMeta, cel, list_map
+from lattice_operator.api.v1alpha1.conditions import CONDITIONS_LIST_SCHEMA, Condition
+
+BackendStatus = Literal["cold", "warm", "running"]
+UrlAuth = Literal["sprite", "public"]
+DeletionPolicy = Literal["Delete", "Orphan"]
+SpritePhase = Literal["Pending", "Ready", "NotReady", "Missing", "Deleting"]
+
+DOMAIN_PATTERN = (
+    r"^(\*|(\*\.)?[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?"
+    r"(\.[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?)*)$"
+)
+SpriteLabel = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9_.]*[a-z0-9])?$"),
+]
+Arg = Annotated[str, StringConstraints(max_length=4096)]
+
+
+class NetworkRule(ApiModel):
+    """One egress rule: a domain with an action, or an include of a preset."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            {
+                "rule": "has(self.domain) != has(self.include)",
+                "message": "exactly one of domain or include must be set",
+            },
+            {
+                "rule": "!has(self.domain) || has(self.action)",
+                "message": "action is required when domain is set",
+                "fieldPath": ".action",
+                "reason": "FieldValueRequired",
+            },
+        )
+    )
+
+    domain: str | None = Field(default=None, max_length=253, pattern=DOMAIN_PATTERN)
+    """A host name, `*.suffix` wildcard, or `*`. Exact hosts beat wildcards beat `*`."""
+    action: Literal["allow", "deny"] | None = None
+    """allow or deny egress to the domain."""
+    include: Literal["defaults"] | None = None
+    """A preset rule list; `defaults` is the backend's list of common development domains."""
+
+    @model_validator(mode="after")
+    def _one_of(self) -> NetworkRule:
+        if (self.domain is None) == (self.include is None):
+            raise ValueError("exactly one of domain or include must be set")
+        if self.domain is not None and self.action is None:
+            raise ValueError("action is required when domain is set")
+        return self
+
+
+class NetworkPolicy(ApiModel):
+    """A DNS-based egress allowlist. An empty rule list means unrestricted."""
+
+    rules: list[NetworkRule] = Field(default_factory=list, max_length=256)
+    """Ordered rules; the most specific matching domain decides."""
+
+
+class SpriteService(ApiModel):
+    """A supervised process the backend starts, restarts on crash, and keeps across wakes."""
+
+    name: str = Field(min_length=1, max_length=63, pattern=DNS_LABEL)
+    """Service name, unique within the sprite."""
+    cmd: str = Field(min_length=1, max_length=4096)
+    """The program to run."""
+    args: list[Arg] = Field(default_factory=list, max_length=64)
+    """Arguments to the program."""
+    env: dict[str, Arg] = Field(default_factory=dict, max_length=64)
+    """Extra environment variables."""
+    dir: str | None = Field(default=None, max_length=4096)
+    """Working directory."""
+    http_port: int | None = Field(default=None, ge=1, le=65535)
+    """The port that serves the sprite URL; at most one service may set it."""
+    needs: list[Annotated[str, StringConstraints(max_length=63, pattern=DNS_LABEL)]] = Field(
+        default_factory=list, max_length=16
+    )
+    """Services that must be started before this one."""
+
+
+class SpriteSpec(ApiModel):
+    """Desired state of a sprite at the backend."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            {
+                "rule": "has(self.spriteName) == has(oldSelf.spriteName) && "
+                "(!has(self.spriteName) || self.spriteName == oldSelf.spriteName)",
+                "message": "spriteName is immutable",
+                "fieldPath": ".spriteName",
+            }
+        )
+    )
+
+    sprite_name: str | None = Field(default=None, min_length=1, max_length=63, pattern=DNS_LABEL)
+    """Name of the sprite at the backend. Defaults to `<namespace>-<name>`. Immutable."""
+    url_auth: UrlAuth = "sprite"
+    """Who may use the sprite's URL: `sprite` (organisation credentials) or `public`."""
+    labels: list[SpriteLabel] = Field(default_factory=list, max_length=32)
+    """Labels stored with the sprite at the backend."""
+    network_policy: NetworkPolicy | None = None
+    """Egress policy; left as the backend has it when unset."""
+    services: list[SpriteService] = Field(
+        default_factory=list,
+        max_length=32,
+        json_schema_extra={
+            **list_map("name"),
+            **cel(
+                {
+                    "rule": "self.filter(s, has(s.httpPort)).size() <= 1",
+                    "message": "at most one service may set httpPort",
+                }
+            ),
+        },
+    )
+    """Services the backend supervises inside the sprite."""
+    deletion_policy: DeletionPolicy = "Delete"
+    """`Delete` removes the backend sprite with this object; `Orphan` leaves it."""
+    adopt: bool = False
+    """Adopt an existing backend sprite of the same name instead of failing."""
+    recreate: bool = True
+    """Recreate the backend sprite if it disappears; otherwise report Ready=False reason=Missing."""
+
+    @model_validator(mode="after")
+    def _one_http_port(self) -> SpriteSpec:
+        if sum(1 for s in self.services if s.http_port is not None) > 1:
+            raise ValueError("at most one service may set httpPort")
+        names = [s.name for s in self.services]
+        if len(names) != len(set(names)):
+            raise ValueError("service names must be unique")
+        return self
+
+
+class SpriteServiceStatus(ApiModel):
+    """What the backend reports about one service."""
+
+    name: str = Field(max_length=63)
+    """Service name."""
+    status: str = Field(default="unknown", max_length=32)
+    """stopped, starting, running, stopping or failed."""
+    restart_count: int = 0
+    """How often the backend restarted it."""
+
+
+class SpriteStatus(ApiModel):
+    """Observed state of the sprite."""
+
+    observed_generation: int | None = None
+    """The .metadata.generation last reconciled."""
+    conditions: list[Condition] = Field(
+        default_factory=list, max_length=16, json_schema_extra=CONDITIONS_LIST_SCHEMA
+    )
+    """Ready (the sprite exists and is usable) and Synced (the spec is applied)."""
+    phase: SpritePhase | None = None
+    """A one-word summary derived from the conditions, for `kubectl get`."""
+    sprite_name: str | None = Field(default=None, max_length=63)
+    """The backend sprite's name."""
+    sprite_id: str | None = Field(default=None, max_length=256)
+    """The backend sprite's id."""
+    url: str | None = Field(default=None, max_length=2048)
+    """The sprite's URL."""
+    backend_status: BackendStatus | None = None
+    """cold, warm or running, as the backend last reported."""
+    last_seen_time: datetime | None = None
+    """When the backend last listed this sprite."""
+    services: list[SpriteServiceStatus] = Field(default_factory=list, max_length=32)
+    """Services as the backend reports them."""
+
+
+class Sprite(ApiModel):
+    """A persistent sandbox at a Sprites backend: desired state in spec, observed in status."""
+
+    api_version: Literal["lattice.dev/v1alpha1"] = "lattice.dev/v1alpha1"
+    kind: Literal["Sprite"] = "Sprite"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: SpriteSpec
+    status: SpriteStatus = Field(default_factory=SpriteStatus)
+
+    def backend_name(self) -> str:
+        """The name of the sprite at the backend."""
+        if self.spec.sprite_name:
+            return self.spec.sprite_name
+        return f"{self.metadata.namespace}-{self.metadata.name}"[:63].rstrip("-")

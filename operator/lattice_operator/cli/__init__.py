@@ -1,0 +1,26 @@
+"""The `lattice` command line: one typer app, one module per command group."""
+
+from __future__ import annotations
+
+import typer
+
+from lattice_operator.cli import _cluster, _crds, _run
+
+app = typer.Typer(
+    name="lattice",
+    help="Lattice Operator: Kubernetes as the control plane for AI-agent sandboxes.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("run")(_run.run)
+app.command("crds")(_crds.crds)
+app.add_typer(_cluster.app, name="cluster")
+
+
+def main() -> None:
+    """Entry point of the `lattice` console script."""
+    app()
+
+
+__all__ = ["app", "main"]

@@ -1,0 +1,8 @@
+"""kopf wiring only: each handler is a decorator and a few lines calling a reconciler.
+
+Importing this package registers every handler with kopf's default registry.
+"""
+
+from lattice_operator.handlers import _startup, sprite
+
+__all__ = ["_startup", "sprite"]

@@ -1,0 +1,50 @@
+"""Test-suite wide hygiene and the cluster fixtures."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+from tests.support.cluster import Cluster, cluster_session
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Every coroutine test gets the leak check, set up first so it is torn down last.
+    for item in items:
+        fn = getattr(item, "function", None)
+        if fn is not None and inspect.iscoroutinefunction(fn) and isinstance(item, pytest.Function):
+            item.fixturenames.insert(0, "no_leaked_tasks")
+        if "tests/bench/" in str(item.path).replace("\\", "/"):
+            item.add_marker(pytest.mark.bench)
+
+
+@pytest.fixture
+async def no_leaked_tasks() -> AsyncIterator[None]:
+    """Fail a test that leaves asyncio tasks running behind it."""
+    yield
+    current = asyncio.current_task()
+    for _ in range(3):  # let tasks cancelled during teardown finish
+        await asyncio.sleep(0)
+    leaked = [t for t in asyncio.all_tasks() if t is not current and not t.done()]
+    for task in leaked:
+        task.cancel()
+    if leaked:
+        pytest.fail(f"leaked asyncio tasks: {[t.get_name() for t in leaked]!r}")
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A Kubernetes cluster: $KUBECONFIG if set (kind users), else the local control plane."""
+    with cluster_session(tmp_path_factory.mktemp("cluster")) as c:
+        yield c
+
+
+@pytest.fixture
+def namespace(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A namespace of the test's own, deleted afterwards."""
+    name = cluster.create_namespace(request.node.name)
+    yield name
+    cluster.delete_namespace(name)

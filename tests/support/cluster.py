@@ -1,0 +1,116 @@
+"""The cluster the tests talk to: a given KUBECONFIG, or the project's local control plane."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+
+from lattice_adapters.localcluster import LocalControlPlane, find_bin_dir
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CRD_DIR = REPO_ROOT / "crds"
+
+
+@dataclass
+class Cluster:
+    """Handles to one cluster for the whole test session."""
+
+    kubeconfig: Path
+    bin_dir: Path
+    local: LocalControlPlane | None
+
+    def api_client(self, kubeconfig: Path | None = None) -> k8s.ApiClient:
+        return k8s_config.new_client_from_config(config_file=str(kubeconfig or self.kubeconfig))
+
+    @property
+    def core(self) -> k8s.CoreV1Api:
+        return k8s.CoreV1Api(self.api_client())
+
+    @property
+    def custom(self) -> k8s.CustomObjectsApi:
+        return k8s.CustomObjectsApi(self.api_client())
+
+    def kubectl(
+        self,
+        *args: str,
+        input: str | None = None,
+        check: bool = True,
+        kubeconfig: Path | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "KUBECONFIG": str(kubeconfig or self.kubeconfig)}
+        proc = subprocess.run(
+            [str(self.bin_dir / "kubectl"), *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed:\n{proc.stderr}")
+        return proc
+
+    def create_namespace(self, hint: str) -> str:
+        base = re.sub(r"[^a-z0-9-]+", "-", hint.lower()).strip("-")[:40].strip("-") or "t"
+        name = f"t-{base}-{secrets.token_hex(3)}"
+        self.core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name)))
+        return name
+
+    def delete_namespace(self, name: str) -> None:
+        with contextlib.suppress(k8s.ApiException):
+            self.core.delete_namespace(name)
+
+    def user_kubeconfig(self, user: str, groups: tuple[str, ...] = ()) -> Path:
+        """A kubeconfig for another identity (client certificate on the local control plane)."""
+        if self.local is None:
+            raise RuntimeError("extra identities need the local control plane's client CA")
+        return self.local.user_kubeconfig(user, groups)
+
+    def apply_crds(self) -> None:
+        self.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_DIR))
+        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRD_DIR))
+
+
+def wait_for(
+    predicate: Any, *, timeout: float = 30.0, interval: float = 0.1, what: str = "condition"
+) -> Any:
+    """Poll until predicate() returns something truthy; fail with `what` after timeout."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+@contextlib.contextmanager
+def cluster_session(state_dir: Path) -> Iterator[Cluster]:
+    bin_dir = find_bin_dir(REPO_ROOT)
+    given = os.environ.get("KUBECONFIG")
+    if given:
+        cluster = Cluster(Path(given), bin_dir, None)
+        cluster.apply_crds()
+        yield cluster
+        return
+    plane = LocalControlPlane(bin_dir, state_dir / "plane")
+    state = plane.start()
+    try:
+        cluster = Cluster(Path(state.kubeconfig), bin_dir, plane)
+        cluster.apply_crds()
+        yield cluster
+    finally:
+        plane.stop()

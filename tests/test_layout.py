@@ -1,0 +1,52 @@
+"""Guards the source-root layout: `operator/` and `adapters/` are never packages."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_source_roots_have_no_init() -> None:
+    for root in ("operator", "adapters"):
+        assert (ROOT / root).is_dir()
+        assert not (ROOT / root / "__init__.py").exists(), f"{root}/__init__.py must never exist"
+
+
+def test_packages_live_under_the_source_roots() -> None:
+    assert (ROOT / "operator" / "lattice_operator" / "__init__.py").exists()
+    assert (ROOT / "adapters" / "lattice_adapters" / "__init__.py").exists()
+
+
+def test_stdlib_operator_is_not_shadowed_in_process() -> None:
+    import operator
+
+    assert operator.itemgetter(1)([0, 7]) == 7
+    assert "site-packages" not in (operator.__file__ or "") or "lib/python" in (
+        operator.__file__ or ""
+    )
+    assert Path(operator.__file__ or "").parent != ROOT
+
+
+def test_stdlib_operator_is_not_shadowed_from_repo_root() -> None:
+    # A fresh interpreter started in the repository root, with both source roots on
+    # the path, must still import the standard library's operator (collections needs it).
+    code = (
+        "import sys; sys.path[:0] = ['', 'operator', 'adapters'];"
+        "import operator, collections, lattice_operator, lattice_adapters;"
+        "assert hasattr(operator, 'itemgetter'), operator;"
+        "print(operator.__file__)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert not out.stdout.strip().startswith(str(ROOT / "operator"))
+
+
+def test_lattice_packages_import() -> None:
+    for name in ("lattice_operator", "lattice_adapters"):
+        module = importlib.import_module(name)
+        assert module.__file__ is not None
