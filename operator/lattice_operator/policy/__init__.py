@@ -1,0 +1,3 @@
+"""Classification and gate rules (CEL)."""
+
+__all__: list[str] = []
