@@ -33,7 +33,9 @@ export CGO_ENABLED=0 GOWORK=off GOFLAGS=-mod=readonly GOTOOLCHAIN=local
 export GOMODCACHE="${GOMODCACHE:-$cache/go/mod}" GOCACHE="${GOCACHE:-$cache/go/build}"
 mkdir -p "$bindir.tmp"
 tmpbin="$bindir.tmp"
-build_date="$(date -u -d "@$(go mod download -json "k8s.io/kubernetes@${K8S_VERSION}" >/dev/null; echo 0)" +%Y-%m-%dT%H:%M:%SZ)"
+# A reproducible build date: the release's own publication time from the module proxy.
+build_date="$(go mod download -json "k8s.io/kubernetes@${K8S_VERSION}" | sed -n 's/.*"Time": "\([^"]*\)".*/\1/p')"
+build_date="${build_date:-1970-01-01T00:00:00Z}"
 
 k8s_minor="$(echo "$K8S_VERSION" | cut -d. -f2)"
 k8s_ldflags="-s -w"

@@ -66,13 +66,21 @@ def find_bin_dir(repo_root: Path | None = None) -> Path:
 
 
 def _proc_start_time(pid: int) -> str | None:
-    """The kernel's start time of a process, to tell it from a later process with the same id."""
+    """The kernel's start time of a live process, to tell it from a later one with the same id.
+
+    None when there is no such process or it has exited (a zombie waiting to be reaped).
+    """
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # reap it if it is our exited child
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    # Field 22 (starttime); the command name in field 2 may contain spaces, so split after ')'.
-    return stat.rsplit(")", 1)[1].split()[19]
+    # The command name in field 2 may contain spaces, so split after the last ')'.
+    fields = stat.rsplit(")", 1)[1].split()
+    if fields[0] in ("Z", "X"):
+        return None
+    return fields[19]  # field 22: starttime
 
 
 @dataclass
@@ -109,8 +117,6 @@ def _kill_record(record: ProcessRecord, timeout: float = 15.0) -> None:
         os.killpg(record.pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(record.pid, os.WNOHANG)
         if _proc_start_time(record.pid) != record.start_time:
             return
         time.sleep(0.05)
@@ -176,6 +182,8 @@ class LocalControlPlane:
         self.state_dir = state_dir
         self.controller_manager = controller_manager
         self.state: ControlPlaneState | None = None
+        # Kept so the children are reaped by us (and Python does not warn about them).
+        self._children: list[subprocess.Popen[bytes]] = []
 
     # -- paths -----------------------------------------------------------------
     @property
@@ -233,16 +241,25 @@ class LocalControlPlane:
             if self.controller_manager:
                 self._spawn("kube-controller-manager", self._kcm_args())
         except BaseException:
-            self.stop()
+            # Keep the state directory: its logs say why start-up failed.
+            self._stop_processes()
+            (self.state_dir / STATE_FILE).unlink(missing_ok=True)
             raise
         return self.state
 
     def stop(self) -> None:
+        self._stop_processes()
+        shutil.rmtree(self.state_dir, ignore_errors=True)
+
+    def _stop_processes(self) -> None:
         if self.state is not None:
             for record in reversed(self.state.processes):
                 _kill_record(record)
             self.state = None
-        shutil.rmtree(self.state_dir, ignore_errors=True)
+        for child in self._children:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(timeout=5)
+        self._children.clear()
 
     # -- users -----------------------------------------------------------------
     def user_kubeconfig(
@@ -307,6 +324,8 @@ class LocalControlPlane:
             f"--service-account-signing-key-file={self.pki / 'sa.key'}",
             "--authorization-mode=RBAC",
             "--disable-admission-plugins=ServiceAccount",
+            # Loopback is refused as an endpoint address; nothing in-cluster dials it anyway.
+            "--endpoint-reconciler-type=none",
             "--service-cluster-ip-range=10.0.0.0/24",
             "--allow-privileged=true",
             "--profiling=false",
@@ -319,6 +338,8 @@ class LocalControlPlane:
             f"--kubeconfig={self.kubeconfig}",
             f"--authentication-kubeconfig={self.kubeconfig}",
             f"--authorization-kubeconfig={self.kubeconfig}",
+            # No front-proxy CA exists here; do not look one up in kube-system.
+            "--authentication-skip-lookup=true",
             "--bind-address=127.0.0.1",
             f"--secure-port={free_port()}",
             "--leader-elect=false",
@@ -345,6 +366,7 @@ class LocalControlPlane:
             )
         finally:
             log.close()
+        self._children.append(proc)
         start_time = None
         for _ in range(100):
             start_time = _proc_start_time(proc.pid)
@@ -379,4 +401,8 @@ class LocalControlPlane:
             except (urllib.error.URLError, OSError) as exc:
                 last_error = str(exc)
             time.sleep(0.1)
-        raise ControlPlaneError(f"{url} not ready in time (last error: {last_error})")
+        tails = "\n".join(
+            f"--- {r.name} ({r.log}):\n" + Path(r.log).read_text(errors="replace")[-2000:]
+            for r in self.state.processes
+        )
+        raise ControlPlaneError(f"{url} not ready in time (last error: {last_error})\n{tails}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from lattice_operator.cli import _cluster, _crds, _run
+from lattice_operator.cli import _cluster, _crds, _dev, _run
 
 app = typer.Typer(
     name="lattice",
@@ -16,6 +16,7 @@ app = typer.Typer(
 app.command("run")(_run.run)
 app.command("crds")(_crds.crds)
 app.add_typer(_cluster.app, name="cluster")
+app.command("dev")(_dev.dev)
 
 
 def main() -> None:

@@ -65,8 +65,8 @@ class FileOp(ApiModel):
     """File path, relative to the working root."""
     content: str | None = Field(default=None, max_length=262144)
     """Full file content for write_file."""
-    value: Any = Field(default=None, json_schema_extra=PRESERVE_UNKNOWN)
-    """JSON value for write_json."""
+    value: dict[str, Any] | None = Field(default=None, json_schema_extra=PRESERVE_UNKNOWN)
+    """JSON object for write_json (an object, so that admission rules can see it)."""
     patch: str | None = Field(default=None, max_length=262144)
     """An apply_patch-format patch."""
     cmd: str | None = Field(default=None, max_length=8192)

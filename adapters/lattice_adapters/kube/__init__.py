@@ -1,0 +1,13 @@
+"""A small async Kubernetes API client (aiohttp) for what kopf does not do for us.
+
+kopf watches and patches the objects its handlers are called for; the operator
+also posts events.k8s.io Events, creates Runs for Intents, reads Secrets, asks
+SubjectAccessReviews, and patches status from long-running daemons at its own
+cadence. This client does exactly those REST calls with the same credentials
+kopf uses (kubeconfig or in-cluster service account).
+"""
+
+from lattice_adapters.kube.client import KubeApiError, KubeClient, resource_path
+from lattice_adapters.kube.config import KubeConfig, KubeConfigError
+
+__all__ = ["KubeApiError", "KubeClient", "KubeConfig", "KubeConfigError", "resource_path"]

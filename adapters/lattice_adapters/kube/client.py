@@ -1,0 +1,126 @@
+"""Async REST calls to the Kubernetes API server."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import aiohttp
+
+from lattice_adapters.kube.config import KubeConfig
+
+JsonObject = dict[str, Any]
+
+
+class KubeApiError(Exception):
+    """The API server answered with an error status."""
+
+    def __init__(self, status: int, reason: str, message: str, body: JsonObject | None) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.body = body or {}
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409
+
+
+def resource_path(
+    group: str,
+    version: str,
+    plural: str,
+    namespace: str | None = None,
+    name: str | None = None,
+    subresource: str | None = None,
+) -> str:
+    """The REST path of a resource collection or object (group "" is the core API)."""
+    path = f"/api/{version}" if group == "" else f"/apis/{group}/{version}"
+    if namespace is not None:
+        path += f"/namespaces/{namespace}"
+    path += f"/{plural}"
+    if name is not None:
+        path += f"/{name}"
+    if subresource is not None:
+        path += f"/{subresource}"
+    return path
+
+
+class KubeClient:
+    """One aiohttp session to the API server; use as an async context manager."""
+
+    def __init__(self, config: KubeConfig, *, user_agent: str = "lattice-operator") -> None:
+        self.config = config
+        self._user_agent = user_agent
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> KubeClient:
+        connector = aiohttp.TCPConnector(ssl=self.config.ssl_context(), limit=32)
+        # trust_env=False: never route API traffic through environment proxies.
+        self._session = aiohttp.ClientSession(
+            base_url=self.config.server,
+            connector=connector,
+            trust_env=False,
+            timeout=aiohttp.ClientTimeout(total=60, connect=10),
+            headers={"User-Agent": self._user_agent, "Accept": "application/json"},
+        )
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: JsonObject | list[Any] | None = None,
+        params: dict[str, str] | None = None,
+        content_type: str = "application/json",
+    ) -> JsonObject:
+        if self._session is None:
+            raise RuntimeError("KubeClient used outside its context")
+        headers = {"Content-Type": content_type}
+        token = self.config.bearer_token()
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        data = json.dumps(body) if body is not None else None
+        async with self._session.request(
+            method, path, data=data, params=params, headers=headers
+        ) as resp:
+            text = await resp.text()
+            parsed: Any = json.loads(text) if text.strip().startswith("{") else None
+            if resp.status >= 400:
+                message = parsed.get("message", text) if isinstance(parsed, dict) else text
+                reason = parsed.get("reason", resp.reason or "") if isinstance(parsed, dict) else ""
+                raise KubeApiError(resp.status, str(reason), str(message)[:2000], parsed)
+            return parsed if isinstance(parsed, dict) else {}
+
+    async def get(self, path: str, params: dict[str, str] | None = None) -> JsonObject:
+        return await self.request("GET", path, params=params)
+
+    async def create(self, path: str, body: JsonObject) -> JsonObject:
+        return await self.request("POST", path, body=body)
+
+    async def merge_patch(self, path: str, body: JsonObject) -> JsonObject:
+        return await self.request(
+            "PATCH", path, body=body, content_type="application/merge-patch+json"
+        )
+
+    async def json_patch(self, path: str, ops: list[JsonObject]) -> JsonObject:
+        return await self.request(
+            "PATCH", path, body=ops, content_type="application/json-patch+json"
+        )
+
+    async def delete(self, path: str) -> JsonObject:
+        return await self.request("DELETE", path)

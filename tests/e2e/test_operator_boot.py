@@ -1,0 +1,59 @@
+"""`lattice run` boots against the cluster and its first handler acts on a Sprite."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support.admission_cases import build
+from tests.support.cluster import Cluster, wait_for
+from tests.support.operator import operator_process
+
+pytestmark = pytest.mark.e2e
+
+
+def _ready_condition(cluster: Cluster, namespace: str, name: str) -> dict[str, object] | None:
+    obj = cluster.custom.get_namespaced_custom_object(
+        "lattice.dev", "v1alpha1", namespace, "sprites", name
+    )
+    for cond in obj.get("status", {}).get("conditions", []):
+        if cond["type"] == "Ready":
+            return {**cond, "generation": obj["metadata"]["generation"]}
+    return None
+
+
+def test_new_sprite_gets_pending_condition(
+    cluster: Cluster, namespace: str, tmp_path: Path
+) -> None:
+    with operator_process(cluster.kubeconfig, tmp_path, "--namespace", namespace) as op:
+        cluster.kubectl(
+            "apply", "-n", namespace, "-f", "-", input=json.dumps(build("sprite.yaml", "boot", {}))
+        )
+        cond = wait_for(
+            lambda: _ready_condition(cluster, namespace, "boot"),
+            timeout=60,
+            what="the Ready condition",
+        )
+        assert op.alive()
+    assert cond["status"] == "Unknown"
+    assert cond["reason"] == "Pending"
+    assert cond["observedGeneration"] == cond["generation"]
+
+
+def test_operator_joins_peering(cluster: Cluster, tmp_path: Path) -> None:
+    with operator_process(cluster.kubeconfig, tmp_path, standalone=False) as op:
+
+        def peering() -> dict[str, object] | None:
+            result = cluster.kubectl(
+                "get", "clusterkopfpeering", "lattice", "-o", "json", check=False
+            )
+            if result.returncode != 0:
+                return None
+            status = json.loads(result.stdout).get("status") or {}
+            return status or None
+
+        status = wait_for(peering, timeout=60, what="the operator's peering record")
+        assert op.alive()
+    assert len(status) >= 1

@@ -1,0 +1,96 @@
+"""Run `lattice run` as a real subprocess against the test cluster."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from lattice_adapters.localcluster.controlplane import free_port
+
+
+@dataclass
+class OperatorProcess:
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    liveness_url: str
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def healthy(self) -> bool:
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        try:
+            with opener.open(self.liveness_url, timeout=1) as resp:
+                return bool(resp.status == 200)
+        except OSError:
+            return False
+
+    def stop(self, timeout: float = 20.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return int(self.proc.returncode)
+
+    def kill(self) -> None:
+        """Crash it: no graceful shutdown (what a node failure or OOM kill looks like)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@contextlib.contextmanager
+def operator_process(
+    kubeconfig: Path,
+    log_dir: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    standalone: bool = True,
+    ready_timeout: float = 60.0,
+) -> Iterator[OperatorProcess]:
+    """Start the operator, wait until its liveness endpoint answers, stop it afterwards."""
+    port = free_port()
+    log_path = log_dir / f"operator-{port}.log"
+    cmd = [
+        sys.executable,
+        "-m",
+        "lattice_operator",
+        "run",
+        "--liveness-port",
+        str(port),
+        *(["--standalone"] if standalone else []),
+        *args,
+    ]
+    full_env = {**os.environ, "KUBECONFIG": str(kubeconfig), **(env or {})}
+    repo = Path(__file__).resolve().parents[2]
+    full_env["PYTHONPATH"] = os.pathsep.join([str(repo / "operator"), str(repo / "adapters")])
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, env=full_env, start_new_session=True
+        )
+    op = OperatorProcess(proc, log_path, f"http://127.0.0.1:{port}/healthz")
+    try:
+        deadline = time.monotonic() + ready_timeout
+        while not op.healthy():
+            if not op.alive():
+                raise AssertionError(f"operator exited early:\n{op.log()[-5000:]}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"operator not live in {ready_timeout}s:\n{op.log()[-5000:]}")
+            time.sleep(0.1)
+        yield op
+    finally:
+        op.stop()
