@@ -15,7 +15,12 @@ import yaml
 
 SAMPLES = Path(__file__).resolve().parents[2] / "manifests" / "samples"
 
-PLURALS = {"Sprite": "sprites", "Run": "runs", "Intent": "intents"}
+PLURALS = {
+    "Sprite": "sprites",
+    "Run": "runs",
+    "Intent": "intents",
+    "IntentPolicy": "intentpolicies",
+}
 
 
 def sample(name: str) -> dict[str, Any]:

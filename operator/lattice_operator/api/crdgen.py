@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from lattice_operator.api import GROUP
 from lattice_operator.api.v1alpha1 import VERSION, Intent, Run, Sprite
+from lattice_operator.api.v1alpha1.intentpolicy import IntentPolicy
 
 JsonSchema = dict[str, Any]
 
@@ -91,6 +92,18 @@ KINDS: tuple[KindInfo, ...] = (
             PrinterColumn("Phase", ".status.phase"),
             PrinterColumn("Risk", ".status.classification.risk"),
             PrinterColumn("Run", ".status.runRef.name", priority=1),
+            AGE,
+        ),
+    ),
+    KindInfo(
+        model=IntentPolicy,
+        kind="IntentPolicy",
+        plural="intentpolicies",
+        singular="intentpolicy",
+        short_names=("ipol",),
+        columns=(
+            PrinterColumn("Valid", '.status.conditions[?(@.type=="Valid")].status'),
+            PrinterColumn("Reason", '.status.conditions[?(@.type=="Valid")].reason', priority=1),
             AGE,
         ),
     ),

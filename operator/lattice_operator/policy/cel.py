@@ -1,0 +1,91 @@
+"""CEL rule compilation and evaluation (cel-python), with errors that name the rule."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import celpy
+from celpy import celtypes
+from celpy.adapter import json_to_cel
+from celpy.evaluation import CELEvalError
+
+from lattice_operator.errors import LatticeError
+
+
+@dataclass(frozen=True)
+class RuleError:
+    """Why rule `index` of a policy cannot be used."""
+
+    index: int
+    name: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"spec.rules[{self.index}] ({self.name}): {self.message}"
+
+
+class PolicyInvalid(LatticeError):
+    """A policy has rules that do not compile or do not type-check."""
+
+    def __init__(self, errors: list[RuleError]) -> None:
+        super().__init__("; ".join(str(e) for e in errors))
+        self.errors = errors
+
+
+@dataclass(frozen=True)
+class CompiledRule:
+    index: int
+    name: str
+    source: str
+    program: Any  # celpy.Runner; untyped upstream
+
+
+_ENV = celpy.Environment()
+
+
+def compile_rule(index: int, name: str, source: str) -> CompiledRule:
+    """Parse one rule; a syntax error raises PolicyInvalid naming the rule's index."""
+    try:
+        ast = _ENV.compile(source)
+        program = _ENV.program(ast)
+    except Exception as exc:  # celpy raises several parser exception types
+        raise PolicyInvalid([RuleError(index, name, f"syntax error: {_first_line(exc)}")]) from exc
+    return CompiledRule(index, name, source, program)
+
+
+class EvaluationError(LatticeError):
+    """A rule could not be evaluated for an Intent (a type error, or a missing field)."""
+
+    def __init__(self, message: str, *, type_error: bool) -> None:
+        super().__init__(message)
+        self.type_error = type_error
+
+
+def evaluate(rule: CompiledRule, intent: dict[str, Any]) -> bool:
+    """Whether the rule matches the Intent document ({"metadata": …, "spec": …})."""
+    activation = {"intent": json_to_cel(intent)}
+    try:
+        result = rule.program.evaluate(activation)
+    except CELEvalError as exc:
+        raise EvaluationError(_first_line(exc), type_error=_is_type_error(exc)) from exc
+    if isinstance(result, CELEvalError):
+        raise EvaluationError(_first_line(result), type_error=_is_type_error(result))
+    if not isinstance(result, celtypes.BoolType):
+        raise EvaluationError(
+            f"match must be a bool, got {type(result).__name__.removesuffix('Type').lower()}",
+            type_error=True,
+        )
+    return bool(result)
+
+
+def _is_type_error(exc: BaseException) -> bool:
+    # Missing fields depend on the Intent (guard them with has()); overload and conversion
+    # failures are wrong whatever the Intent, so they are type errors.
+    text = str(exc)
+    return "no matching overload" in text or ("TypeError" in text and "no such" not in text)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)
+    return text.strip().splitlines()[0][:300] if text.strip() else type(exc).__name__

@@ -1,0 +1,119 @@
+"""Classify an Intent with IntentPolicy rules: the first matching rule decides."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lattice_operator.api.v1alpha1.intentpolicy import GateOutcome, IntentPolicySpec, RiskClass
+from lattice_operator.policy.cel import (
+    CompiledRule,
+    EvaluationError,
+    PolicyInvalid,
+    RuleError,
+    compile_rule,
+    evaluate,
+)
+from lattice_operator.policy.samples import sample_intents
+
+
+@dataclass(frozen=True)
+class CompiledPolicy:
+    name: str
+    spec: IntentPolicySpec
+    rules: tuple[CompiledRule, ...]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the gate decided for an Intent, and which rule decided it."""
+
+    risk: RiskClass
+    outcome: GateOutcome
+    approvers: int
+    policy: str | None
+    rule: str
+    message: str
+    evaluation_errors: tuple[str, ...] = ()
+
+
+DEFAULT_DECISION = Decision(
+    risk="controlled",
+    outcome="require_approval",
+    approvers=1,
+    policy=None,
+    rule="default",
+    message="no policy rule matched: controlled, approval required",
+)
+
+
+def compile_policy(name: str, spec: IntentPolicySpec) -> CompiledPolicy:
+    """Compile every rule and type-check it against a sample Intent of every kind."""
+    errors: list[RuleError] = []
+    compiled: list[CompiledRule] = []
+    for index, rule in enumerate(spec.rules):
+        try:
+            compiled.append(compile_rule(index, rule.name, rule.match))
+        except PolicyInvalid as exc:
+            errors.extend(exc.errors)
+    for program in compiled:
+        for intent in sample_intents():
+            try:
+                evaluate(program, intent)
+            except EvaluationError as exc:
+                if exc.type_error:
+                    kind = intent["spec"]["kind"]
+                    errors.append(
+                        RuleError(program.index, program.name, f"type error (kind {kind}): {exc}")
+                    )
+                    break
+    if errors:
+        raise PolicyInvalid(sorted(errors, key=lambda e: e.index))
+    return CompiledPolicy(name, spec, tuple(compiled))
+
+
+def intent_document(metadata: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+    """What rules see as `intent`: identifying metadata and the spec, never status."""
+    return {
+        "metadata": {
+            "name": metadata.get("name", ""),
+            "namespace": metadata.get("namespace", ""),
+            "labels": dict(metadata.get("labels") or {}),
+            "annotations": dict(metadata.get("annotations") or {}),
+        },
+        "spec": spec,
+    }
+
+
+def classify(
+    intent: dict[str, Any],
+    policies: Sequence[CompiledPolicy],
+    default: CompiledPolicy | None = None,
+) -> Decision:
+    """Policies in order (then the cluster default); the first matching rule decides.
+
+    A rule that cannot be evaluated for this Intent (say, a missing field not guarded
+    with has()) does not match; the error is reported with the decision.
+    """
+    errors: list[str] = []
+    chain: Iterable[CompiledPolicy] = [*policies, *([default] if default else [])]
+    for policy in chain:
+        for rule in policy.rules:
+            try:
+                matched = evaluate(rule, intent)
+            except EvaluationError as exc:
+                errors.append(f"{policy.name}/{rule.name}: {exc}")
+                continue
+            if matched:
+                spec_rule = policy.spec.rules[rule.index]
+                return Decision(
+                    risk=spec_rule.risk,
+                    outcome=spec_rule.outcome,
+                    approvers=spec_rule.approvers if spec_rule.outcome == "require_approval" else 0,
+                    policy=policy.name,
+                    rule=rule.name,
+                    message=spec_rule.message or f"rule {policy.name}/{rule.name} matched",
+                    evaluation_errors=tuple(errors),
+                )
+    return Decision(**{**DEFAULT_DECISION.__dict__, "evaluation_errors": tuple(errors)})
