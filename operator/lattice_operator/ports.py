@@ -5,6 +5,21 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Protocol
 
+from lattice_operator.backend import (
+    CheckpointInfo,
+    ExecOutput,
+    ExecSession,
+    FileStat,
+    KillEvent,
+    KillResult,
+    ServiceEvent,
+    ServiceInfo,
+    SessionInfo,
+    SpriteBackend,
+    SpriteInfo,
+    SpritePage,
+)
+
 
 class Clock(Protocol):
     """Where the current time comes from (injected so tests control it)."""
@@ -30,4 +45,19 @@ class SystemClock:
         return time.monotonic()
 
 
-__all__ = ["Clock", "SystemClock"]
+__all__ = [
+    "CheckpointInfo",
+    "Clock",
+    "ExecOutput",
+    "ExecSession",
+    "FileStat",
+    "KillEvent",
+    "KillResult",
+    "ServiceEvent",
+    "ServiceInfo",
+    "SessionInfo",
+    "SpriteBackend",
+    "SpriteInfo",
+    "SpritePage",
+    "SystemClock",
+]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from lattice_operator.cli import _cluster, _crds, _dev, _run
+from lattice_operator.cli import _cluster, _crds, _dev, _run, _sprites_local
 
 app = typer.Typer(
     name="lattice",
@@ -15,6 +15,7 @@ app = typer.Typer(
 )
 app.command("run")(_run.run)
 app.command("crds")(_crds.crds)
+app.command("sprites-local")(_sprites_local.sprites_local)
 app.add_typer(_cluster.app, name="cluster")
 app.command("dev")(_dev.dev)
 

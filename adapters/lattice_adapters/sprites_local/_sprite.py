@@ -1,0 +1,349 @@
+"""One local sprite: its directories, sessions, services, checkpoints and simulated status.
+
+On disk, `<state>/sprites/<name>/`:
+
+    sprite.json     the record (id, URL settings, labels, environment, timestamps)
+    root/           the sprite's files, mounted at /workspace for its processes
+    dot/            mounted at /.sprite: api.sock, bin/ (on PATH), home/, logs/, policy/
+    checkpoints/    v0, v1, … snapshots
+    services.json   service definitions
+    policy.json     the network policy
+
+Status: `running` while a session runs, a request is being served or an in-sprite task is
+held; `warm` after `warm_after` idle seconds; `cold` after `cold_after` (processes killed,
+services stopped, files kept). A warm or cold sprite wakes on its next request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import shutil
+import signal
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from lattice_adapters.sprites_local._checkpoints import CheckpointError, CheckpointStore
+from lattice_adapters.sprites_local._faults import Faults
+from lattice_adapters.sprites_local._launcher import DOT_SPRITE, WORKSPACE, NamespaceLauncher
+from lattice_adapters.sprites_local._process import kill_group
+from lattice_adapters.sprites_local._services import ServiceSupervisor
+from lattice_adapters.sprites_local._session import Attachment, ExecParams, Session
+from lattice_adapters.sprites_local._wire import (
+    ENVIRONMENT_VERSION,
+    SpriteRecord,
+    iso,
+    utcnow,
+)
+
+Status = Literal["cold", "warm", "running"]
+_log = logging.getLogger("lattice_adapters.sprites_local")
+DEFAULT_PATH = f"{DOT_SPRITE}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+class ServerContext(Protocol):
+    """What a sprite needs from the server."""
+
+    launcher: NamespaceLauncher
+    faults: Faults
+    scrollback_bytes: int
+    exit_grace: float
+
+    def next_session_id(self) -> str: ...
+
+    def sprite_url(self, name: str) -> str: ...
+
+
+class SpriteRuntime:
+    """A sprite and everything running in it."""
+
+    def __init__(self, record: SpriteRecord, directory: Path, server: ServerContext) -> None:
+        self.record = record
+        self.dir = directory
+        self.root = directory / "root"
+        self.dot = directory / "dot"
+        self.server = server
+        self.sessions: dict[str, Session] = {}
+        self.status: Status = "cold"
+        self.last_active = time.monotonic()
+        self.inflight = 0
+        self.tasks: dict[str, float] = {}
+        """In-sprite tasks (name -> monotonic expiry) that hold the sprite awake."""
+        self._groups: set[int] = set()
+        self._wake_lock = asyncio.Lock()
+        for sub in (self.root, self.dot / "bin", self.dot / "home", self.dot / "logs"):
+            sub.mkdir(parents=True, exist_ok=True)
+        (self.dot / "policy").mkdir(exist_ok=True)
+        self.checkpoints = CheckpointStore(directory / "checkpoints")
+        self.services = ServiceSupervisor(
+            definitions_file=directory / "services.json",
+            root=self.root,
+            dot=self.dot,
+            launcher=server.launcher,
+            env_for=self.env_for,
+        )
+
+    @property
+    def name(self) -> str:
+        return self.record.name
+
+    # -- record ---------------------------------------------------------------------------
+    def save(self) -> None:
+        temp = self.dir / "sprite.json.tmp"
+        temp.write_text(self.record.model_dump_json(indent=2))
+        temp.replace(self.dir / "sprite.json")
+
+    def to_json(self) -> dict[str, Any]:
+        record = self.record
+        body: dict[str, Any] = {
+            "id": record.id,
+            "name": record.name,
+            "organization": record.organization,
+            "url": self.server.sprite_url(record.name),
+            "url_settings": record.url_settings.model_dump(exclude_none=True),
+            "status": self.status,
+            "version": ENVIRONMENT_VERSION,
+            "environment_version": ENVIRONMENT_VERSION,
+            "created_at": iso(record.created_at),
+            "updated_at": iso(record.updated_at),
+            "last_running_at": iso(record.last_running_at),
+            "last_warming_at": iso(record.last_warming_at),
+        }
+        if record.labels:
+            body["labels"] = list(record.labels)
+        return body
+
+    # -- environment ----------------------------------------------------------------------
+    def base_env(self) -> dict[str, str]:
+        """The default environment of the sprite's processes (replaced when a client sends env)."""
+        env = {
+            "PATH": DEFAULT_PATH,
+            "HOME": f"{DOT_SPRITE}/home",
+            "USER": "root",
+            "LOGNAME": "root",
+            "LANG": "C.UTF-8",
+            "SPRITE_NAME": self.name,
+            "SPRITE_API_SOCKET": f"{DOT_SPRITE}/api.sock",
+        }
+        env.update(self.record.environment)
+        return env
+
+    def env_for(self, extra: dict[str, str] | Any) -> dict[str, str]:
+        return {**self.base_env(), **dict(extra)}
+
+    # -- status ---------------------------------------------------------------------------
+    def busy(self) -> bool:
+        now = time.monotonic()
+        self.tasks = {name: until for name, until in self.tasks.items() if until > now}
+        live = any(not s.finished.is_set() for s in self.sessions.values())
+        return live or self.inflight > 0 or bool(self.tasks)
+
+    def touch(self) -> None:
+        self.last_active = time.monotonic()
+
+    async def wake(self) -> None:
+        """Make the sprite running (a cold one starts its services again)."""
+        self.touch()
+        if self.status == "running":
+            return
+        async with self._wake_lock:
+            if self._running():  # woken while this call waited for the lock
+                return
+            faults = self.server.faults
+            if faults.slow_wake and faults.applies_to(self.name):
+                await asyncio.sleep(faults.slow_wake)
+            was_cold = self.status == "cold"
+            self.status = "running"
+            self.record.last_running_at = utcnow()
+            self.save()
+            if was_cold:
+                await self.services.start_wanted()
+            self.touch()
+
+    def _running(self) -> bool:
+        return self.status == "running"
+
+    async def tick(self, warm_after: float, cold_after: float) -> None:
+        """Advance the simulated status by the idle time."""
+        self._prune_groups()
+        if self.busy():
+            self.touch()
+            if self.status != "running":
+                self.status = "running"
+            return
+        idle = time.monotonic() - self.last_active
+        if self.status != "cold" and idle >= cold_after:
+            await self.go_cold()
+        elif self.status == "running" and idle >= warm_after:
+            self.status = "warm"
+            self.record.last_warming_at = utcnow()
+            self.save()
+
+    async def go_cold(self) -> None:
+        """Stop the sprite's compute: sessions are lost (no exit frames), services stop."""
+        for session in list(self.sessions.values()):
+            session.lose()
+        self._kill_groups()
+        await self.services.stop_all(remember=False)
+        await self._wait_sessions(5.0)
+        self.tasks.clear()
+        self.status = "cold"
+
+    # -- sessions -------------------------------------------------------------------------
+    async def start_session(
+        self, params: ExecParams, transport: asyncio.Transport | None
+    ) -> tuple[Session, Attachment]:
+        """Spawn a session with a first attachment (raises SpawnError, LauncherError)."""
+        env = params.env if params.env is not None else self.base_env()
+        if params.tty:
+            env = {"TERM": "xterm-256color", **env}
+        session = Session(
+            self.server.next_session_id(),
+            params,
+            host=self,
+            scrollback=self.server.scrollback_bytes,
+            exit_grace=self.server.exit_grace,
+        )
+        attachment = session.attach(transport, fresh=True)
+        self.sessions[session.id] = session
+        try:
+            await session.start(self.server.launcher, root=self.root, dot=self.dot, env=env)
+        except BaseException:
+            self.sessions.pop(session.id, None)
+            raise
+        if session.pgid is not None:
+            self._groups.add(session.pgid)
+        self.touch()
+        return session, attachment
+
+    def session_finished(self, session: Session) -> None:
+        self.sessions.pop(session.id, None)
+        self.touch()
+
+    def session_activity(self) -> None:
+        self.last_active = time.monotonic()
+
+    def _kill_groups(self) -> None:
+        for pgid in list(self._groups):
+            if not kill_group(pgid, signal.SIGKILL):
+                self._groups.discard(pgid)
+
+    def _prune_groups(self) -> None:
+        # A group number is only safe to signal while the group has members.
+        for pgid in list(self._groups):
+            if not kill_group(pgid, 0):
+                self._groups.discard(pgid)
+
+    async def _wait_sessions(self, limit: float) -> None:
+        waits = [s.finished.wait() for s in self.sessions.values()]
+        if not waits:
+            return
+        try:
+            await asyncio.wait_for(asyncio.gather(*waits), limit)
+        except TimeoutError:
+            # SIGKILL was sent; a process stuck in the kernel must not wedge the API.
+            _log.warning("%s: sessions still finishing after %.0fs", self.name, limit)
+
+    async def kill_everything(self) -> None:
+        """Kill every process of the sprite (sessions with exit frames, services)."""
+        for session in list(self.sessions.values()):
+            session.kill(signal.SIGKILL)
+        self._kill_groups()
+        await self.services.stop_all(remember=False)
+        await self._wait_sessions(10.0)
+
+    # -- checkpoints ----------------------------------------------------------------------
+    def _fault_stream_error(self) -> bool:
+        faults = self.server.faults
+        if faults.stream_error > 0 and faults.applies_to(self.name):
+            faults.stream_error -= 1
+            return True
+        return False
+
+    async def checkpoint_events(self, comment: str) -> AsyncIterator[dict[str, Any]]:
+        """Create a checkpoint, as the NDJSON progress lines of the API."""
+        yield _line("info", "Creating checkpoint...")
+        if self._fault_stream_error():
+            yield _error("Checkpoint failed: injected fault (stream_error)")
+            return
+        async with self.checkpoints.lock:
+            yield _line("info", "Saving filesystem state...")
+            try:
+                extras = {"services": self.services.snapshot(), "policy": self.policy_json()}
+                record = await self.checkpoints.create(self.root, extras, comment)
+            except (CheckpointError, OSError) as exc:
+                yield _error(f"Checkpoint failed: {exc}")
+                return
+        yield _line("complete", f"Checkpoint {record.id} created")
+
+    async def restore_events(self, checkpoint_id: str) -> AsyncIterator[dict[str, Any]]:
+        """Restore a checkpoint (sessions killed, files rolled back), as progress lines."""
+        yield _line("info", f"Restoring checkpoint {checkpoint_id}...")
+        if self._fault_stream_error():
+            yield _error("Restore failed: injected fault (stream_error)")
+            return
+        async with self.checkpoints.lock:
+            yield _line("info", "Stopping sessions and services...")
+            await self.kill_everything()
+            yield _line("info", "Restoring filesystem state...")
+            try:
+                extras = await self.checkpoints.restore(checkpoint_id, self.root)
+            except (CheckpointError, OSError) as exc:
+                yield _error(f"Restore failed: {exc}")
+                return
+            await self.services.replace_all(extras.get("services", "[]"))
+            self.set_policy(json.loads(extras.get("policy", "[]")))
+            if self.status != "cold":
+                await self.services.start_wanted()
+        yield _line("complete", f"Restored to {checkpoint_id}")
+
+    # -- network policy -------------------------------------------------------------------
+    def policy(self) -> list[dict[str, Any]]:
+        try:
+            rules: list[dict[str, Any]] = json.loads((self.dir / "policy.json").read_text())
+        except FileNotFoundError:
+            return []
+        return rules
+
+    def policy_json(self) -> str:
+        return json.dumps(self.policy())
+
+    def set_policy(self, rules: list[dict[str, Any]]) -> None:
+        text = json.dumps(rules)
+        (self.dir / "policy.json").write_text(text)
+        # Read-only view for the sprite's programs, as at Fly.io.
+        (self.dot / "policy" / "network.json").write_text(json.dumps({"rules": rules}))
+
+    # -- teardown -------------------------------------------------------------------------
+    async def destroy(self) -> None:
+        await self.kill_everything()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def describe(self) -> dict[str, Any]:
+        """Internal state for tests (`GET /_local/sprites/{name}`)."""
+        return {
+            "name": self.name,
+            "status": self.status,
+            "root": str(self.root),
+            "workspace": WORKSPACE,
+            "sessions": [
+                {"id": s.id, "pid": s.pid, "pgid": s.pgid, "tty": s.params.tty}
+                for s in self.sessions.values()
+            ],
+            "services": {d.name: self.services.pid(d.name) for d in self.services.definitions()},
+            "tasks": sorted(self.tasks),
+        }
+
+
+def _line(kind: str, data: str) -> dict[str, Any]:
+    return {"type": kind, "data": data, "time": iso(utcnow())}
+
+
+def _error(message: str) -> dict[str, Any]:
+    return {"type": "error", "error": message, "time": iso(utcnow())}
+
+
+__all__ = ["ServerContext", "SpriteRuntime", "Status"]

@@ -1,0 +1,169 @@
+"""The server's state: the registry of sprites, fault switches, the status clock."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import logging
+import shutil
+import uuid
+from pathlib import Path
+
+from lattice_adapters.sprites_local._config import LocalSpritesConfig
+from lattice_adapters.sprites_local._faults import Faults
+from lattice_adapters.sprites_local._insprite import InSpriteApi, install_cli
+from lattice_adapters.sprites_local._launcher import NamespaceLauncher
+from lattice_adapters.sprites_local._sprite import SpriteRuntime
+from lattice_adapters.sprites_local._wire import (
+    CreateSpriteBody,
+    SpriteRecord,
+    UrlSettings,
+    utcnow,
+)
+
+_log = logging.getLogger("lattice_adapters.sprites_local")
+_SESSION_BLOCK = 1000
+
+
+class SpriteExists(Exception):
+    """A sprite of that name exists already."""
+
+
+class ServerState:
+    """Sprites, their runtimes and the fault switches of one server."""
+
+    def __init__(self, config: LocalSpritesConfig, launcher: NamespaceLauncher) -> None:
+        self.config = config
+        self.launcher = launcher
+        self.faults = Faults()
+        self.scrollback_bytes = config.scrollback_bytes
+        self.exit_grace = config.exit_grace
+        self.port = config.port
+        self.sprites: dict[str, SpriteRuntime] = {}
+        self._apis: dict[str, InSpriteApi] = {}
+        self._session_file = config.state_dir / "next-session-id"
+        self._session_counter = 1000
+        self._session_block_end = 0
+        self._ticker: asyncio.Task[None] | None = None
+        self._sprites_dir = config.state_dir / "sprites"
+
+    # -- ServerContext --------------------------------------------------------------------
+    def next_session_id(self) -> str:
+        # Decimal strings like the PIDs the service uses, but never reused, not even across
+        # restarts: ids are handed out from blocks whose end is saved before use.
+        self._session_counter += 1
+        if self._session_counter >= self._session_block_end:
+            self._session_block_end = self._session_counter + _SESSION_BLOCK
+            self._session_file.write_text(str(self._session_block_end))
+        return str(self._session_counter)
+
+    def sprite_url(self, name: str) -> str:
+        return f"http://{name}.sprites.localhost:{self.port}"
+
+    # -- lifecycle ------------------------------------------------------------------------
+    async def start(self) -> None:
+        self._sprites_dir.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError, ValueError):
+            self._session_counter = max(self._session_counter, int(self._session_file.read_text()))
+        for directory in sorted(self._sprites_dir.iterdir()):
+            meta = directory / "sprite.json"
+            if not meta.is_file():
+                continue
+            try:
+                record = SpriteRecord.model_validate_json(meta.read_text())
+            except ValueError:
+                _log.warning("skipping %s: unreadable sprite.json", directory)
+                continue
+            await self._add(record, directory)
+        self._ticker = asyncio.get_running_loop().create_task(self._tick_forever())
+
+    async def stop(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._ticker
+        for sprite in list(self.sprites.values()):
+            await sprite.kill_everything()
+        for api in self._apis.values():
+            await api.stop()
+        self._apis.clear()
+
+    async def _tick_forever(self) -> None:
+        interval = max(0.05, min(1.0, self.config.warm_after / 4))
+        while True:
+            await asyncio.sleep(interval)
+            for sprite in list(self.sprites.values()):
+                try:
+                    await sprite.tick(self.config.warm_after, self.config.cold_after)
+                except Exception:
+                    _log.exception("status tick of %s failed", sprite.name)
+
+    async def _add(self, record: SpriteRecord, directory: Path) -> SpriteRuntime:
+        sprite = SpriteRuntime(record, directory, self)
+        install_cli(sprite.dot / "bin")
+        api = InSpriteApi(sprite)
+        await api.start()
+        self.sprites[record.name] = sprite
+        self._apis[record.name] = api
+        return sprite
+
+    # -- registry -------------------------------------------------------------------------
+    async def create(self, body: CreateSpriteBody) -> SpriteRuntime:
+        if body.name in self.sprites:
+            raise SpriteExists(body.name)
+        now = utcnow()
+        settings = body.url_settings
+        record = SpriteRecord(
+            id=f"sprite-{uuid.uuid4()}",
+            name=body.name,
+            organization=self.config.organization,
+            url_settings=UrlSettings(
+                auth=(settings.auth if settings and settings.auth else "sprite"),
+                private_access=settings.private_access if settings else None,
+            ),
+            labels=list(body.labels or []),
+            environment=dict(body.environment or {}),
+            created_at=now,
+            updated_at=now,
+        )
+        directory = self._sprites_dir / body.name
+        shutil.rmtree(directory, ignore_errors=True)
+        directory.mkdir(parents=True)
+        sprite = await self._add(record, directory)
+        sprite.save()
+        # Every sprite starts from a clean base checkpoint, v0, as at Fly.io.
+        async for _ in sprite.checkpoint_events("Base (clean) state"):
+            pass
+        return sprite
+
+    async def delete(self, name: str) -> None:
+        sprite = self.sprites.pop(name)
+        api = self._apis.pop(name, None)
+        if api is not None:
+            await api.stop()
+        await sprite.destroy()
+
+    def counts(self) -> dict[str, int]:
+        counts = {"running": 0, "warm": 0, "cold": 0}
+        for sprite in self.sprites.values():
+            counts[sprite.status] += 1
+        return counts
+
+
+def encode_token(last: str) -> str:
+    """An opaque continuation token (base64 JSON, as the service's examples show)."""
+    return base64.urlsafe_b64encode(json.dumps({"last": last}).encode()).decode()
+
+
+def decode_token(token: str) -> str | None:
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token.encode()))
+    except (ValueError, TypeError):
+        return None
+    last = data.get("last") if isinstance(data, dict) else None
+    return last if isinstance(last, str) else None
+
+
+__all__ = ["ServerState", "SpriteExists", "decode_token", "encode_token"]

@@ -1,0 +1,67 @@
+"""`lattice sprites-local`: the local Sprites-compatible server (the default dev/test backend)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def sprites_local(
+    token: Annotated[
+        str,
+        typer.Option(
+            envvar="SPRITES_LOCAL_TOKEN",
+            help="Bearer token every request must carry (or $SPRITES_LOCAL_TOKEN).",
+            show_default=False,
+        ),
+    ],
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on; 0 picks a free one.")] = 8480,
+    state_dir: Annotated[
+        Path, typer.Option(help="Where sprites live (one directory each, kept across restarts).")
+    ] = Path(".lattice/sprites-local"),
+    warm_after: Annotated[
+        float, typer.Option(help="Idle seconds before a running sprite turns warm.")
+    ] = 30.0,
+    cold_after: Annotated[
+        float, typer.Option(help="Idle seconds before a sprite turns cold (processes killed).")
+    ] = 600.0,
+    scrollback: Annotated[
+        int, typer.Option(help="Bytes of output kept per session for replay on attach.")
+    ] = 64 * 1024,
+    organization: Annotated[str, typer.Option(help="Organisation name reported.")] = "local",
+    ready_file: Annotated[
+        Path | None, typer.Option(help="Write {url, port, pid} as JSON here once serving.")
+    ] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
+) -> None:
+    """Serve the Sprites REST/WebSocket API with real processes in private mount namespaces."""
+    import asyncio
+
+    from pydantic import SecretStr
+
+    from lattice_adapters.sprites_local import LauncherError, LocalSpritesConfig, serve
+
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    config = LocalSpritesConfig(
+        state_dir=state_dir.resolve(),
+        token=SecretStr(token),
+        host=host,
+        port=port,
+        organization=organization,
+        warm_after=warm_after,
+        cold_after=max(cold_after, warm_after),
+        scrollback_bytes=scrollback,
+        ready_file=ready_file,
+    )
+    try:
+        asyncio.run(serve(config))
+    except LauncherError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None

@@ -1,0 +1,166 @@
+"""Sprites backend benchmarks (`make bench`); figures go to bench-results/sprites.json.
+
+- exec round trip of `true` through the adapter against the local server, p50/p99, and the
+  same command as a local subprocess, with the ratio;
+- stdout throughput of a command writing 100 MB through the adapter, against the same
+  bytes through `cat` to /dev/null locally, with the ratio;
+- tailing a 50 MB outbox from byte offsets as it grows (Range reads), and the same growth
+  read the fallback way (whole file each time, sliced) for comparison.
+
+No assertions on the numbers: they are measurements, not tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+
+from lattice_adapters.sprites import SpritesAdapter
+from tests.support.sprites_server import LocalSprites, sprites_server
+
+REPO = Path(__file__).resolve().parents[2]
+RESULTS = REPO / "bench-results" / "sprites.json"
+ROUND_TRIPS = 200
+STDOUT_BYTES = 100 * 1024 * 1024
+OUTBOX_BYTES = 50 * 1024 * 1024
+OUTBOX_STEP = 1024 * 1024
+MB = 1_000_000
+
+
+def percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+async def timed(samples: int, action: Callable[[], Awaitable[None]]) -> list[float]:
+    for _ in range(5):  # warm-up
+        await action()
+    results = []
+    for _ in range(samples):
+        started = time.perf_counter()
+        await action()
+        results.append(time.perf_counter() - started)
+    return results
+
+
+async def exec_round_trip(adapter: SpritesAdapter, sprite: str) -> dict[str, float]:
+    async def through_adapter() -> None:
+        session = await adapter.exec(sprite, ["true"], stdin=False)
+        assert await session.wait() == 0
+
+    async def local_subprocess() -> None:
+        proc = await asyncio.create_subprocess_exec("true")
+        assert await proc.wait() == 0
+
+    remote = await timed(ROUND_TRIPS, through_adapter)
+    local = await timed(ROUND_TRIPS, local_subprocess)
+    return {
+        "samples": ROUND_TRIPS,
+        "adapter_p50_ms": statistics.median(remote) * 1000,
+        "adapter_p99_ms": percentile(remote, 99) * 1000,
+        "local_subprocess_p50_ms": statistics.median(local) * 1000,
+        "local_subprocess_p99_ms": percentile(local, 99) * 1000,
+        "ratio_p50": statistics.median(remote) / statistics.median(local),
+        "ratio_p99": percentile(remote, 99) / percentile(local, 99),
+    }
+
+
+async def stdout_throughput(adapter: SpritesAdapter, sprite: str) -> dict[str, float]:
+    command = ["head", "-c", str(STDOUT_BYTES), "/dev/zero"]
+    started = time.perf_counter()
+    session = await adapter.exec(sprite, command, stdin=False)
+    received = 0
+    async for chunk in session:
+        received += len(chunk.data)
+    adapter_seconds = time.perf_counter() - started
+    assert session.exit_code == 0
+    assert received == STDOUT_BYTES
+
+    started = time.perf_counter()
+    proc = await asyncio.create_subprocess_exec(
+        "sh", "-c", f"head -c {STDOUT_BYTES} /dev/zero | cat > /dev/null"
+    )
+    assert await proc.wait() == 0
+    local_seconds = time.perf_counter() - started
+    adapter_rate = STDOUT_BYTES / adapter_seconds / MB
+    local_rate = STDOUT_BYTES / local_seconds / MB
+    return {
+        "bytes": STDOUT_BYTES,
+        "adapter_mb_per_s": adapter_rate,
+        "local_cat_to_devnull_mb_per_s": local_rate,
+        "ratio": adapter_rate / local_rate,
+    }
+
+
+async def outbox_tail(
+    adapter: SpritesAdapter, server: LocalSprites, sprite: str
+) -> dict[str, float]:
+    outbox = server.host_root(sprite) / ".lattice" / "outbox.jsonl"
+    outbox.parent.mkdir(parents=True, exist_ok=True)
+    line = (json.dumps({"event_type": "INFO", "payload": {"message": "x" * 180}}) + "\n").encode()
+    step = line * (OUTBOX_STEP // len(line))
+    path = "/workspace/.lattice/outbox.jsonl"
+
+    async def grow_and_read(fetch: Callable[[int], Awaitable[bytes]]) -> tuple[float, int]:
+        outbox.write_bytes(b"")
+        offset, read_seconds, useful = 0, 0.0, 0
+        while offset < OUTBOX_BYTES:
+            with outbox.open("ab") as out:  # the sprite appends (not timed)
+                out.write(step)
+            started = time.perf_counter()
+            data = await fetch(offset)
+            read_seconds += time.perf_counter() - started
+            offset += len(data)
+            useful += len(data)
+        return read_seconds, useful
+
+    async def range_read(offset: int) -> bytes:
+        return await adapter.read_file(sprite, path, offset=offset)
+
+    async def whole_file(offset: int) -> bytes:
+        return (await adapter.read_file(sprite, path))[offset:]
+
+    range_seconds, useful = await grow_and_read(range_read)
+    whole_seconds, useful_whole = await grow_and_read(whole_file)
+    assert useful == useful_whole
+    return {
+        "bytes": useful,
+        "reads": useful // len(step),
+        "range_reads_mb_per_s": useful / range_seconds / MB,
+        "whole_file_rereads_mb_per_s": useful / whole_seconds / MB,
+    }
+
+
+@pytest.mark.bench
+def test_sprites_backend_benchmarks(tmp_path: Path) -> None:
+    with sprites_server(tmp_path / "server") as server:
+
+        async def run() -> dict[str, object]:
+            async with SpritesAdapter(server.credentials) as adapter:
+                await adapter.create_sprite("bench")
+                figures: dict[str, object] = {
+                    "exec_round_trip_true": await exec_round_trip(adapter, "bench"),
+                    "stdout_throughput_100mb": await stdout_throughput(adapter, "bench"),
+                    "outbox_tail_50mb": await outbox_tail(adapter, server, "bench"),
+                }
+                await adapter.delete_sprite("bench")
+                return figures
+
+        figures = asyncio.run(run())
+    figures["machine"] = {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "kernel": platform.release(),
+    }
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(json.dumps(figures, indent=2) + "\n")
+    print(json.dumps(figures, indent=2))

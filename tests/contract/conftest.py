@@ -1,0 +1,77 @@
+"""Conformance fixtures: every test runs with the official SDK and with our adapter, against
+the local server always and against the real Sprites API when SPRITES_TOKEN is set."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from lattice_adapters.sprites import SpritesCredentials, credentials_from_env
+from tests.contract._drivers import AdapterDriver, Driver, SdkDriver
+from tests.support.sprites_server import LocalSprites, sprites_server
+
+REAL_SKIP = "SPRITES_TOKEN is not set: the real Sprites API part of the suite is skipped"
+
+
+@dataclass
+class Target:
+    """Where the suite runs: the local server or the real service."""
+
+    name: str
+    credentials: SpritesCredentials
+    scratch: str
+    """A writable directory inside every sprite."""
+    local: LocalSprites | None
+
+
+@pytest.fixture(scope="session")
+def local_sprites(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSprites]:
+    with sprites_server(tmp_path_factory.mktemp("sprites-local")) as server:
+        yield server
+
+
+@pytest.fixture(params=["local", "real"])
+def target(request: pytest.FixtureRequest) -> Target:
+    if request.param == "real":
+        if not os.environ.get("SPRITES_TOKEN"):
+            pytest.skip(REAL_SKIP)
+        return Target("real", credentials_from_env(), "/home/sprite", None)
+    return local_target(request.getfixturevalue("local_sprites"))
+
+
+def local_target(server: LocalSprites) -> Target:
+    """The local server as a target; modules of local-only tests (fault switches, process
+    checks) override the `target` fixture with it instead of parametrizing."""
+    return Target("local", server.credentials, "/workspace", server)
+
+
+@pytest.fixture(params=["sdk", "adapter"])
+async def driver(request: pytest.FixtureRequest, target: Target) -> AsyncIterator[Driver]:
+    client: Driver = (
+        SdkDriver(target.credentials)
+        if request.param == "sdk"
+        else AdapterDriver(target.credentials)
+    )
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+@pytest.fixture
+async def sprite(driver: Driver, target: Target) -> AsyncIterator[str]:
+    """A fresh sprite for the test, deleted afterwards."""
+    name = f"ct-{driver.kind}-{secrets.token_hex(4)}"
+    await driver.create_sprite(name)
+    try:
+        yield name
+    finally:
+        if target.local is not None:
+            target.local.reset_faults()
+        with contextlib.suppress(Exception):  # already deleted by the test
+            await driver.delete_sprite(name)

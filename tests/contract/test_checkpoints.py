@@ -1,0 +1,42 @@
+"""Checkpoint conformance: create, list, restore really rolls files back."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.contract._drivers import Driver
+from tests.contract.conftest import Target
+
+pytestmark = pytest.mark.contract
+
+
+async def test_checkpoint_create_list_restore(driver: Driver, sprite: str, target: Target) -> None:
+    kept = f"{target.scratch}/kept.txt"
+    later = f"{target.scratch}/later.txt"
+    await driver.write(sprite, kept, b"version 1")
+    checkpoint_id = await driver.checkpoint(sprite, "before changes")
+    assert checkpoint_id in await driver.list_checkpoints(sprite)
+
+    await driver.write(sprite, kept, b"version 2")
+    await driver.write(sprite, later, b"created after the checkpoint")
+    await driver.restore(sprite, checkpoint_id)
+
+    assert await driver.read(sprite, kept) == b"version 1"
+    with pytest.raises(driver.errors.not_found):
+        await driver.read(sprite, later)
+
+
+async def test_checkpoint_ids_are_new_each_time(driver: Driver, sprite: str) -> None:
+    first = await driver.checkpoint(sprite, "one")
+    second = await driver.checkpoint(sprite, "two")
+    assert first != second
+    listed = await driver.list_checkpoints(sprite)
+    assert listed.index(second) < listed.index(first)  # newest first
+
+
+async def test_restore_terminates_running_sessions(driver: Driver, sprite: str) -> None:
+    checkpoint_id = await driver.checkpoint(sprite, "base")
+    session_id = await driver.start_detached(sprite, ["sleep", "60"])
+    assert session_id in [str(s["id"]) for s in await driver.list_sessions(sprite)]
+    await driver.restore(sprite, checkpoint_id)
+    assert session_id not in [str(s["id"]) for s in await driver.list_sessions(sprite)]

@@ -1,0 +1,243 @@
+"""The adapter over a fake HTTP transport: guard rails, error hooks, gap-filling calls."""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from collections.abc import Callable
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from lattice_adapters import errors
+from lattice_adapters.sprites import RetryPolicy, SpritesAdapter, SpritesCredentials
+from lattice_adapters.sprites._http import RedactingLogger, build_http_client
+
+TOKEN = "org/7/unit-secret"
+BASE = "http://sprites.test:8080"
+SPRITE = {
+    "id": "sprite-1",
+    "name": "box",
+    "organization": "org",
+    "url": "https://box.example",
+    "url_settings": {"auth": "public"},
+    "status": "warm",
+    "labels": ["a"],
+    "created_at": "2026-01-13T10:30:00Z",
+    "updated_at": "2026-01-13T10:30:00Z",
+}
+
+Handler = Callable[[httpx.Request], httpx.Response]
+
+
+def creds() -> SpritesCredentials:
+    return SpritesCredentials(token=SecretStr(TOKEN), api_url=BASE)
+
+
+def adapter_for(handler: Handler, **kwargs: object) -> tuple[SpritesAdapter, list[httpx.Request]]:
+    seen: list[httpx.Request] = []
+
+    def record(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return handler(request)
+
+    return SpritesAdapter(creds(), transport=httpx.MockTransport(record), **kwargs), seen  # type: ignore[arg-type]
+
+
+async def test_only_the_configured_origin_is_contacted() -> None:
+    calls: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        return httpx.Response(200)
+
+    client = build_http_client(creds(), timeout=5, transport=httpx.MockTransport(answer))
+    async with client:
+        with pytest.raises(errors.InvalidRequest, match="only the configured"):
+            await client.get("http://elsewhere.test/v1/sprites")
+        with pytest.raises(errors.InvalidRequest):
+            await client.get("http://sprites.test:9999/v1/sprites")
+        await client.get(f"{BASE}/v1/sprites")
+    assert [str(c.url) for c in calls] == [f"{BASE}/v1/sprites"]
+
+
+async def test_sdk_calls_go_through_our_client() -> None:
+    adapter, seen = adapter_for(lambda r: httpx.Response(200, json=SPRITE))
+    async with adapter:
+        info = await adapter.get_sprite("box")
+    assert (info.name, info.status, info.url_auth, info.labels) == ("box", "warm", "public", ("a",))
+    [request] = seen
+    assert request.headers["Authorization"] == f"Bearer {TOKEN}"
+    assert request.headers["User-Agent"].startswith("lattice-operator")
+    assert not [h for h in request.headers if h.lower().startswith("fly-client")]
+
+
+async def test_429_is_retried_after_retry_after() -> None:
+    answers = iter(
+        [
+            httpx.Response(429, headers={"Retry-After": "2"}, json={"error": "slow down"}),
+            httpx.Response(200, json=SPRITE),
+        ]
+    )
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    adapter, seen = adapter_for(lambda r: next(answers), sleep=sleep, rng=random.Random(0))
+    async with adapter:
+        assert (await adapter.get_sprite("box")).name == "box"
+    assert len(seen) == 2
+    assert 2 <= waits[0] <= 2 + RetryPolicy().base_delay
+
+
+async def test_create_is_not_retried_after_a_reset() -> None:
+    def reset(request: httpx.Request) -> httpx.Response:
+        raise httpx.ReadError("connection reset", request=request)
+
+    adapter, seen = adapter_for(reset)
+    async with adapter:
+        with pytest.raises(errors.TransportError):
+            await adapter.create_sprite("box")
+    assert len(seen) == 1
+
+
+async def test_get_is_retried_after_a_reset() -> None:
+    answers: list[httpx.Response | None] = [None, httpx.Response(200, json=SPRITE)]
+
+    def flaky(request: httpx.Request) -> httpx.Response:
+        answer = answers.pop(0)
+        if answer is None:
+            raise httpx.ReadError("connection reset", request=request)
+        return answer
+
+    async def sleep(seconds: float) -> None:
+        return None
+
+    adapter, seen = adapter_for(flaky, sleep=sleep)
+    async with adapter:
+        assert (await adapter.get_sprite("box")).name == "box"
+    assert len(seen) == 2
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "offset", "expected"),
+    [
+        (206, b"tail", 6, b"tail"),
+        (200, b"head: tail", 6, b"tail"),  # Range ignored: sliced client-side
+        (416, b"", 10, b""),
+    ],
+)
+async def test_read_from_offset(status: int, body: bytes, offset: int, expected: bytes) -> None:
+    adapter, seen = adapter_for(lambda r: httpx.Response(status, content=body))
+    async with adapter:
+        assert await adapter.read_file("box", "/workspace/f", offset=offset) == expected
+    assert seen[0].headers["Range"] == f"bytes={offset}-"
+    assert seen[0].url.params["path"] == "/workspace/f"
+
+
+async def test_stat_of_a_file_and_of_a_directory() -> None:
+    def listing(request: httpx.Request) -> httpx.Response:
+        path = request.url.params["path"]
+        if path.endswith(".txt"):
+            entries = [{"name": "a.txt", "path": path, "size": 3, "mode": "0600", "isDir": False}]
+        else:
+            entries = [{"name": "a.txt", "path": f"{path}/a.txt", "size": 3, "isDir": False}]
+        return httpx.Response(200, json={"path": path, "count": 1, "entries": entries})
+
+    adapter, _ = adapter_for(listing)
+    async with adapter:
+        file = await adapter.stat("box", "/workspace/a.txt")
+        directory = await adapter.stat("box", "/workspace/dir")
+    assert (file.size, file.mode, file.is_dir) == (3, "0600", False)
+    assert (directory.path, directory.is_dir) == ("/workspace/dir", True)
+
+
+def ndjson(*events: dict[str, object]) -> httpx.Response:
+    return httpx.Response(200, content=b"".join(json.dumps(e).encode() + b"\n" for e in events))
+
+
+async def test_error_line_in_a_checkpoint_stream_is_raised() -> None:
+    adapter, _ = adapter_for(
+        lambda r: ndjson(
+            {"type": "info", "data": "Creating"}, {"type": "error", "error": "disk full"}
+        )
+    )
+    async with adapter:
+        with pytest.raises(errors.OperationFailed, match="disk full"):
+            await adapter.create_checkpoint("box")
+
+
+async def test_checkpoint_id_comes_from_the_complete_line_or_the_listing() -> None:
+    listing = [{"id": "v4", "create_time": "2026-01-05T10:30:00Z", "comment": "c"}]
+
+    def with_id(request: httpx.Request) -> httpx.Response:
+        if request.method == "POST":
+            return ndjson({"type": "complete", "data": "Checkpoint v4 created"})
+        return httpx.Response(200, json=listing)
+
+    def without_id(request: httpx.Request) -> httpx.Response:
+        if request.method == "POST":
+            return ndjson({"type": "complete", "data": "done"})
+        return httpx.Response(200, json=listing)
+
+    for handler in (with_id, without_id):
+        adapter, _ = adapter_for(handler)
+        async with adapter:
+            checkpoint = await adapter.create_checkpoint("box", "c")
+        assert (checkpoint.id, checkpoint.comment) == ("v4", "c")
+
+
+async def test_truncated_restore_stream_is_a_protocol_error() -> None:
+    adapter, _ = adapter_for(lambda r: ndjson({"type": "info", "data": "Restoring"}))
+    async with adapter:
+        with pytest.raises(errors.ProtocolError):
+            await adapter.restore_checkpoint("box", "v1")
+
+
+async def test_kill_sends_query_parameters_and_reads_the_exit_code() -> None:
+    adapter, seen = adapter_for(
+        lambda r: ndjson(
+            {"type": "signal", "message": "Signaling SIGINT"},
+            {"type": "exited", "message": "Process exited"},
+            {"type": "complete", "exit_code": 130},
+        )
+    )
+    async with adapter:
+        result = await adapter.kill_session("box", "77", signal="SIGINT", grace=2.5)
+    assert result.exit_code == 130
+    assert [e.type for e in result.events] == ["signal", "exited", "complete"]
+    assert seen[0].url.path == "/v1/sprites/box/exec/77/kill"
+    assert dict(seen[0].url.params) == {"signal": "SIGINT", "timeout": "2500ms"}
+
+
+async def test_unknown_sprite_status_is_a_protocol_error() -> None:
+    adapter, _ = adapter_for(lambda r: httpx.Response(200, json={**SPRITE, "status": "melting"}))
+    async with adapter:
+        with pytest.raises(errors.ProtocolError, match="melting"):
+            await adapter.get_sprite("box")
+
+
+async def test_error_answers_never_carry_the_token(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    adapter, _ = adapter_for(
+        lambda r: httpx.Response(401, json={"error": f"token {TOKEN} revoked"}),
+        retry=RetryPolicy(max_attempts=1),
+    )
+    async with adapter:
+        with pytest.raises(errors.Unauthorized) as caught:
+            await adapter.get_sprite("box")
+    assert TOKEN not in str(caught.value)
+    assert TOKEN not in repr(caught.value)
+    assert TOKEN not in caplog.text
+
+
+def test_websocket_logger_masks_the_token(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="unit.ws")
+    logger = RedactingLogger(logging.getLogger("unit.ws"), TOKEN)
+    logger.debug("> %s: %s", "Authorization", f"Bearer {TOKEN}")
+    assert caplog.records
+    assert TOKEN not in caplog.text
+    assert "Authorization: Bearer ***" in caplog.text
