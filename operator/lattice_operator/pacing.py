@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from lattice_operator.ports import Clock
+from lattice_operator.clock import Clock
 
 JsonObject = dict[str, Any]
 

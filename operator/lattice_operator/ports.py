@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Protocol
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from lattice_operator.builders import ObjectRef
+    from lattice_operator.lifeloop.receipts import LifecycleReceipt
 
 from lattice_operator.backend import (
     CheckpointInfo,
@@ -19,30 +24,41 @@ from lattice_operator.backend import (
     SpriteInfo,
     SpritePage,
 )
+from lattice_operator.clock import Clock, SystemClock
 
 
-class Clock(Protocol):
-    """Where the current time comes from (injected so tests control it)."""
+@dataclass(frozen=True)
+class SpriteView:
+    """What a Run needs to know about its Sprite."""
 
-    def now(self) -> datetime:
-        """The current time, timezone-aware UTC."""
+    ready: bool
+    """Ready=True: the backend sprite exists and matches the spec."""
+    backend_name: str | None
+    """The sprite's name at the backend."""
+    reason: str = ""
+    """Why it is not ready, for humans."""
+
+
+class SpriteDirectory(Protocol):
+    """Looks Sprites up from memory (kopf's index), without API calls."""
+
+    def lookup(self, namespace: str, name: str) -> SpriteView | None: ...
+
+
+class RunStatusWriter(Protocol):
+    """Writes a Run's status subresource."""
+
+    async def write_run_status(self, namespace: str, name: str, status: dict[str, Any]) -> None: ...
+
+
+class ReceiptPublisher(Protocol):
+    """Publishes receipts as Events regarding an object."""
+
+    async def publish(self, regarding: ObjectRef, receipts: Iterable[LifecycleReceipt]) -> None: ...
+
+    def dropped(self, uid: str) -> int:
+        """Receipts of this object not posted (rate limited)."""
         ...
-
-    def monotonic(self) -> float:
-        """A monotonic clock in seconds, for deadlines and rate limits."""
-        ...
-
-
-class SystemClock:
-    """The real clock."""
-
-    def now(self) -> datetime:
-        return datetime.now(UTC)
-
-    def monotonic(self) -> float:
-        import time
-
-        return time.monotonic()
 
 
 __all__ = [
@@ -53,11 +69,15 @@ __all__ = [
     "FileStat",
     "KillEvent",
     "KillResult",
+    "ReceiptPublisher",
+    "RunStatusWriter",
     "ServiceEvent",
     "ServiceInfo",
     "SessionInfo",
     "SpriteBackend",
+    "SpriteDirectory",
     "SpriteInfo",
     "SpritePage",
+    "SpriteView",
     "SystemClock",
 ]

@@ -36,6 +36,47 @@ class WatchSettings(_Settings):
     """Reconnect a watch that has been silent this long (seconds); bookmarks arrive every 60 s."""
 
 
+class BackendSettings(_Settings):
+    """The default Sprites backend."""
+
+    api_url: str | None = None
+    """Base URL of the Sprites API (or the local server); default: $SPRITES_API_URL, else Fly.io."""
+    token_secret: str | None = None
+    """`namespace/name` of a Secret holding the token (key `token`); default: $SPRITES_TOKEN."""
+    observe_interval: float = Field(default=30.0, gt=0)
+    """Seconds between fleet observations (one paged LIST per interval)."""
+    page_size: int = Field(default=100, ge=1, le=500)
+    """Sprites per LIST page."""
+
+
+class SpriteTimings(_Settings):
+    """How hard the Sprite controller tries before it stops and explains."""
+
+    delete_attempts: int = Field(default=5, ge=1)
+    """Backend delete attempts before the Sprite reports DeletionBlocked."""
+    delete_backoff: float = Field(default=2.0, gt=0)
+    """Seconds before the first retry; doubles per attempt."""
+    blocked_recheck: float = Field(default=60.0, gt=0)
+    """After DeletionBlocked, seconds between further checks (or until deletionPolicy changes)."""
+
+
+class RunTimings(_Settings):
+    """Cadences of the Run daemons."""
+
+    outbox_interval: float = Field(default=0.5, gt=0)
+    """Seconds between outbox reads while a session runs (sooner when stdout shows events)."""
+    patch_interval: float = Field(default=1.0, gt=0)
+    """At most one status patch per Run per this many seconds (phase changes go at once)."""
+    sprite_wait: float = Field(default=1.0, gt=0)
+    """Seconds between checks while waiting for the Sprite to be Ready."""
+    reattach_deadline: float = Field(default=60.0, gt=0)
+    """How long to keep trying to re-attach a lost session before giving up on it."""
+    events_per_second: float = Field(default=5.0, gt=0)
+    """Receipt Events refilled per Run per second."""
+    events_burst: int = Field(default=100, ge=1)
+    """Receipt Events a Run may post in a burst."""
+
+
 class OperatorSettings(_Settings):
     """Everything `lattice run` needs to know."""
 
@@ -51,6 +92,24 @@ class OperatorSettings(_Settings):
     """reportingComponent of the Events the operator posts."""
     finalizer: str = "lattice.dev/finalizer"
     """Finalizer the operator puts on the objects it must clean up after."""
+    backend: BackendSettings = BackendSettings()
+    """The default Sprites backend."""
+    sprites: SpriteTimings = SpriteTimings()
+    """Sprite controller retries."""
+    runs: RunTimings = RunTimings()
+    """Run daemon cadences."""
+    metrics_host: str = "127.0.0.1"
+    """Address of the /metrics endpoint."""
+    metrics_port: int = Field(default=9090, ge=0, le=65535)
+    """Port of the /metrics endpoint; 0 disables it."""
 
 
-__all__ = ["OperatorSettings", "PeeringSettings", "ProbeSettings", "WatchSettings"]
+__all__ = [
+    "BackendSettings",
+    "OperatorSettings",
+    "PeeringSettings",
+    "ProbeSettings",
+    "RunTimings",
+    "SpriteTimings",
+    "WatchSettings",
+]

@@ -53,16 +53,15 @@ class OperatorProcess:
             self.proc.wait()
 
 
-@contextlib.contextmanager
-def operator_process(
+def spawn_operator(
     kubeconfig: Path,
     log_dir: Path,
     *args: str,
     env: dict[str, str] | None = None,
     standalone: bool = True,
     ready_timeout: float = 60.0,
-) -> Iterator[OperatorProcess]:
-    """Start the operator, wait until its liveness endpoint answers, stop it afterwards."""
+) -> OperatorProcess:
+    """Start the operator and wait until its liveness endpoint answers."""
     port = free_port()
     log_path = log_dir / f"operator-{port}.log"
     cmd = [
@@ -83,14 +82,31 @@ def operator_process(
             cmd, stdout=log, stderr=subprocess.STDOUT, env=full_env, start_new_session=True
         )
     op = OperatorProcess(proc, log_path, f"http://127.0.0.1:{port}/healthz")
+    deadline = time.monotonic() + ready_timeout
+    while not op.healthy():
+        if not op.alive():
+            raise AssertionError(f"operator exited early:\n{op.log()[-5000:]}")
+        if time.monotonic() > deadline:
+            op.stop()
+            raise AssertionError(f"operator not live in {ready_timeout}s:\n{op.log()[-5000:]}")
+        time.sleep(0.1)
+    return op
+
+
+@contextlib.contextmanager
+def operator_process(
+    kubeconfig: Path,
+    log_dir: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    standalone: bool = True,
+    ready_timeout: float = 60.0,
+) -> Iterator[OperatorProcess]:
+    """The operator for the duration of the block."""
+    op = spawn_operator(
+        kubeconfig, log_dir, *args, env=env, standalone=standalone, ready_timeout=ready_timeout
+    )
     try:
-        deadline = time.monotonic() + ready_timeout
-        while not op.healthy():
-            if not op.alive():
-                raise AssertionError(f"operator exited early:\n{op.log()[-5000:]}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"operator not live in {ready_timeout}s:\n{op.log()[-5000:]}")
-            time.sleep(0.1)
         yield op
     finally:
         op.stop()

@@ -65,7 +65,7 @@ from lattice_operator.backend import (
     SpriteInfo,
     SpritePage,
 )
-from lattice_operator.ports import Clock, SystemClock
+from lattice_operator.clock import Clock, SystemClock
 
 T = TypeVar("T")
 _CHECKPOINT_ID = re.compile(r"\b(v\d+)\b")

@@ -21,7 +21,7 @@ from lattice_adapters.errors import (
     Timeout,
     TransportError,
 )
-from lattice_operator.ports import Clock, SystemClock
+from lattice_operator.clock import Clock, SystemClock
 
 T = TypeVar("T")
 Sleep = Callable[[float], Awaitable[None]]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from lattice_operator.cli import _cluster, _crds, _dev, _run, _sprites_local
+from lattice_operator.cli import _cluster, _crds, _dev, _events, _run, _runs, _sprites_local
 
 app = typer.Typer(
     name="lattice",
@@ -17,7 +17,11 @@ app.command("run")(_run.run)
 app.command("crds")(_crds.crds)
 app.command("sprites-local")(_sprites_local.sprites_local)
 app.add_typer(_cluster.app, name="cluster")
+app.add_typer(_events.app, name="events")
 app.command("dev")(_dev.dev)
+app.command("resume")(_runs.resume)
+app.command("cancel")(_runs.cancel)
+app.command("logs")(_runs.logs)
 
 
 def main() -> None:

@@ -3,17 +3,41 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from lattice_operator.ports import Clock, SystemClock
+from lattice_operator.clock import Clock, SystemClock
 from lattice_operator.settings import OperatorSettings
+
+if TYPE_CHECKING:
+    from lattice_adapters.kube import KubeClient
+    from lattice_adapters.kube_events import ReceiptEvents
+    from lattice_operator.backend import SpriteBackend
 
 
 @dataclass
 class OperatorContext:
-    """Shared by every handler of one operator process."""
+    """Shared by every handler of one operator process; filled in at start-up."""
 
     settings: OperatorSettings = field(default_factory=OperatorSettings)
     clock: Clock = field(default_factory=SystemClock)
+    backend: SpriteBackend | None = None
+    kube: KubeClient | None = None
+    events: ReceiptEvents | None = None
+
+    def require_backend(self) -> SpriteBackend:
+        if self.backend is None:
+            raise RuntimeError("the Sprites backend is not configured yet")
+        return self.backend
+
+    def require_kube(self) -> KubeClient:
+        if self.kube is None:
+            raise RuntimeError("the Kubernetes client is not started yet")
+        return self.kube
+
+    def require_events(self) -> ReceiptEvents:
+        if self.events is None:
+            raise RuntimeError("the Event publisher is not started yet")
+        return self.events
 
 
 def context_of(memo: object) -> OperatorContext:

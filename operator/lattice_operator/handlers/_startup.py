@@ -1,21 +1,29 @@
-"""Operator start-up: kopf settings from our OperatorSettings, and the peering object."""
+"""Operator start-up and clean-up: kopf settings, clients, the peering object, /metrics."""
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from typing import Any
 
 import kopf
+from prometheus_client import start_http_server
 
+from lattice_adapters.errors import CredentialsMissing
 from lattice_adapters.kube import KubeApiError, KubeClient, KubeConfig, resource_path
-from lattice_operator.handlers._context import context_of
+from lattice_adapters.kube_events import ReceiptEvents
+from lattice_adapters.sprites import SpritesAdapter, load_credentials
+from lattice_operator.handlers._context import OperatorContext, context_of
+from lattice_operator.metrics import REGISTRY
 
 log = logging.getLogger(__name__)
 
 
 @kopf.on.startup()
 async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
-    ours = context_of(memo).settings
+    ctx = context_of(memo)
+    ours = ctx.settings
     settings.posting.reporting_component = ours.component
     settings.persistence.finalizer = ours.finalizer
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="lattice.dev")
@@ -24,30 +32,75 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     )
     settings.watching.inactivity_timeout = ours.watch.inactivity_timeout
     settings.networking.enforce_retry_after = True
+    # Daemons stop within seconds of a deletion or shutdown, never holding a finalizer forever.
+    settings.background.cancellation_polling = 1
+
+    ctx.kube = KubeClient(KubeConfig.load())
+    await ctx.kube.__aenter__()
+    try:
+        ctx.backend = SpritesAdapter(await _credentials(ctx))
+    except CredentialsMissing as exc:
+        # The operator still serves (admission, Intents); Sprites wait for a backend.
+        log.error("no Sprites backend configured: %s", exc)
+    instance = os.environ.get("POD_NAME") or socket.gethostname()
+    ctx.events = ReceiptEvents(
+        ctx.kube,
+        ctx.clock,
+        rate=ours.runs.events_per_second,
+        burst=ours.runs.events_burst,
+        instance=instance,
+    )
+    if ours.metrics_port:
+        start_http_server(ours.metrics_port, addr=ours.metrics_host, registry=REGISTRY)
+        log.info("metrics on http://%s:%d/metrics", ours.metrics_host, ours.metrics_port)
     if not ours.peering.standalone:
-        await _ensure_peering(ours.peering.name, ours.namespaces)
+        await _ensure_peering(ctx.kube, ours.peering.name, ours.namespaces)
 
 
-async def _ensure_peering(name: str, namespaces: tuple[str, ...]) -> None:
+@kopf.on.cleanup()
+async def close(memo: kopf.Memo, **_: Any) -> None:
+    ctx = context_of(memo)
+    if ctx.backend is not None:
+        await ctx.backend.aclose()
+    if ctx.kube is not None:
+        await ctx.kube.close()
+
+
+async def _credentials(ctx: OperatorContext) -> Any:
+    """The default backend's credentials: the configured Secret, else the environment."""
+    backend = ctx.settings.backend
+    secret_data = None
+    if backend.token_secret:
+        namespace, _, name = backend.token_secret.partition("/")
+        secret = await ctx.require_kube().get(resource_path("", "v1", "secrets", namespace, name))
+        secret_data = secret.get("data") or {}
+    environ = dict(os.environ)
+    if backend.api_url:
+        environ["SPRITES_API_URL"] = backend.api_url
+    credentials = load_credentials(secret_data, environ=environ)
+    if backend.api_url and secret_data is not None:
+        credentials = credentials.model_copy(update={"api_url": backend.api_url.rstrip("/")})
+    return credentials
+
+
+async def _ensure_peering(kube: KubeClient, name: str, namespaces: tuple[str, ...]) -> None:
     """kopf needs the peering object to exist before replicas can agree who is active."""
     kind, plural = ("ClusterKopfPeering", "clusterkopfpeerings")
     if namespaces:
-        # Namespaced operators peer per namespace; kopf creates nothing itself.
         kind, plural = ("KopfPeering", "kopfpeerings")
-    async with KubeClient(KubeConfig.load()) as kube:
-        targets = list(namespaces) if namespaces else [None]
-        for ns in targets:
-            if ns is not None and any(ch in ns for ch in "*?["):
-                log.warning("peering for namespace glob %r must be created by hand", ns)
-                continue
-            body = {
-                "apiVersion": "kopf.dev/v1",
-                "kind": kind,
-                "metadata": {"name": name, **({"namespace": ns} if ns else {})},
-            }
-            try:
-                await kube.create(resource_path("kopf.dev", "v1", plural, ns), body)
-                log.info("created %s %s", kind, name)
-            except KubeApiError as exc:
-                if not exc.conflict:
-                    raise
+    targets: list[str | None] = list(namespaces) if namespaces else [None]
+    for ns in targets:
+        if ns is not None and any(ch in ns for ch in "*?["):
+            log.warning("peering for namespace glob %r must be created by hand", ns)
+            continue
+        body = {
+            "apiVersion": "kopf.dev/v1",
+            "kind": kind,
+            "metadata": {"name": name, **({"namespace": ns} if ns else {})},
+        }
+        try:
+            await kube.create(resource_path("kopf.dev", "v1", plural, ns), body)
+            log.info("created %s %s", kind, name)
+        except KubeApiError as exc:
+            if not exc.conflict:
+                raise

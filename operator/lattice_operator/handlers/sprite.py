@@ -1,25 +1,193 @@
-"""Sprite handlers."""
+"""Sprite handlers: reconcile on create/update/resume, delete with a finalizer, observe drift."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+import time
 from typing import Any
 
 import kopf
 from pydantic import ValidationError
 
+from lattice_adapters.errors import AdapterError, NotFound
+from lattice_adapters.kube import KubeApiError, resource_path
 from lattice_operator.api.v1alpha1 import Sprite
-from lattice_operator.handlers._context import context_of
-from lattice_operator.reconcilers.sprite import pending_status
+from lattice_operator.handlers._context import OperatorContext, context_of
+from lattice_operator.metrics import RECONCILE_SECONDS, RECONCILES, STATUS_PATCHES
+from lattice_operator.ports import SpriteView
+from lattice_operator.reconcilers.fleet import FleetObserver
+from lattice_operator.reconcilers.sprite import (
+    SpriteReconcileError,
+    backend_error_reason,
+    deletion_blocked_status,
+    failed_status,
+    reconcile_sprite,
+    unknown_status,
+)
+
+log = logging.getLogger(__name__)
+GROUP, VERSION, PLURAL = "lattice.dev", "v1alpha1", "sprites"
+DELETE_ATTEMPTS_ANNOTATION = "lattice.dev/delete-attempts"
 
 
-@kopf.on.create("lattice.dev", "v1alpha1", "sprites")
-@kopf.on.resume("lattice.dev", "v1alpha1", "sprites")
-async def sprite_seen(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
+def parse_sprite(body: kopf.Body) -> Sprite:
     try:
-        sprite = Sprite.model_validate(dict(body))
+        return Sprite.model_validate(dict(body))
     except ValidationError as exc:
         raise kopf.PermanentError(f"invalid Sprite: {exc}") from exc
-    if sprite.status.observed_generation == sprite.metadata.generation:
+
+
+@kopf.index(GROUP, VERSION, PLURAL)
+async def sprite_directory(body: kopf.Body, **_: Any) -> dict[tuple[str, str], Sprite]:
+    """Every Sprite in memory, by (namespace, name): Runs and the fleet observer read it."""
+    sprite = Sprite.model_validate(dict(body))
+    return {(sprite.metadata.namespace or "", sprite.metadata.name): sprite}
+
+
+class IndexedSprites:
+    """The SpriteDirectory port over kopf's index."""
+
+    def __init__(self, index: kopf.Index[tuple[str, str], Sprite]) -> None:
+        self._index = index
+
+    def lookup(self, namespace: str, name: str) -> SpriteView | None:
+        entries = self._index.get((namespace, name))
+        if not entries:
+            return None
+        sprite = next(iter(entries))
+        ready = next((c for c in sprite.status.conditions if c.type == "Ready"), None)
+        if sprite.metadata.deletion_timestamp is not None:
+            return SpriteView(False, sprite.status.sprite_name, "the Sprite is being deleted")
+        if ready is None or ready.status != "True":
+            why = f"{ready.reason}: {ready.message}" if ready else "not reconciled yet"
+            return SpriteView(False, sprite.status.sprite_name, why)
+        return SpriteView(True, sprite.status.sprite_name or sprite.backend_name())
+
+    def all(self) -> list[Sprite]:
+        return [next(iter(v)) for v in self._index.values() if v]
+
+
+@kopf.on.create(GROUP, VERSION, PLURAL)
+@kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
+@kopf.on.resume(GROUP, VERSION, PLURAL)
+async def sprite_reconcile(
+    body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, reason: str, **_: Any
+) -> None:
+    ctx = context_of(memo)
+    sprite = parse_sprite(body)
+    if sprite.metadata.deletion_timestamp is not None:
         return
-    status = pending_status(sprite, context_of(memo).clock.now())
-    patch.status.update(status.to_wire())
+    synced = next((c for c in sprite.status.conditions if c.type == "Synced"), None)
+    if (
+        reason == "resume"
+        and synced is not None
+        and synced.status == "True"
+        and sprite.status.observed_generation == sprite.metadata.generation
+    ):
+        return  # already converged for this generation: drift is the observer's job
+    started = time.monotonic()
+    now = ctx.clock.now()
+    if ctx.backend is None:
+        patch.status.update(
+            unknown_status(
+                sprite, "BackendNotConfigured", "no Sprites backend is configured", now
+            ).to_wire()
+        )
+        raise kopf.TemporaryError("no Sprites backend is configured", delay=30)
+    try:
+        result = await reconcile_sprite(sprite, ctx.backend, now)
+    except SpriteReconcileError as exc:
+        patch.status.update(failed_status(sprite, exc.reason, str(exc), now).to_wire())
+        RECONCILES.labels(kind="Sprite", outcome="blocked").inc()
+        raise kopf.PermanentError(str(exc)) from exc
+    except AdapterError as exc:
+        reason_text = backend_error_reason(exc)
+        patch.status.update(failed_status(sprite, reason_text, str(exc), now).to_wire())
+        RECONCILES.labels(kind="Sprite", outcome="error").inc()
+        raise kopf.TemporaryError(f"backend: {exc}", delay=_retry_delay(exc)) from exc
+    finally:
+        RECONCILE_SECONDS.labels(kind="Sprite").observe(time.monotonic() - started)
+    patch.status.update(result.status.to_wire())
+    STATUS_PATCHES.labels(kind="Sprite").inc()
+    RECONCILES.labels(kind="Sprite", outcome="ok").inc()
+
+
+@kopf.on.delete(GROUP, VERSION, PLURAL)
+async def sprite_delete(
+    body: kopf.Body, memo: kopf.Memo, retry: int, logger: kopf.Logger, **_: Any
+) -> None:
+    ctx = context_of(memo)
+    sprite = parse_sprite(body)
+    if sprite.spec.deletion_policy == "Orphan" or sprite.status.sprite_id is None:
+        return  # nothing of ours at the backend, or the user asked to keep it
+    name = sprite.backend_name()
+    try:
+        await ctx.require_backend().delete_sprite(name)
+    except NotFound:
+        return
+    except AdapterError as exc:
+        timings = ctx.settings.sprites
+        if retry + 1 < timings.delete_attempts:
+            raise kopf.TemporaryError(
+                f"deleting backend sprite {name!r} failed ({exc}); retry {retry + 1} of "
+                f"{timings.delete_attempts - 1}",
+                delay=timings.delete_backoff * 2**retry,
+            ) from exc
+        message = (
+            f"the backend sprite {name!r} could not be deleted after {retry + 1} attempts "
+            f"({exc}). It is retried every {timings.blocked_recheck:.0f}s. To release this "
+            "object without deleting the backend sprite, set spec.deletionPolicy: Orphan "
+            f"(kubectl patch sprite {sprite.metadata.name} --type merge "
+            '-p \'{"spec":{"deletionPolicy":"Orphan"}}\'), or remove the finalizer '
+            f"{ctx.settings.finalizer}."
+        )
+        await _patch_status(
+            ctx, sprite, deletion_blocked_status(sprite, message, ctx.clock.now()).to_wire()
+        )
+        kopf.warn(body, reason="DeletionBlocked", message=message[:1000])
+        logger.warning(message)
+        raise kopf.TemporaryError(message, delay=timings.blocked_recheck) from exc
+
+
+async def _patch_status(ctx: OperatorContext, sprite: Sprite, status: dict[str, Any]) -> None:
+    path = resource_path(
+        GROUP, VERSION, PLURAL, sprite.metadata.namespace, sprite.metadata.name, "status"
+    )
+    with contextlib.suppress(KubeApiError):
+        await ctx.require_kube().merge_patch(path, {"status": status})
+        STATUS_PATCHES.labels(kind="Sprite").inc()
+
+
+def _retry_delay(exc: AdapterError) -> float:
+    retry_after = getattr(exc, "retry_after", None)
+    return float(retry_after) if retry_after else 10.0
+
+
+# -- the fleet observer -----------------------------------------------------------------------
+
+
+@kopf.on.startup()
+async def start_fleet_observer(memo: kopf.Memo, **kwargs: Any) -> None:
+    ctx = context_of(memo)
+    sprite_directory: kopf.Index[tuple[str, str], Sprite] = kwargs["sprite_directory"]
+    if ctx.backend is None:
+        return
+    observer = FleetObserver(
+        backend=ctx.require_backend(),
+        sprites=IndexedSprites(sprite_directory).all,
+        patch_status=lambda sprite, status: _patch_status(ctx, sprite, status),
+        clock=ctx.clock,
+        settings=ctx.settings.backend,
+    )
+    memo.fleet_task = asyncio.create_task(observer.run_forever(), name="fleet-observer")
+
+
+@kopf.on.cleanup()
+async def stop_fleet_observer(memo: kopf.Memo, **_: Any) -> None:
+    task = getattr(memo, "fleet_task", None)
+    if isinstance(task, asyncio.Task):
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

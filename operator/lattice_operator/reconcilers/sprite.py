@@ -17,8 +17,6 @@ from lattice_operator.api.v1alpha1.sprite import SpriteServiceStatus
 from lattice_operator.backend import SpriteBackend, SpriteInfo
 from lattice_operator.errors import LatticeError
 
-MANAGED_SERVICES_ANNOTATION = "lattice.dev/managed-services"
-
 
 class SpriteReconcileError(LatticeError):
     """The sprite cannot be reconciled until something changes (not a transient failure)."""
@@ -28,15 +26,15 @@ class SpriteReconcileError(LatticeError):
         self.reason = reason
 
 
-def pending_status(sprite: Sprite, now: datetime) -> SpriteStatus:
-    """The status of a Sprite the operator has seen but not yet reconciled with a backend."""
+def unknown_status(sprite: Sprite, reason: str, message: str, now: datetime) -> SpriteStatus:
+    """Ready=Unknown: the operator has seen the Sprite but cannot reconcile it yet."""
     generation = sprite.metadata.generation
     conditions = set_condition(
         sprite.status.conditions,
         type="Ready",
         status="Unknown",
-        reason="Pending",
-        message="The operator has not reconciled this sprite with a backend yet.",
+        reason=reason,
+        message=message,
         observed_generation=generation,
         now=now,
     )
@@ -192,6 +190,30 @@ def failed_status(sprite: Sprite, reason: str, message: str, now: datetime) -> S
         )
         phase = "Missing" if reason == "Missing" else "NotReady"
     return sprite.status.model_copy(update={"conditions": conditions, "phase": phase})
+
+
+def deletion_blocked_status(sprite: Sprite, message: str, now: datetime) -> SpriteStatus:
+    """Status of a Sprite whose backend sprite could not be deleted (it says how to release it)."""
+    conditions = set_condition(
+        sprite.status.conditions,
+        type="Ready",
+        status="False",
+        reason="DeletionBlocked",
+        message=message,
+        observed_generation=sprite.metadata.generation,
+        now=now,
+    )
+    return sprite.status.model_copy(update={"conditions": conditions, "phase": "Deleting"})
+
+
+def missing_status(sprite: Sprite, now: datetime) -> SpriteStatus:
+    """Status of a Sprite whose backend sprite vanished and must not be recreated."""
+    message = (
+        f"backend sprite {sprite.backend_name()!r} no longer exists and spec.recreate is false"
+    )
+    return failed_status(sprite, "Missing", message, now).model_copy(
+        update={"backend_status": None, "url": None}
+    )
 
 
 def backend_error_reason(error: AdapterError) -> str:

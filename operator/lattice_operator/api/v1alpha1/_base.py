@@ -1,59 +1,40 @@
-"""Shared building blocks of the v1alpha1 models: camelCase models, object metadata."""
+"""Shared building blocks of the v1alpha1 models: object metadata and references."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, cast
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import Field
 
-JsonDict = dict[str, Any]
+from lattice_operator.api._model import (
+    CHECKPOINT_ID_PATTERN,
+    DNS_LABEL,
+    DNS_SUBDOMAIN,
+    ENV_NAME,
+    LIST_SET,
+    PRESERVE_UNKNOWN,
+    ApiModel,
+    JsonDict,
+    cel,
+    list_map,
+)
 
-# Kubernetes object names (DNS-1123 subdomain) and label-ish names (DNS-1123 label).
-DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
-DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
-
-
-def cel(*rules: dict[str, str]) -> JsonDict:
-    """Schema extra carrying CEL validation rules (x-kubernetes-validations)."""
-    return cast(JsonDict, {"x-kubernetes-validations": list(rules)})
-
-
-def list_map(*keys: str) -> JsonDict:
-    """Schema extra for a list merged by key (x-kubernetes-list-type: map)."""
-    return cast(
-        JsonDict, {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": list(keys)}
-    )
-
-
-PRESERVE_UNKNOWN: JsonDict = {"x-kubernetes-preserve-unknown-fields": True}
-"""Schema extra for free-form JSON (kept as given, not pruned)."""
-
-LIST_SET: JsonDict = {"x-kubernetes-list-type": "set"}
-"""Schema extra for a list of unique scalars."""
-
-
-class ApiModel(BaseModel):
-    """Base of every CR model: camelCase on the wire, snake_case in Python.
-
-    Unknown fields are ignored when reading from the API server (it has already
-    pruned them against the schema); descriptions come from attribute docstrings
-    so that `kubectl explain` shows them.
-    """
-
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        populate_by_name=True,
-        use_attribute_docstrings=True,
-        extra="ignore",
-        validate_default=False,
-    )
-
-    def to_wire(self) -> dict[str, Any]:
-        """The JSON-compatible dict as the API server expects it (aliases, no unset Nones)."""
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+__all__ = [
+    "CHECKPOINT_ID_PATTERN",
+    "DNS_LABEL",
+    "DNS_SUBDOMAIN",
+    "ENV_NAME",
+    "LIST_SET",
+    "PRESERVE_UNKNOWN",
+    "ApiModel",
+    "JsonDict",
+    "LocalObjectReference",
+    "ObjectMeta",
+    "OwnerReference",
+    "SecretKeyReference",
+    "cel",
+    "list_map",
+]
 
 
 class OwnerReference(ApiModel):

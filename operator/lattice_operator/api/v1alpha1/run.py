@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, StringConstraints, model_validator
 
 from lattice_operator.api.v1alpha1._base import (
+    CHECKPOINT_ID_PATTERN,
     ENV_NAME,
     PRESERVE_UNKNOWN,
     ApiModel,
@@ -17,6 +18,9 @@ from lattice_operator.api.v1alpha1._base import (
     list_map,
 )
 from lattice_operator.api.v1alpha1.conditions import CONDITIONS_LIST_SCHEMA, Condition
+from lattice_operator.lifeloop.builder import RunReceiptsState
+from lattice_operator.protocol.merge import StreamCursor
+from lattice_operator.protocol.projection import RunEventsStatus
 
 RunPhase = Literal[
     "Pending", "Starting", "Running", "Waiting", "Resuming", "Succeeded", "Failed", "Canceled"
@@ -24,7 +28,6 @@ RunPhase = Literal[
 TERMINAL_RUN_PHASES: frozenset[str] = frozenset({"Succeeded", "Failed", "Canceled"})
 
 CommandArg = Annotated[str, StringConstraints(max_length=8192)]
-CHECKPOINT_ID_PATTERN = r"^[A-Za-z0-9][-A-Za-z0-9_.]*$"
 
 
 class EnvVar(ApiModel):
@@ -121,17 +124,34 @@ class RunSpec(RunTemplate):
         return self
 
 
-class RunCursor(ApiModel):
-    """What a restarted operator needs to resume exactly where it stopped."""
+class ResumeStatus(ApiModel):
+    """Bookkeeping of WAITING and resume, so that a resume is applied exactly once."""
 
-    outbox_offset: int = Field(default=0, ge=0)
-    """Bytes of the outbox already consumed."""
-    event_count: int = Field(default=0, ge=0)
-    """Events already folded into status."""
-    last_digest: str | None = Field(default=None, max_length=80)
-    """Digest of the last consumed outbox line."""
-    receipt_sequence: int = Field(default=0, ge=0)
-    """Sequence number of the last Lifeloop receipt emitted."""
+    checkpoint_id: str | None = Field(default=None, max_length=256)
+    """The checkpoint a resume restores: the WAITING's, or one the operator took itself."""
+    synthesized: bool = False
+    """The WAITING named a checkpoint that did not exist; the operator took `checkpointId`."""
+    requested_digest: str | None = Field(default=None, max_length=80)
+    """Identity (checkpoint + inputs) of the resume being applied."""
+    applied_digest: str | None = Field(default=None, max_length=80)
+    """Identity of the last resume applied; the same request again is a no-op."""
+    refused_digest: str | None = Field(default=None, max_length=80)
+    """Identity of the last resume refused (see `message`)."""
+    applied_at: datetime | None = None
+    """When the last resume was applied."""
+    count: int = Field(default=0, ge=0)
+    """Resumes applied."""
+    message: str | None = Field(default=None, max_length=1024)
+    """Why the last resume request was refused."""
+
+
+class RunReceiptsStatus(ApiModel):
+    """Where the Run's Lifeloop receipts stand."""
+
+    state: RunReceiptsState = Field(default_factory=RunReceiptsState)
+    """The ledger state a restarted operator continues from (sequence, keys, capabilities)."""
+    events_dropped: int = Field(default=0, ge=0)
+    """Receipts not posted as Events because the Run exceeded its Event rate limit."""
 
 
 class RunAttempt(ApiModel):
@@ -174,8 +194,22 @@ class RunStatus(ApiModel):
     """When the Run finished."""
     session_id: str | None = Field(default=None, max_length=64)
     """The current (or last) backend exec session."""
-    cursor: RunCursor = Field(default_factory=RunCursor)
-    """The durable stream cursor."""
+    sprite_name: str | None = Field(default=None, max_length=63)
+    """The backend sprite the Run executes in."""
+    session_segment: int = Field(default=1, ge=1)
+    """1 for the first session of an attempt, +1 per resume."""
+    cursor: StreamCursor = Field(default_factory=StreamCursor)
+    """The durable stream cursor (outbox offset, counts, last digest)."""
+    events: RunEventsStatus = Field(default_factory=RunEventsStatus)
+    """What the sprite's events say: phases, progress, artifacts, waiting, completion..."""
+    receipts: RunReceiptsStatus | None = None
+    """Lifeloop receipt bookkeeping."""
+    resume: ResumeStatus | None = None
+    """WAITING and resume bookkeeping."""
+    log_tail: list[Annotated[str, StringConstraints(max_length=512)]] = Field(
+        default_factory=list, max_length=20
+    )
+    """The last ordinary stdout lines (not events)."""
     attempts: list[RunAttempt] = Field(default_factory=list, max_length=11)
     """Every attempt, oldest first."""
 

@@ -1,0 +1,209 @@
+"""`lattice resume|cancel|logs`: acting on Runs from the command line."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+T = TypeVar("T")
+
+Namespace = Annotated[str, typer.Option("--namespace", "-n", help="Namespace of the Run.")]
+
+
+def _kube_call(fn: Callable[[Any], Awaitable[T]]) -> T:
+    from lattice_adapters.kube import KubeClient, KubeConfig
+
+    async def go() -> T:
+        async with KubeClient(KubeConfig.load()) as kube:
+            return await fn(kube)
+
+    return asyncio.run(go())
+
+
+def _run_path(namespace: str, name: str) -> str:
+    from lattice_adapters.kube import resource_path
+
+    return resource_path("lattice.dev", "v1alpha1", "runs", namespace, name)
+
+
+def _get_run(namespace: str, name: str) -> dict[str, Any]:
+    from lattice_adapters.kube import KubeApiError
+
+    try:
+        return _kube_call(lambda kube: kube.get(_run_path(namespace, name)))
+    except KubeApiError as exc:
+        typer.echo(f"cannot read Run {namespace}/{name}: {exc.message}", err=True)
+        raise typer.Exit(1) from exc
+
+
+def parse_input(raw: str, expected: dict[str, str]) -> tuple[str, Any]:
+    """`key=value`, the value read as the WAITING declared its type (JSON for map/array)."""
+    if "=" not in raw:
+        raise typer.BadParameter(f"{raw!r}: expected key=value", param_hint="--input")
+    key, _, text = raw.partition("=")
+    kind = expected.get(key, "string")
+    if kind == "string":
+        return key, text
+    if kind == "integer":
+        try:
+            return key, int(text)
+        except ValueError:
+            return key, text  # left as given: validation names the field
+    if kind == "boolean":
+        lowered = text.lower()
+        return key, {"true": True, "false": False}.get(lowered, text)
+    try:
+        return key, json.loads(text)
+    except json.JSONDecodeError:
+        return key, text
+
+
+def resume(
+    run: Annotated[str, typer.Argument(help="The Run to resume.")],
+    input: Annotated[
+        list[str] | None, typer.Option("--input", "-i", help="key=value; repeatable.")
+    ] = None,
+    namespace: Namespace = "default",
+    wait: Annotated[bool, typer.Option(help="Wait until the Run leaves Waiting.")] = False,
+) -> None:
+    """Resume a Waiting Run with inputs, validated against what its WAITING expects."""
+    from lattice_operator.protocol.inputs import validate_resume_inputs
+    from lattice_operator.reconcilers.run_driver import resume_digest
+
+    obj = _get_run(namespace, run)
+    status = obj.get("status") or {}
+    waiting = (status.get("events") or {}).get("waiting")
+    if status.get("phase") != "Waiting" or not waiting:
+        typer.echo(f"Run {run} is {status.get('phase') or 'Pending'}, not Waiting", err=True)
+        raise typer.Exit(1)
+    expected: dict[str, str] = waiting.get("expectedInputs") or {}
+    inputs = dict(parse_input(raw, expected) for raw in input or [])
+    problems = validate_resume_inputs(expected, inputs)
+    if problems:
+        for p in problems:
+            typer.echo(f"input {p.field}: {p.reason}", err=True)
+        raise typer.Exit(2)
+    checkpoint = waiting["checkpointId"]
+    digest = resume_digest(checkpoint, inputs)
+    if ((status.get("resume") or {}).get("appliedDigest")) == digest:
+        typer.echo(f"no-op: Run {run} was already resumed from {checkpoint} with these inputs")
+        return
+    patch = {"spec": {"resume": {"checkpointId": checkpoint, "inputs": inputs}}}
+    _kube_call(lambda kube: kube.merge_patch(_run_path(namespace, run), patch))
+    typer.echo(f"resume of {run} from {checkpoint} requested")
+    if wait:
+        _wait_phase(namespace, run, leave={"Waiting", "Resuming"}, timeout=300)
+
+
+def cancel(
+    run: Annotated[str, typer.Argument(help="The Run to cancel.")],
+    namespace: Namespace = "default",
+) -> None:
+    """Cancel a Run: its session is killed and it ends Canceled."""
+    _kube_call(lambda kube: kube.merge_patch(_run_path(namespace, run), {"spec": {"cancel": True}}))
+    typer.echo(f"cancel of {run} requested")
+
+
+def _wait_phase(namespace: str, name: str, *, leave: set[str], timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        phase = str((_get_run(namespace, name).get("status") or {}).get("phase") or "Pending")
+        if phase not in leave:
+            typer.echo(f"{name}: {phase}")
+            return phase
+        time.sleep(1)
+    typer.echo(f"{name}: still waiting after {timeout:.0f}s", err=True)
+    raise typer.Exit(1)
+
+
+def logs(
+    run: Annotated[str, typer.Argument(help="The Run.")],
+    namespace: Namespace = "default",
+    receipts: Annotated[
+        bool, typer.Option(help="Print the Run's Lifeloop receipts in sequence order.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON output.")] = False,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Follow until the Run ends.")
+    ] = False,
+) -> None:
+    """Show a Run's progress (phase, events, log tail), or its receipts."""
+    if receipts:
+        _print_receipts(namespace, run, as_json)
+        return
+    terminal = ("Succeeded", "Failed", "Canceled")
+    last = ""
+    while True:
+        status = _get_run(namespace, run).get("status") or {}
+        if as_json:
+            typer.echo(json.dumps(status, indent=2))
+            return
+        line = _progress_line(status)
+        if line != last:
+            typer.echo(line)
+            last = line
+        phase = status.get("phase") or "Pending"
+        if not follow or phase in terminal:
+            for text in status.get("logTail") or []:
+                typer.echo(f"  | {text}")
+            conditions: list[dict[str, Any]] = status.get("conditions") or []
+            cond = next((c for c in conditions if c["type"] == "Succeeded"), None)
+            if cond is not None:
+                typer.echo(f"{cond.get('reason')}: {cond.get('message')}")
+            return
+        time.sleep(1)
+
+
+def _progress_line(status: dict[str, Any]) -> str:
+    events = status.get("events") or {}
+    progress = events.get("progress") or {}
+    percent = progress.get("percent")
+    return (
+        f"{status.get('phase') or 'Pending':<10} events={events.get('eventCount', 0):<6} "
+        f"phase={events.get('currentPhase') or '-'} "
+        f"progress={'-' if percent is None else f'{percent:g}%'} {progress.get('message', '')}"
+    ).rstrip()
+
+
+def fetch_receipts(namespace: str, run: str) -> list[dict[str, Any]]:
+    """The Run's receipts, from the annotations of its Events, in sequence order."""
+    from lattice_adapters.kube import resource_path
+    from lattice_operator.builders import RECEIPT_ANNOTATION
+
+    path = resource_path("events.k8s.io", "v1", "events", namespace)
+    params = {"fieldSelector": f"regarding.name={run},regarding.kind=Run"}
+    listing = _kube_call(lambda kube: kube.get(path, params))
+    receipts = [
+        json.loads(item["metadata"]["annotations"][RECEIPT_ANNOTATION])
+        for item in listing.get("items", [])
+        if RECEIPT_ANNOTATION in (item["metadata"].get("annotations") or {})
+    ]
+    return sorted(receipts, key=lambda r: (r.get("sequence") or 0, r.get("receipt_id", "")))
+
+
+def _print_receipts(namespace: str, run: str, as_json: bool) -> None:
+    receipts = fetch_receipts(namespace, run)
+    if as_json:
+        typer.echo(json.dumps(receipts, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"receipts of {namespace}/{run}")
+    for column in ("seq", "event", "status", "failure", "session", "receipt"):
+        table.add_column(column)
+    for r in receipts:
+        table.add_row(
+            str(r.get("sequence")),
+            r["event"],
+            r["status"],
+            r.get("failure_class") or "",
+            r.get("harness_run_id") or "",
+            r["receipt_id"],
+        )
+    Console().print(table)

@@ -1,0 +1,117 @@
+"""Run handlers: one daemon per active Run, a finalizer that kills its session."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import logging
+from typing import Any
+
+import kopf
+from pydantic import ValidationError
+
+from lattice_adapters.errors import AdapterError, NotFound
+from lattice_adapters.kube import resource_path
+from lattice_operator.api.v1alpha1 import TERMINAL_RUN_PHASES, Run, Sprite
+from lattice_operator.handlers._context import OperatorContext, context_of
+from lattice_operator.handlers.sprite import IndexedSprites
+from lattice_operator.metrics import REGISTRY, PhaseCollector
+from lattice_operator.reconcilers.run_driver import RunDriver
+
+log = logging.getLogger(__name__)
+GROUP, VERSION, PLURAL = "lattice.dev", "v1alpha1", "runs"
+
+
+def parse_run(body: kopf.Body) -> Run:
+    try:
+        return Run.model_validate(copy.deepcopy(dict(body)))
+    except ValidationError as exc:
+        raise kopf.PermanentError(f"invalid Run: {exc}") from exc
+
+
+def _active(body: kopf.Body, **_: Any) -> bool:
+    return body.get("status", {}).get("phase") not in TERMINAL_RUN_PHASES
+
+
+@kopf.index(GROUP, VERSION, PLURAL)
+async def run_phases(body: kopf.Body, **_: Any) -> dict[str, str]:
+    """Runs by phase, for the lattice_runs metric (no per-Run label values)."""
+    return {str(body.get("status", {}).get("phase") or "Pending"): str(body.metadata.uid)}
+
+
+@kopf.on.startup()
+async def register_run_metrics(**kwargs: Any) -> None:
+    run_phases: kopf.Index[str, str] = kwargs["run_phases"]
+
+    def counts() -> dict[tuple[str, ...], int]:
+        return {(phase,): len(uids) for phase, uids in run_phases.items()}
+
+    with contextlib.suppress(ValueError):  # already registered by an earlier start in-process
+        REGISTRY.register(PhaseCollector("lattice_runs", "Runs by phase.", ["phase"], counts))
+
+
+class KubeRunStatus:
+    """The RunStatusWriter port: merge-patches the status subresource."""
+
+    def __init__(self, ctx: OperatorContext) -> None:
+        self._ctx = ctx
+
+    async def write_run_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        path = resource_path(GROUP, VERSION, PLURAL, namespace, name, "status")
+        await self._ctx.require_kube().merge_patch(path, {"status": status})
+
+
+@kopf.daemon(GROUP, VERSION, PLURAL, when=_active, cancellation_timeout=30.0)
+async def run_daemon(
+    body: kopf.Body,
+    memo: kopf.Memo,
+    stopped: kopf.DaemonStopped,
+    **kwargs: Any,
+) -> None:
+    ctx = context_of(memo)
+    sprite_directory: kopf.Index[tuple[str, str], Sprite] = kwargs["sprite_directory"]
+    run = parse_run(body)
+    stop = asyncio.Event()
+
+    async def watch_stop() -> None:
+        await stopped.wait()
+        stop.set()
+
+    watcher = asyncio.create_task(watch_stop(), name=f"stop-{run.metadata.name}")
+    try:
+        driver = RunDriver(
+            run,
+            view=lambda: parse_run(body),
+            backend=ctx.require_backend(),
+            sprites=IndexedSprites(sprite_directory),
+            writer=KubeRunStatus(ctx),
+            publisher=ctx.require_events(),
+            clock=ctx.clock,
+            timings=ctx.settings.runs,
+            stopped=stop,
+        )
+        await driver.drive()
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+
+
+@kopf.on.delete(GROUP, VERSION, PLURAL)
+async def run_delete(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    """Kill the Run's session so that nothing keeps running for a deleted Run."""
+    ctx = context_of(memo)
+    run = parse_run(body)
+    if run.is_done() or not run.status.session_id or not run.status.sprite_name:
+        return
+    try:
+        await ctx.require_backend().kill_session(
+            run.status.sprite_name, run.status.session_id, grace=5.0
+        )
+    except NotFound:
+        return
+    except AdapterError as exc:
+        raise kopf.TemporaryError(f"could not kill session: {exc}", delay=5) from exc
+    if ctx.events is not None:
+        ctx.events.forget(run.metadata.uid or "")

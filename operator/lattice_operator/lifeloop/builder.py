@@ -1,0 +1,271 @@
+"""`RunReceipts`: the receipts of one Run, built from the mapping table and kept in a ledger.
+
+How the operator uses it::
+
+    receipts = RunReceipts(run_key=run_uid, work_item_id=wid, clock=clock)       # new Run
+    receipts = RunReceipts(run_key=run_uid, work_item_id=wid, clock=clock,
+                           state=saved_state)                                   # restarted
+
+    receipts.set_session(exec_session_id)
+    publish(receipts.for_transition(RunTransition.EXEC_STARTING, key=exec_session_id))
+    for event in feed_result.committed:
+        publish(receipts.for_event(event))
+    publish(receipts.for_transition(RunTransition.STDOUT_LOST, key=..., evidence="..."))
+    persist(receipts.state)   # with the Run's status, *before* publishing what it produced
+    publish(receipts.audit(published_sequences, since=oldest_kept))               # on restart
+
+Identity: `harness_session_id` is the Run (`run_key`), the scope of the
+sequence; `harness_run_id` is the current exec session (`set_session`);
+`harness_task_id` is the work item. A receipt caused by an outbox event gets
+an `event_id` derived from the Run and the event's outbox position and
+digest, and an idempotency key derived from that and the lifecycle event, so
+replaying the same outbox line yields the same ids (and, while the ledger
+remembers the key, the very same receipt). A transition is identified the
+same way by the caller's `key` (the exec session id, the attempt number...).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+from pydantic import Field
+
+from lattice_operator.api._model import ApiModel
+from lattice_operator.clock import Clock
+from lattice_operator.lifeloop.classes import RetryClass
+from lattice_operator.lifeloop.ledger import (
+    IdFactory,
+    LedgerState,
+    ReceiptLedger,
+    ReceiptRequest,
+)
+from lattice_operator.lifeloop.mapping import (
+    CHECKPOINT,
+    LIFECYCLE_MAP,
+    OUTBOX,
+    STDOUT_STREAM,
+    LifecycleStep,
+    RunTransition,
+)
+from lattice_operator.lifeloop.receipts import CapabilityDegradation, LifecycleReceipt
+from lattice_operator.lifeloop.vocabulary import (
+    IntegrationMode,
+    SupportState,
+)
+from lattice_operator.protocol._text import clip
+from lattice_operator.protocol.merge import CommittedEvent
+from lattice_operator.protocol.models import EventType
+
+CLIENT_ID = "lattice"
+ADAPTER_ID = "sprites"
+INTEGRATION_MODE = IntegrationMode.LAUNCHER_WRAPPER
+
+
+def _initial_capabilities() -> dict[str, SupportState]:
+    return {
+        STDOUT_STREAM: SupportState.NATIVE,
+        OUTBOX: SupportState.NATIVE,
+        CHECKPOINT: SupportState.NATIVE,
+    }
+
+
+# A new session brings a new stream and a new outbox read: capabilities start from the baseline.
+_SESSION_STARTS = frozenset({RunTransition.EXEC_STARTING, RunTransition.RESUME_STARTING})
+
+
+class RunReceiptsState(ApiModel):
+    """What a restarted operator needs to continue a Run's receipts."""
+
+    ledger: LedgerState = Field(default_factory=LedgerState)
+    """Sequence and recent idempotency keys."""
+    harness_run_id: str | None = Field(default=None, max_length=253)
+    """The current exec session."""
+    capabilities: dict[str, SupportState] = Field(
+        default_factory=_initial_capabilities, max_length=8
+    )
+    """Current support of the capabilities that can change mid-session."""
+
+
+def _hashed(prefix: str, *parts: object) -> str:
+    text = "\x1f".join(str(part) for part in parts)
+    return f"{prefix}-{hashlib.sha256(text.encode()).hexdigest()[:26]}"
+
+
+def event_id_for(run_key: str, event: CommittedEvent) -> str:
+    """The stable `event_id` of a protocol event: the Run, its outbox position and digest."""
+    return _hashed("evt", run_key, event.line, event.digest)
+
+
+class RunReceipts:
+    """Receipt builder for one Run (the sprites adapter, the lattice client)."""
+
+    def __init__(
+        self,
+        *,
+        run_key: str,
+        work_item_id: str,
+        clock: Clock,
+        ids: IdFactory | None = None,
+        state: RunReceiptsState | None = None,
+    ) -> None:
+        state = state or RunReceiptsState()
+        self.run_key = run_key
+        self.work_item_id = work_item_id
+        self._clock = clock
+        self._harness_run_id = state.harness_run_id
+        self._capabilities = {**_initial_capabilities(), **state.capabilities}
+        self.ledger = ReceiptLedger(
+            client_id=CLIENT_ID,
+            adapter_id=ADAPTER_ID,
+            integration_mode=INTEGRATION_MODE,
+            clock=clock,
+            ids=ids,
+            state=state.ledger,
+        )
+
+    @property
+    def state(self) -> RunReceiptsState:
+        """The state to persist with the Run's status."""
+        return RunReceiptsState(
+            ledger=self.ledger.state,
+            harness_run_id=self._harness_run_id,
+            capabilities=dict(self._capabilities),
+        )
+
+    def set_session(self, harness_run_id: str | None) -> None:
+        """The exec session the following receipts belong to."""
+        self._harness_run_id = harness_run_id
+
+    def for_event(self, event: CommittedEvent) -> list[LifecycleReceipt]:
+        """The receipts of one committed protocol event (none for most events)."""
+        steps = LIFECYCLE_MAP[event.event_type]
+        if not steps:
+            return []
+        return self._emit(
+            steps,
+            event_id=event_id_for(self.run_key, event),
+            telemetry=_telemetry(event),
+            warnings=(),
+            evidence="",
+        )
+
+    def for_transition(
+        self,
+        transition: RunTransition,
+        *,
+        key: str,
+        exit_code: int | None = None,
+        evidence: str = "",
+    ) -> list[LifecycleReceipt]:
+        """The receipts of a Run transition; `key` identifies this occurrence of it.
+
+        Capability transitions produce nothing when the support does not change.
+        """
+        if transition in _SESSION_STARTS:
+            self._capabilities = _initial_capabilities()
+        steps = LIFECYCLE_MAP[transition]
+        steps = tuple(
+            s
+            for s in steps
+            if s.capability is None or self._capabilities.get(s.capability) != s.support
+        )
+        if not steps:
+            return []
+        telemetry: dict[str, object] = {"transition": transition.value}
+        if exit_code is not None:
+            telemetry["exit_code"] = exit_code
+        warnings: tuple[str, ...] = ()
+        if transition is RunTransition.EXEC_EXITED_UNANNOUNCED:
+            warnings = ("the session ended without COMPLETED, WAITING or ERROR",)
+        if evidence:
+            warnings = (*warnings, clip(evidence, 256))
+        return self._emit(
+            steps,
+            event_id=_hashed("evt", self.run_key, transition.value, key),
+            telemetry=telemetry,
+            warnings=warnings,
+            evidence=evidence,
+        )
+
+    def audit(self, published: Iterable[int], *, since: int = 1) -> list[LifecycleReceipt]:
+        """`receipt.gap_detected` for sequence numbers handed out but never published."""
+        return self.ledger.audit(published, since=since)
+
+    def _emit(
+        self,
+        steps: tuple[LifecycleStep, ...],
+        *,
+        event_id: str,
+        telemetry: dict[str, object],
+        warnings: tuple[str, ...],
+        evidence: str,
+    ) -> list[LifecycleReceipt]:
+        invocation = self.ledger.begin()
+        now = int(self._clock.now().timestamp())
+        for step in steps:
+            degradations: tuple[CapabilityDegradation, ...] = ()
+            if step.capability is not None and step.support is not None:
+                previous = self._capabilities.get(step.capability, SupportState.UNAVAILABLE)
+                self._capabilities[step.capability] = step.support
+                weaker = step.support.strength < previous.strength
+                degradations = (
+                    CapabilityDegradation(
+                        capability=step.capability,
+                        previous_support=previous,
+                        current_support=step.support,
+                        observed_at_epoch_s=now,
+                        evidence=clip(evidence or "support changed", 512),
+                        # A restored capability needs nothing before the next request.
+                        retry_class=(
+                            step.failure_class.default_retry
+                            if weaker and step.failure_class is not None
+                            else RetryClass.SAFE_RETRY
+                        ),
+                    ),
+                )
+            self.ledger.emit(
+                ReceiptRequest(
+                    event=step.event,
+                    event_id=event_id,
+                    idempotency_key=_hashed("idem", event_id, step.event.value),
+                    status=step.status,
+                    harness_session_id=self.run_key,
+                    harness_run_id=self._harness_run_id,
+                    harness_task_id=self.work_item_id,
+                    telemetry_summary=telemetry,
+                    capability_degradations=degradations,
+                    failure_class=step.failure_class,
+                    warnings=warnings,
+                ),
+                invocation,
+            )
+        return invocation.receipts
+
+
+def _telemetry(event: CommittedEvent) -> dict[str, object]:
+    """A few bounded facts about the event (never its free text beyond a short clip)."""
+    payload = event.payload
+    facts: dict[str, object] = {"event_type": event.event_type.value, "outbox_line": event.line}
+    if event.event_type in (EventType.PHASE_STARTED, EventType.PHASE_FINISHED):
+        facts["phase"] = clip(payload["phase"], 64)
+        if "success" in payload:
+            facts["success"] = payload["success"]
+    elif event.event_type is EventType.WAITING:
+        facts["checkpoint_id"] = payload["checkpoint_id"]
+        facts["reason"] = clip(payload["reason"], 128)
+    elif event.event_type is EventType.COMPLETED:
+        facts["completion"] = payload["status"]
+    elif event.event_type is EventType.ERROR:
+        facts["error"] = clip(payload["message"], 128)
+    return facts
+
+
+__all__ = [
+    "ADAPTER_ID",
+    "CLIENT_ID",
+    "INTEGRATION_MODE",
+    "RunReceipts",
+    "RunReceiptsState",
+    "event_id_for",
+]

@@ -1,0 +1,146 @@
+"""One line of JSON in, one validated event (or the reason it was refused) out.
+
+`parse_line` never raises. The fast path is a single
+`EVENT_DATA_ADAPTER.validate_json(line)`: pydantic-core parses and validates
+in one pass, against the protocol models' own schema. Only a refused line is
+looked at a second time, to name the most useful category.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import pydantic_core
+from pydantic import ValidationError
+
+from lattice_operator.protocol._text import clip
+from lattice_operator.protocol.models import (
+    EVENT_DATA_ADAPTER,
+    PROTOCOL_VERSION,
+    EventData,
+    EventType,
+)
+from lattice_operator.protocol.violations import REASON_CHARS, ViolationCategory
+
+_EVENT_TYPES = frozenset(t.value for t in EventType)
+# The SchemaValidator itself: TypeAdapter.validate_json adds a Python frame per event.
+_validate = EVENT_DATA_ADAPTER.validator.validate_json
+
+
+class Rejection(NamedTuple):
+    """Why a line is not an event."""
+
+    category: ViolationCategory
+    reason: str
+
+
+def line_parser(
+    *, sprite_id: str, work_item_id: str, max_payload_bytes: int
+) -> Callable[[bytes], EventData | Rejection]:
+    """A parser for one Run: `parser(raw)` validates one JSON line (no prefix, no newline).
+
+    A valid event whose sprite_id/work_item_id differ from the Run's is refused as
+    spoofed; a payload whose compact JSON is over `max_payload_bytes` is refused as
+    too large. (A closure rather than a function with keywords: it runs per event.)
+    """
+
+    def parse(raw: bytes) -> EventData | Rejection:
+        try:
+            event: EventData = _validate(raw)
+        except ValidationError as exc:
+            return _classify(raw, exc, sprite_id, work_item_id)
+        if event["sprite_id"] != sprite_id or event["work_item_id"] != work_item_id:
+            return _spoofed(event["sprite_id"], event["work_item_id"], sprite_id, work_item_id)
+        # The payload is never larger than the line, so only long lines pay for measuring it.
+        if len(raw) > max_payload_bytes:
+            size = compact_size(pydantic_core.from_json(raw).get("payload"))
+            if size > max_payload_bytes:
+                return Rejection(
+                    ViolationCategory.PAYLOAD_TOO_LARGE,
+                    f"payload is {size} bytes; the cap is {max_payload_bytes}",
+                )
+        return event
+
+    return parse
+
+
+def parse_line(
+    raw: bytes, *, sprite_id: str, work_item_id: str, max_payload_bytes: int
+) -> EventData | Rejection:
+    """Validate one JSON line; see `line_parser`."""
+    parse = line_parser(
+        sprite_id=sprite_id, work_item_id=work_item_id, max_payload_bytes=max_payload_bytes
+    )
+    return parse(raw)
+
+
+def _spoofed(got_sprite: object, got_work: object, sprite_id: str, work_item_id: str) -> Rejection:
+    if got_sprite != sprite_id:
+        what = f"sprite_id {_show(got_sprite)} is not this Run's {sprite_id!r}"
+    else:
+        what = f"work_item_id {_show(got_work)} is not this Run's {work_item_id!r}"
+    return Rejection(ViolationCategory.SPOOFED_IDENTITY, clip(what, REASON_CHARS))
+
+
+def _show(value: object) -> str:
+    return clip(repr(value), 80)
+
+
+def _classify(raw: bytes, exc: ValidationError, sprite_id: str, work_item_id: str) -> Rejection:
+    errors = exc.errors(include_url=False, include_input=False)
+    if any(e["type"] == "json_invalid" for e in errors):
+        return Rejection(ViolationCategory.NOT_JSON, clip(errors[0]["msg"], REASON_CHARS))
+    try:
+        obj: Any = pydantic_core.from_json(raw)
+    except ValueError as unparsable:  # what the validator tolerated, the parser may not
+        return Rejection(ViolationCategory.NOT_JSON, clip(str(unparsable), REASON_CHARS))
+    if not isinstance(obj, dict):
+        kind = type(obj).__name__
+        return Rejection(ViolationCategory.NOT_OBJECT, f"a JSON {kind}, not an object")
+    got_sprite, got_work = obj.get("sprite_id"), obj.get("work_item_id")
+    if (isinstance(got_sprite, str) and got_sprite != sprite_id) or (
+        isinstance(got_work, str) and got_work != work_item_id
+    ):
+        return _spoofed(got_sprite, got_work, sprite_id, work_item_id)
+    if obj.get("protocol_version") != PROTOCOL_VERSION:
+        return Rejection(
+            ViolationCategory.WRONG_PROTOCOL_VERSION,
+            f"protocol_version is {_show(obj.get('protocol_version', '<missing>'))}, not 'v1'",
+        )
+    event_type = obj.get("event_type")
+    if not isinstance(event_type, str) or event_type not in _EVENT_TYPES:
+        shown = "missing" if "event_type" not in obj else _show(event_type)
+        return Rejection(ViolationCategory.UNKNOWN_EVENT_TYPE, f"event_type {shown} is not v1")
+    for error in errors:
+        loc = error["loc"][1:]  # the first element is the union tag
+        if loc[:2] == ("payload", "checkpoint_id") and _blank(obj, "checkpoint_id"):
+            return Rejection(
+                ViolationCategory.WAITING_WITHOUT_CHECKPOINT, "WAITING must carry a checkpoint_id"
+            )
+    for error in errors:
+        if error["loc"][1:] == ("timestamp",):
+            return Rejection(
+                ViolationCategory.BAD_TIMESTAMP,
+                clip(
+                    f"timestamp {_show(obj.get('timestamp', '<missing>'))}: {error['msg']}",
+                    REASON_CHARS,
+                ),
+            )
+    first = errors[0]
+    path = ".".join(str(part) for part in first["loc"][1:]) or "<event>"
+    return Rejection(ViolationCategory.INVALID_FIELD, clip(f"{path}: {first['msg']}", REASON_CHARS))
+
+
+def _blank(obj: dict[str, Any], key: str) -> bool:
+    payload = obj.get("payload")
+    return not isinstance(payload, dict) or payload.get(key) in (None, "")
+
+
+def compact_size(value: object) -> int:
+    """Bytes of `value` as compact JSON (what the payload cap measures)."""
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+__all__ = ["Rejection", "compact_size", "line_parser", "parse_line"]

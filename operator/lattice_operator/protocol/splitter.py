@@ -1,0 +1,173 @@
+"""Stdout frames → lines, with a carry-over buffer for lines split across frames.
+
+WebSocket frames cut lines anywhere. `StdoutSplitter.feed` keeps the partial
+last line until the rest arrives (the earlier system split each frame on its
+own and lost every event that straddled two frames), strips `\\r\\n`, and
+sorts complete lines into event lines (`LATTICE_EVENT ` prefix) and ordinary
+output, of which only a bounded tail is kept. A line longer than the cap is
+not buffered: its start is reported and the rest is skipped up to the next
+newline, so a hostile stream cannot grow memory.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from lattice_operator.protocol._text import clip
+from lattice_operator.protocol.models import LINE_PREFIX
+
+_PREFIX_LEN = len(LINE_PREFIX)
+_NL_PREFIX = b"\n" + LINE_PREFIX
+
+
+def _after(found: int) -> int:
+    """The position after a `find` hit, or -1 for none."""
+    return found + 1 if found >= 0 else -1
+
+
+EventLine = tuple[int, int, bytes, bool]
+"""A `LATTICE_EVENT ` line from stdout: (line, offset, body, too_long).
+
+`line` is the 0-based line number in the stdout stream and `offset` the byte
+offset of its start; `body` is the JSON after the prefix with surrounding
+whitespace removed (only its start when `too_long`: the line was over the cap
+and was not read to its end). A plain tuple: it is built for every event.
+"""
+
+
+class StdoutSplitter:
+    """Stateful line splitter for one stdout stream."""
+
+    def __init__(self, *, max_line_bytes: int, log_lines: int = 50, log_line_chars: int = 512):
+        self._max = max_line_bytes
+        self._carry = b""
+        self._skipping = False
+        self._line = 0
+        self._offset = 0  # stream offset of the first byte not yet consumed into a line
+        self._log_chars = log_line_chars
+        self._log_lines = log_lines
+        # Ordinary output as byte segments (several lines each), bounded in bytes: room for
+        # `log_lines` full lines of `log_line_chars` characters of up to four bytes.
+        self._log: deque[bytes] = deque()
+        self._log_bytes = 0
+        self._log_cap = log_lines * log_line_chars * 4
+
+    @property
+    def partial_bytes(self) -> int:
+        """Bytes held for an unfinished line."""
+        return len(self._carry)
+
+    def feed(self, data: bytes) -> list[EventLine]:
+        """Consume one frame; return the event lines it completed, in order."""
+        out: list[EventLine] = []
+        if self._skipping:
+            newline = data.find(b"\n")
+            if newline < 0:
+                self._offset += len(data)
+                return out
+            self._skipping = False
+            self._offset += newline + 1
+            self._line += 1
+            data = data[newline + 1 :]
+        buffer = self._carry + data if self._carry else data
+        if len(buffer) <= self._max:
+            # No line in the buffer can be over the cap: find event lines with the regex
+            # engine instead of looking at every line in Python.
+            return self._feed_short(buffer, out)
+        parts = buffer.split(b"\n")
+        carry = parts.pop()
+        line, offset, limit = self._line, self._offset, self._max
+        for part in parts:
+            if len(part) > limit:
+                self._long_line(out, part, line, offset)
+            elif part.startswith(LINE_PREFIX):
+                out.append((line, offset, part[_PREFIX_LEN:].strip(), False))
+            elif part and part != b"\r":
+                self._keep_log(part)
+            offset += len(part) + 1
+            line += 1
+        self._line, self._offset = line, offset
+        if len(carry) > limit:
+            # Report the start now and drop the rest of this line as it streams in.
+            self._long_line(out, carry, line, offset)
+            self._offset += len(carry)
+            self._carry = b""
+            self._skipping = True
+        else:
+            self._carry = carry
+        return out
+
+    def _feed_short(self, buffer: bytes, out: list[EventLine]) -> list[EventLine]:
+        end = buffer.rfind(b"\n") + 1  # the complete lines are buffer[:end]
+        if not end:
+            self._carry = buffer
+            return out
+        line, offset, last = self._line, self._offset, 0
+        logs: list[bytes] = []
+        # Jump from event line to event line with bytes.find (fast); ordinary output in
+        # between is kept as whole segments, never looked at line by line here.
+        start = 0 if buffer.startswith(LINE_PREFIX) else _after(buffer.find(_NL_PREFIX, 0, end))
+        while start >= 0:
+            if start > last:
+                logs.append(buffer[last : start - 1])
+            eol = buffer.find(b"\n", start, end)
+            line += buffer.count(b"\n", last, start)
+            out.append((line, offset + start, buffer[start + _PREFIX_LEN : eol].strip(), False))
+            line += 1
+            last = eol + 1
+            start = _after(buffer.find(_NL_PREFIX, eol, end))
+        if last < end:
+            logs.append(buffer[last : end - 1])
+        if logs:
+            self._keep_log(b"\n".join(logs))
+        self._line += buffer.count(b"\n", 0, end)
+        self._offset += end
+        self._carry = buffer[end:]
+        return out
+
+    def _keep_log(self, segment: bytes) -> None:
+        """Ordinary output: keep the most recent bytes of it, a few lines' worth."""
+        if not self._log_cap:
+            return
+        segment = segment[-self._log_cap :]
+        self._log.append(segment)
+        self._log_bytes += len(segment)
+        while self._log_bytes > self._log_cap:
+            self._log_bytes -= len(self._log.popleft())
+
+    def flush(self) -> list[EventLine]:
+        """End of stream: the unfinished last line, if any, counts as complete."""
+        if self._skipping:
+            self._skipping = False
+            self._line += 1
+            return []
+        tail, self._carry = self._carry, b""
+        if not tail:
+            return []
+        return self.feed(tail + b"\n")
+
+    def reset(self) -> None:
+        """The stream was re-attached: an unfinished line from the old connection is dropped."""
+        self._offset += len(self._carry)
+        if self._carry or self._skipping:
+            self._line += 1
+        self._carry = b""
+        self._skipping = False
+
+    def log_tail(self) -> list[str]:
+        """The last ordinary (non-event) output lines, oldest first, made printable."""
+        if not self._log_lines:
+            return []
+        text = b"\n".join(self._log).decode("utf-8", "replace")
+        # A terminal shows only what follows the last carriage return of a line.
+        shown = [line.rstrip("\r").rsplit("\r", 1)[-1] for line in text.split("\n")]
+        return [clip(line, self._log_chars) for line in shown if line][-self._log_lines :]
+
+    def _long_line(self, out: list[EventLine], part: bytes, line: int, offset: int) -> None:
+        if part.startswith(LINE_PREFIX):
+            out.append((line, offset, part[_PREFIX_LEN : _PREFIX_LEN + 1024].strip(), True))
+        else:
+            self._keep_log(part[: self._log_chars * 4])
+
+
+__all__ = ["EventLine", "StdoutSplitter"]

@@ -1,0 +1,129 @@
+"""One observer per backend: list the whole fleet per interval and fan results out.
+
+Backend calls per interval do not grow with the number of Sprite objects beyond
+one LIST page per `page_size` sprites (plus the writes needed to recreate a
+sprite that vanished). Status is patched only when what the backend reports
+differs from what the Sprite's status already says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from lattice_adapters.errors import AdapterError
+from lattice_operator.api.v1alpha1 import Sprite
+from lattice_operator.backend import SpriteBackend, SpriteInfo
+from lattice_operator.clock import Clock
+from lattice_operator.metrics import BACKEND_CALL_SECONDS, BACKEND_ERRORS
+from lattice_operator.reconcilers.sprite import (
+    SpriteReconcileError,
+    failed_status,
+    missing_status,
+    reconcile_sprite,
+)
+from lattice_operator.settings import BackendSettings
+
+log = logging.getLogger(__name__)
+
+PatchStatus = Callable[[Sprite, dict[str, Any]], Awaitable[None]]
+
+
+@dataclass
+class FleetObservation:
+    """What one pass did, for tests and logs."""
+
+    list_calls: int = 0
+    listed: int = 0
+    patched: int = 0
+    recreated: int = 0
+    missing: int = 0
+
+
+class FleetObserver:
+    def __init__(
+        self,
+        *,
+        backend: SpriteBackend,
+        sprites: Callable[[], list[Sprite]],
+        patch_status: PatchStatus,
+        clock: Clock,
+        settings: BackendSettings,
+    ) -> None:
+        self._backend = backend
+        self._sprites = sprites
+        self._patch = patch_status
+        self._clock = clock
+        self._settings = settings
+
+    async def run_forever(self) -> None:
+        while True:
+            try:
+                result = await self.observe_once()
+                log.debug("fleet pass: %s", result)
+            except AdapterError as exc:
+                BACKEND_ERRORS.labels(
+                    operation="list_sprites", failure_class=exc.failure_class
+                ).inc()
+                log.warning("fleet observation failed: %s", exc)
+            await asyncio.sleep(self._settings.observe_interval)
+
+    async def list_fleet(self, result: FleetObservation) -> dict[str, SpriteInfo]:
+        fleet: dict[str, SpriteInfo] = {}
+        token: str | None = None
+        while True:
+            with BACKEND_CALL_SECONDS.labels(operation="list_sprites").time():
+                page = await self._backend.list_sprites(
+                    page_size=self._settings.page_size, continuation_token=token
+                )
+            result.list_calls += 1
+            for info in page.sprites:
+                fleet[info.name] = info
+            if not page.has_more or not page.next_token:
+                return fleet
+            token = page.next_token
+
+    async def observe_once(self) -> FleetObservation:
+        result = FleetObservation()
+        # The objects are read first: a Sprite created after the LIST is not judged by it.
+        sprites = [
+            s
+            for s in self._sprites()
+            if s.metadata.deletion_timestamp is None and s.status.sprite_id is not None
+        ]
+        fleet = await self.list_fleet(result)
+        result.listed = len(fleet)
+        for sprite in sprites:
+            info = fleet.get(sprite.backend_name())
+            if info is None:
+                await self._vanished(sprite, result)
+            elif info.status != sprite.status.backend_status or info.url != sprite.status.url:
+                status = sprite.status.model_copy(
+                    update={"backend_status": info.status, "url": info.url}
+                )
+                await self._patch(sprite, status.to_wire())
+                result.patched += 1
+        return result
+
+    async def _vanished(self, sprite: Sprite, result: FleetObservation) -> None:
+        now = self._clock.now()
+        if not sprite.spec.recreate:
+            if sprite.status.phase != "Missing":
+                await self._patch(sprite, missing_status(sprite, now).to_wire())
+                result.patched += 1
+            result.missing += 1
+            return
+        log.info("backend sprite %s vanished: recreating it", sprite.backend_name())
+        try:
+            outcome = await reconcile_sprite(sprite, self._backend, now)
+        except (SpriteReconcileError, AdapterError) as exc:
+            reason = getattr(exc, "reason", "RecreateFailed")
+            await self._patch(sprite, failed_status(sprite, reason, str(exc), now).to_wire())
+            result.patched += 1
+            return
+        await self._patch(sprite, outcome.status.to_wire())
+        result.patched += 1
+        result.recreated += 1

@@ -1,0 +1,260 @@
+"""Manifest rules, and every claim of the `sprites` manifest paired with the code that makes it
+true ("registry-backed capability-claim verification")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from lattice_operator.lifeloop import (
+    SPRITES_MANIFEST,
+    AdapterManifest,
+    FailureClass,
+    IntegrationMode,
+    LifecycleEvent,
+    LifecycleReceipt,
+    ManifestError,
+    ReceiptRequest,
+    ReceiptStatus,
+    RunReceiptsState,
+    RunTransition,
+    SupportState,
+    validate_manifest,
+)
+from lattice_operator.lifeloop.manifest import manifest_problems
+from lattice_operator.protocol import EventType, RunEventEngine
+from tests.unit.lifeloop.support import committed, receipts
+from tests.unit.protocol.streams import PREFIX, SPRITE, WORK, ev, info
+
+SAMPLE_EVENTS = {
+    EventType.INFO: info("hello"),
+    EventType.PHASE_STARTED: ev("PHASE_STARTED", {"phase": "test"}),
+    EventType.PHASE_FINISHED: ev("PHASE_FINISHED", {"phase": "test", "success": True}),
+    EventType.ACTION_REQUEST: ev("ACTION_REQUEST", {"action": "OPEN_PR", "blocking": True}),
+    EventType.ARTIFACT: ev("ARTIFACT", {"kind": "branch", "ref": "b"}),
+    EventType.WAITING: ev("WAITING", {"reason": "r", "checkpoint_id": "chk-1"}),
+    EventType.COMPLETED: ev("COMPLETED", {"status": "success"}),
+    EventType.ERROR: ev("ERROR", {"message": "boom"}),
+    EventType.ENVIRONMENT_PROPOSAL: ev(
+        "ENVIRONMENT_PROPOSAL",
+        {
+            "observed_failure": {},
+            "suggested_adjustment": {"type": "runtime_install"},
+            "confidence": 0.5,
+            "evidence": [],
+            "scope": "repo_specific",
+        },
+    ),
+}
+
+
+def every_receipt() -> list[LifecycleReceipt]:
+    """Every receipt the adapter's code can produce: each trigger, a conflict, a gap."""
+    book = receipts()
+    book.set_session("exec-1")
+    out: list[LifecycleReceipt] = []
+    for transition in RunTransition:
+        out += book.for_transition(transition, key="k1")
+    for transition in RunTransition:  # capability transitions the other way round
+        out += book.for_transition(transition, key="k2")
+    for line, raw in enumerate(SAMPLE_EVENTS.values()):
+        out += book.for_event(committed(raw, line))
+    ledger = book.ledger
+    invocation = ledger.begin()
+    for event in (LifecycleEvent.SESSION_STARTED, LifecycleEvent.SESSION_ENDED):
+        out.append(
+            ledger.emit(
+                ReceiptRequest(
+                    event=event,
+                    event_id="evt-c",
+                    status=ReceiptStatus.OBSERVED,
+                    idempotency_key="same-key",
+                ),
+                invocation,
+            )
+        )
+    out += book.audit([1])
+    return out
+
+
+PRODUCED = every_receipt()
+PRODUCED_EVENTS = {r.event for r in PRODUCED}
+
+
+def test_the_sprites_manifest_conforms() -> None:
+    assert manifest_problems(SPRITES_MANIFEST) == []
+    assert SPRITES_MANIFEST.adapter_id == "sprites"
+    assert SPRITES_MANIFEST.contract_version == "lifeloop.v0.2"
+    assert set(SPRITES_MANIFEST.lifecycle_events) == set(LifecycleEvent)  # nothing left unsaid
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        e
+        for e, c in SPRITES_MANIFEST.lifecycle_events.items()
+        if c.support is not SupportState.UNAVAILABLE
+    ],
+)
+def test_each_claimed_lifecycle_event_is_produced(event: LifecycleEvent) -> None:
+    assert event in PRODUCED_EVENTS
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        e
+        for e, c in SPRITES_MANIFEST.lifecycle_events.items()
+        if c.support is SupportState.UNAVAILABLE
+    ],
+)
+def test_each_unavailable_lifecycle_event_is_never_produced(event: LifecycleEvent) -> None:
+    assert event not in PRODUCED_EVENTS
+
+
+def test_no_payload_placement_is_claimed_or_done() -> None:
+    assert all(c.support is SupportState.UNAVAILABLE for c in SPRITES_MANIFEST.placement.values())
+    assert all(r.payload_receipts == [] for r in PRODUCED)
+
+
+def test_context_pressure_is_unavailable_and_never_reported() -> None:
+    assert SPRITES_MANIFEST.context_pressure.support is SupportState.UNAVAILABLE
+    assert LifecycleEvent.CONTEXT_PRESSURE_OBSERVED not in PRODUCED_EVENTS
+
+
+def test_receipts_are_synthesized_by_the_launcher_wrapper() -> None:
+    assert SPRITES_MANIFEST.receipts.lifeloop_synthesized
+    assert not SPRITES_MANIFEST.receipts.native
+    assert SPRITES_MANIFEST.integration_modes == [IntegrationMode.LAUNCHER_WRAPPER]
+    assert {r.integration_mode for r in PRODUCED} == {"launcher_wrapper"}
+    assert {r.adapter_id for r in PRODUCED} == {"sprites"}
+
+
+def test_the_receipt_ledger_claim_is_durable() -> None:
+    """receipt_ledger=synthesized: sequence and idempotency survive the persisted state."""
+    assert SPRITES_MANIFEST.receipts.receipt_ledger is SupportState.SYNTHESIZED
+    book = receipts()
+    first = book.for_transition(RunTransition.EXEC_STARTED, key="exec-1")
+    state = RunReceiptsState.model_validate_json(book.state.model_dump_json(by_alias=True))
+    restored = receipts(state)
+    assert restored.for_transition(RunTransition.EXEC_STARTED, key="exec-1") == first
+    assert restored.for_transition(RunTransition.EXEC_EXITED, key="exec-1")[0].sequence == 2
+    assert [g.event for g in restored.audit([2])] == [LifecycleEvent.RECEIPT_GAP_DETECTED]
+
+
+def test_session_identity_claims() -> None:
+    identity = SPRITES_MANIFEST.session_identity
+    assert identity is not None
+    started = next(r for r in PRODUCED if r.event is LifecycleEvent.SESSION_STARTED)
+    assert identity.harness_session_id is SupportState.SYNTHESIZED
+    assert started.harness_session_id == "default/run-1"  # the Run, chosen by us
+    assert identity.harness_run_id is SupportState.NATIVE
+    assert started.harness_run_id == "exec-1"  # the backend's exec session id
+    assert identity.harness_task_id is SupportState.NATIVE
+    assert started.harness_task_id == "issue-17"  # the work item the sprite echoes
+
+
+def test_each_listed_failure_mode_is_produced() -> None:
+    produced = {r.failure_class for r in PRODUCED}
+    for failure in SPRITES_MANIFEST.failure_modes:
+        assert failure in produced, failure
+
+
+@pytest.mark.parametrize(
+    ("index", "transition"),
+    [(0, RunTransition.STDOUT_LOST), (1, RunTransition.CHECKPOINT_SYNTHESIZED)],
+)
+def test_each_known_degradation_is_what_its_transition_reports(
+    index: int, transition: RunTransition
+) -> None:
+    known = SPRITES_MANIFEST.known_degradations[index]
+    (receipt,) = receipts().for_transition(transition, key="1")
+    (change,) = receipt.capability_degradations
+    assert (change.capability, change.previous_support, change.current_support) == (
+        known.capability,
+        known.previous_support,
+        known.current_support,
+    )
+    assert len(SPRITES_MANIFEST.known_degradations) == 2
+
+
+def test_both_telemetry_sources_feed_the_engine() -> None:
+    assert [s.name for s in SPRITES_MANIFEST.telemetry_sources] == ["stdout", "outbox"]
+    engine = RunEventEngine(SPRITE, WORK)
+    assert engine.feed_stdout(PREFIX + info("x") + b"\n").provisional == 1
+    assert len(engine.feed_outbox(info("x") + b"\n").committed) == 1
+
+
+# -- the rules ------------------------------------------------------------------------------------
+
+
+def variant(**changes: Any) -> AdapterManifest:
+    data = SPRITES_MANIFEST.model_dump(mode="json")
+    data.update(changes)
+    return AdapterManifest.model_validate(data)
+
+
+@pytest.mark.parametrize(
+    ("changes", "problem"),
+    [
+        ({"contract_version": "lifeloop.v0.1"}, "contract_version"),
+        ({"adapter_id": "Sprites!"}, "adapter_id"),
+        ({"display_name": " "}, "display_name"),
+        ({"integration_modes": []}, "integration_modes is empty"),
+        ({"integration_modes": ["launcher_wrapper", "launcher_wrapper"]}, "repeats a mode"),
+        (
+            {
+                "lifecycle_events": {
+                    "session.started": {"support": "native", "modes": ["native_hook"]}
+                }
+            },
+            "not integration modes",
+        ),
+        (
+            {
+                "lifecycle_events": {
+                    "session.started": {"support": "unavailable", "modes": ["launcher_wrapper"]}
+                }
+            },
+            "unavailable support names delivery modes",
+        ),
+        (
+            {"lifecycle_events": {"session.started": {"support": "native", "modes": []}}},
+            "names no mode",
+        ),
+        (
+            {"placement": {"pre_session": {"support": "unavailable", "max_bytes": 10}}},
+            "unavailable but has max_bytes",
+        ),
+        ({"failure_modes": ["timeout", "timeout"]}, "repeats a class"),
+        (
+            {
+                "receipts": {
+                    "native": False,
+                    "lifeloop_synthesized": False,
+                    "receipt_ledger": "unavailable",
+                }
+            },
+            "neither native nor synthesized",
+        ),
+    ],
+)
+def test_each_rule(changes: dict[str, Any], problem: str) -> None:
+    manifest = variant(**changes)
+    with pytest.raises(ManifestError) as caught:
+        validate_manifest(manifest)
+    assert any(problem in p for p in caught.value.problems), caught.value.problems
+
+
+def test_unknown_vocabulary_is_refused_by_the_model() -> None:
+    with pytest.raises(ValueError, match="role"):
+        variant(role="boss")
+    with pytest.raises(ValueError, match="lifecycle_events"):
+        variant(lifecycle_events={"session.paused": {"support": "native"}})
+    with pytest.raises(ValueError, match="failure_modes"):
+        variant(failure_modes=["oops"])
+
+
+def test_failure_modes_are_contract_failure_classes() -> None:
+    assert all(isinstance(f, FailureClass) for f in SPRITES_MANIFEST.failure_modes)

@@ -1,0 +1,137 @@
+"""`lattice events replay` end to end on the captured samples in tests/data/protocol."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from lattice_operator.cli import app
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "protocol"
+IDS = ["--sprite-id", "sprite-42", "--work-item", "issue-17"]
+
+
+def replay(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, ["events", "replay", *IDS, *args])
+    return result.exit_code, result.output
+
+
+def replay_json(sample: str, *extra: str, outbox: bool = True) -> dict[str, Any]:
+    args = ["--stdout", str(DATA / sample / "stdout.txt")]
+    if outbox:
+        args += ["--outbox", str(DATA / sample / "outbox.jsonl")]
+    code, output = replay(*args, "--json", *extra)
+    assert code == 0, output
+    document: dict[str, Any] = json.loads(output)
+    return document
+
+
+@pytest.mark.parametrize("frame_bytes", ["1", "7", "4096"])
+def test_complete_session(frame_bytes: str) -> None:
+    doc = replay_json("complete", "--frame-bytes", frame_bytes, "--exit-code", "0")
+    status = doc["status"]
+    assert status["state"] == "Completed"
+    assert status["eventCount"] == 18 == doc["cursor"]["lineCount"]
+    assert status["completion"]["status"] == "success"
+    assert [p["state"] for p in status["phases"]] == ["Succeeded"] * 3
+    assert status["progress"]["percent"] == 90
+    assert doc["violations"] == []
+    events = [r["event"] for r in doc["receipts"]]
+    assert events[:2] == ["session.starting", "session.started"]
+    assert events[-2:] == ["session.ending", "session.ended"]
+    assert events.count("frame.opened") == 4
+    assert [r["sequence"] for r in doc["receipts"]] == list(range(1, len(events) + 1))
+    assert "progress 100%" not in doc["logTail"]  # a progress bar shows its last state
+    assert "Resolving dependencies... 100%" in doc["logTail"]
+
+
+def test_stdout_alone_is_taken_as_it_is() -> None:
+    doc = replay_json("complete", outbox=False)
+    assert doc["status"]["eventCount"] == 17  # the capture misses one event
+
+
+def test_waiting_session() -> None:
+    status = replay_json("waiting")["status"]
+    assert status["state"] == "Waiting"
+    assert status["waiting"]["checkpointId"] == "chk_abc123"
+    assert status["waiting"]["expectedInputs"] == {
+        "approved": "boolean",
+        "comments": "array<string>",
+    }
+    assert status["waiting"]["requestId"] == status["actionRequests"][0]["requestId"]
+
+
+def test_malformed_corpus_reports_every_violation() -> None:
+    doc = replay_json("malformed")
+    assert [(v["category"], v["source"]) for v in doc["violations"]] == [
+        ("not_json", "outbox"),
+        ("not_object", "outbox"),
+        ("wrong_protocol_version", "outbox"),
+        ("unknown_event_type", "outbox"),
+        ("invalid_field", "outbox"),
+        ("invalid_field", "outbox"),
+        ("spoofed_identity", "outbox"),
+        ("spoofed_identity", "outbox"),
+        ("bad_timestamp", "outbox"),
+        ("blocking_request_without_waiting", "outbox"),
+        ("waiting_without_checkpoint", "outbox"),
+        ("event_after_waiting", "outbox"),
+        ("stdout_only_event", "stdout"),
+    ]
+    assert doc["status"]["violationCount"] == 13
+    assert doc["status"]["eventCount"] == 4
+
+
+def test_tables_by_default() -> None:
+    code, output = replay(
+        "--stdout",
+        str(DATA / "malformed" / "stdout.txt"),
+        "--outbox",
+        str(DATA / "malformed" / "outbox.jsonl"),
+    )
+    assert code == 0
+    for text in ("Run status", "Violations (13)", "spoofed_identity", "Lifeloop receipts"):
+        assert text in output
+
+
+def test_strict_fails_on_violations_only() -> None:
+    malformed = ["--outbox", str(DATA / "malformed" / "outbox.jsonl"), "--json", "--strict"]
+    assert replay(*malformed)[0] == 1
+    complete = ["--outbox", str(DATA / "complete" / "outbox.jsonl"), "--json", "--strict"]
+    assert replay(*complete)[0] == 0
+
+
+def test_an_input_is_required() -> None:
+    code, _ = replay("--json")
+    assert code == 2
+
+
+def test_the_installed_command() -> None:
+    lattice = Path(sys.executable).parent / "lattice"
+    command = (
+        [str(lattice)]
+        if lattice.exists()
+        else [sys.executable, "-c", "from lattice_operator.cli import main; main()"]
+    )
+    out = subprocess.run(
+        [
+            *command,
+            "events",
+            "replay",
+            *IDS,
+            "--json",
+            "--outbox",
+            str(DATA / "waiting" / "outbox.jsonl"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert json.loads(out.stdout)["status"]["state"] == "Waiting"
