@@ -18,6 +18,9 @@ def run_operator(settings: OperatorSettings, *, verbose: bool = False) -> None:
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # One line per backend request is noise at INFO; failures are logged by the adapter.
+    logging.getLogger("httpx").setLevel(logging.DEBUG if verbose else logging.WARNING)
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
     memo = kopf.Memo()
     memo.lattice = OperatorContext(settings=settings)
     liveness = (

@@ -58,3 +58,11 @@ class ApiModel(BaseModel):
     def to_wire(self) -> dict[str, Any]:
         """The JSON-compatible dict as the API server expects it (aliases, no unset Nones)."""
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    def to_patch(self) -> dict[str, Any]:
+        """For a JSON merge patch: like `to_wire`, but None fields are sent as null.
+
+        In a merge patch an omitted key is left as it was, so a field that became None
+        (a phase that finished, a URL that is gone) must be sent as null to be removed.
+        """
+        return self.model_dump(mode="json", by_alias=True)

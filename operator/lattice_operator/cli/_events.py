@@ -33,12 +33,13 @@ def replay(
         ),
     ] = None,
     outbox: Annotated[
-        Path | None,
+        list[Path] | None,
         typer.Option(
             "--outbox",
             exists=True,
             dir_okay=False,
-            help="The session's outbox.jsonl (canonical when given).",
+            help="The session's outbox.jsonl (canonical when given). Repeat it for a resumed "
+            "Run: one copy per session, each as the session left it.",
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
@@ -64,12 +65,14 @@ def replay(
     from lattice_operator.lifeloop import RunReceipts, RunTransition
     from lattice_operator.protocol import EngineLimits, RunEventEngine
 
-    if stdout is None and outbox is None:
+    if stdout is None and not outbox:
         raise typer.BadParameter("give --stdout, --outbox or both")
+    if stdout is not None and outbox and len(outbox) > 1:
+        raise typer.BadParameter("--stdout goes with a single session's --outbox")
     engine = RunEventEngine(
         sprite_id,
         work_item,
-        canonical="outbox" if outbox is not None else "stdout",
+        canonical="outbox" if outbox else "stdout",
         # Offline, all of stdout is read before the outbox: let every copy wait for it.
         limits=EngineLimits(max_provisional=10**6, max_provisional_bytes=1 << 30),
     )
@@ -90,18 +93,26 @@ def replay(
         data = stdout.read_bytes()
         for start in range(0, len(data), frame_bytes):
             take(engine.feed_stdout(data[start : start + frame_bytes]))
-    if outbox is not None:
-        data = outbox.read_bytes()
-        offset, size = 0, _OUTBOX_READ
-        while offset < len(data):
-            end = min(offset + size, len(data))
-            take(engine.feed_outbox(data[offset:end], offset, final=end == len(data)))
-            if end == len(data):
-                break
-            # Read on from the cursor; a line longer than one read needs a larger one.
-            moved = engine.cursor.outbox_offset
-            size = size * 2 if moved == offset else _OUTBOX_READ
-            offset = moved
+    previous: bytes | None = None
+    for session_file in outbox or []:
+        data = session_file.read_bytes()
+        start = 0
+        if previous is not None:
+            # A resume restored the checkpoint: the file restarts from the part both copies
+            # share (up to a line end), and the new session appends after it.
+            take(engine.end_session(None))
+            start = _shared_prefix(previous, data)
+            waiting = engine.status().waiting
+            if waiting is None:
+                raise typer.BadParameter(
+                    f"{session_file}: the previous session did not end with WAITING",
+                    param_hint="--outbox",
+                )
+            engine.resumed(waiting.checkpoint_id, outbox_size=start)
+            produced.extend(receipts.for_transition(RunTransition.RESUME_STARTING, key=str(start)))
+            produced.extend(receipts.for_transition(RunTransition.RESUME_STARTED, key=str(start)))
+        _feed_outbox(engine, data, start, take)
+        previous = data
     take(engine.end_session(exit_code))
     announced = engine.cursor.terminal_in_session
     produced += receipts.for_transition(
@@ -124,6 +135,29 @@ def replay(
         _print_tables(engine, status, violations, produced)
     if strict and violations:
         raise typer.Exit(1)
+
+
+def _feed_outbox(engine: RunEventEngine, data: bytes, offset: int, take: Any) -> None:
+    """Feed a whole outbox file from `offset`, in reads of the operator's size."""
+    size = _OUTBOX_READ
+    while offset < len(data):
+        end = min(offset + size, len(data))
+        take(engine.feed_outbox(data[offset:end], offset, final=end == len(data)))
+        if end == len(data):
+            break
+        # Read on from the cursor; a line longer than one read needs a larger one.
+        moved = engine.cursor.outbox_offset
+        size = size * 2 if moved == offset else _OUTBOX_READ
+        offset = moved
+
+
+def _shared_prefix(first: bytes, second: bytes) -> int:
+    """Length of the longest common prefix of two outbox copies, ending at a line end."""
+    limit = min(len(first), len(second))
+    n = 0
+    while n < limit and first[n] == second[n]:
+        n += 1
+    return first.rfind(b"\n", 0, n) + 1
 
 
 def _print_tables(

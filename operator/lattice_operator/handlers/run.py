@@ -62,7 +62,11 @@ class KubeRunStatus:
         await self._ctx.require_kube().merge_patch(path, {"status": status})
 
 
-@kopf.daemon(GROUP, VERSION, PLURAL, when=_active, cancellation_timeout=30.0)
+# When a Run ends, kopf stops its daemon: the stop flag first, then (after the backoff) a
+# cancellation; the backoff lets the driver post the last receipts it just persisted.
+@kopf.daemon(
+    GROUP, VERSION, PLURAL, when=_active, cancellation_backoff=5.0, cancellation_timeout=30.0
+)
 async def run_daemon(
     body: kopf.Body,
     memo: kopf.Memo,

@@ -93,23 +93,23 @@ async def sprite_reconcile(
         patch.status.update(
             unknown_status(
                 sprite, "BackendNotConfigured", "no Sprites backend is configured", now
-            ).to_wire()
+            ).to_patch()
         )
         raise kopf.TemporaryError("no Sprites backend is configured", delay=30)
     try:
         result = await reconcile_sprite(sprite, ctx.backend, now)
     except SpriteReconcileError as exc:
-        patch.status.update(failed_status(sprite, exc.reason, str(exc), now).to_wire())
+        patch.status.update(failed_status(sprite, exc.reason, str(exc), now).to_patch())
         RECONCILES.labels(kind="Sprite", outcome="blocked").inc()
         raise kopf.PermanentError(str(exc)) from exc
     except AdapterError as exc:
         reason_text = backend_error_reason(exc)
-        patch.status.update(failed_status(sprite, reason_text, str(exc), now).to_wire())
+        patch.status.update(failed_status(sprite, reason_text, str(exc), now).to_patch())
         RECONCILES.labels(kind="Sprite", outcome="error").inc()
         raise kopf.TemporaryError(f"backend: {exc}", delay=_retry_delay(exc)) from exc
     finally:
         RECONCILE_SECONDS.labels(kind="Sprite").observe(time.monotonic() - started)
-    patch.status.update(result.status.to_wire())
+    patch.status.update(result.status.to_patch())
     STATUS_PATCHES.labels(kind="Sprite").inc()
     RECONCILES.labels(kind="Sprite", outcome="ok").inc()
 
@@ -144,7 +144,7 @@ async def sprite_delete(
             f"{ctx.settings.finalizer}."
         )
         await _patch_status(
-            ctx, sprite, deletion_blocked_status(sprite, message, ctx.clock.now()).to_wire()
+            ctx, sprite, deletion_blocked_status(sprite, message, ctx.clock.now()).to_patch()
         )
         kopf.warn(body, reason="DeletionBlocked", message=message[:1000])
         logger.warning(message)

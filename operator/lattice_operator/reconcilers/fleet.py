@@ -104,7 +104,7 @@ class FleetObserver:
                 status = sprite.status.model_copy(
                     update={"backend_status": info.status, "url": info.url}
                 )
-                await self._patch(sprite, status.to_wire())
+                await self._patch(sprite, status.to_patch())
                 result.patched += 1
         return result
 
@@ -112,7 +112,7 @@ class FleetObserver:
         now = self._clock.now()
         if not sprite.spec.recreate:
             if sprite.status.phase != "Missing":
-                await self._patch(sprite, missing_status(sprite, now).to_wire())
+                await self._patch(sprite, missing_status(sprite, now).to_patch())
                 result.patched += 1
             result.missing += 1
             return
@@ -121,9 +121,9 @@ class FleetObserver:
             outcome = await reconcile_sprite(sprite, self._backend, now)
         except (SpriteReconcileError, AdapterError) as exc:
             reason = getattr(exc, "reason", "RecreateFailed")
-            await self._patch(sprite, failed_status(sprite, reason, str(exc), now).to_wire())
+            await self._patch(sprite, failed_status(sprite, reason, str(exc), now).to_patch())
             result.patched += 1
             return
-        await self._patch(sprite, outcome.status.to_wire())
+        await self._patch(sprite, outcome.status.to_patch())
         result.patched += 1
         result.recreated += 1

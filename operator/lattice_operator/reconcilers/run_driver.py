@@ -39,6 +39,7 @@ from lattice_operator.pacing import PatchPacer
 from lattice_operator.ports import Clock, ReceiptPublisher, RunStatusWriter, SpriteDirectory
 from lattice_operator.protocol.engine import FeedResult, RunEventEngine
 from lattice_operator.protocol.inputs import validate_resume_inputs
+from lattice_operator.protocol.projection import RunEventsStatus
 from lattice_operator.settings import RunTimings
 
 log = logging.getLogger(__name__)
@@ -665,7 +666,7 @@ class RunDriver:
             state=self.receipts.state,
             events_dropped=self._publisher.dropped(self.ref.uid),
         )
-        return self.status.to_wire()
+        return self.status.to_patch()
 
     def _pacer_wait(self) -> float:
         wait = self._pacer.wait_time(self._snapshot())
@@ -686,7 +687,9 @@ class RunDriver:
     async def _publish(self) -> None:
         receipts, self._pending_receipts = self._pending_receipts, []
         if receipts:
-            await self._publisher.publish(self.ref, receipts)
+            # Shielded: the status that produced them is stored; a cancellation must not
+            # leave them half-posted.
+            await asyncio.shield(self._publisher.publish(self.ref, receipts))
 
     def _emit(self, receipts: list[LifecycleReceipt]) -> None:
         self._pending_receipts.extend(receipts)
@@ -774,20 +777,27 @@ class _SessionLostError(Exception):
     """Re-attaching failed past the deadline."""
 
 
-def _judge(events: Any, end: _SessionEnd) -> tuple[str | None, str]:
-    """(failure reason or None for success, message) of a session that ended."""
+def _judge(events: RunEventsStatus, end: _SessionEnd) -> tuple[str | None, str]:
+    """(failure reason, or None for success; message) of a session that ended.
+
+    The terminal event decides: COMPLETED (success needs exit status 0 too), else an
+    ERROR of this session, else the exit status. An unknown exit is never a success.
+    """
     if end.lost:
         return "SessionLost", "the session could not be re-attached and its outcome is unknown"
-    if events.errors:
-        return "SpriteError", f"the sprite reported an error: {events.errors[-1].message}"
-    if events.completion is not None and events.completion.status == "failure":
-        return "CompletedFailure", events.completion.summary or "COMPLETED with status failure"
+    completion = events.completion
+    if completion is not None and completion.status == "failure":
+        return "CompletedFailure", completion.summary or "COMPLETED with status failure"
+    if completion is None:
+        errors = [e for e in events.errors if e.session == events.session]
+        if errors:
+            return "SpriteError", f"the sprite reported an error: {errors[-1].message}"
     if end.exit_code is None:
         return "ExitUnknown", "the session ended and its exit status is unknown"
     if end.exit_code != 0:
         return "ExitCode", f"the command exited with status {end.exit_code}"
-    if events.completion is not None:
-        return None, events.completion.summary or "completed"
+    if completion is not None:
+        return None, completion.summary or "completed"
     return None, "the command exited with status 0 (no COMPLETED event)"
 
 

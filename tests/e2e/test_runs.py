@@ -1,0 +1,262 @@
+"""Runs end to end: a real process in a local sprite, its events in status, receipts as Events."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lattice_operator.protocol import RunEventsStatus, StreamCursor
+from tests.support.admission_cases import build, sample
+from tests.support.cluster import wait_for
+from tests.support.stack import Stack
+
+pytestmark = pytest.mark.e2e
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _sprite(stack: Stack, namespace: str, name: str = "box") -> str:
+    stack.apply(namespace, build("sprite.yaml", name, {"spec.networkPolicy": {"rules": []}}))
+    obj = stack.wait_sprite_ready(namespace, name)
+    return str(obj["status"]["spriteName"])
+
+
+def _run(stack: Stack, namespace: str, name: str, command: list[str], **spec: Any) -> None:
+    doc = build("run.yaml", name, {"spec.command": command, "spec.spriteRef.name": "box"})
+    doc["spec"].pop("retries", None)
+    doc["spec"].update(spec)
+    stack.apply(namespace, doc)
+
+
+def lattice(stack: Stack, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "KUBECONFIG": str(stack.cluster.kubeconfig)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "lattice_operator", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+        cwd=REPO,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"lattice {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def _condition(obj: dict[str, Any]) -> dict[str, Any]:
+    return next(c for c in obj["status"]["conditions"] if c["type"] == "Succeeded")
+
+
+def test_plain_command_succeeds(stack: Stack, namespace: str) -> None:
+    _sprite(stack, namespace)
+    _run(stack, namespace, "hello", ["sh", "-c", "echo hello from $LATTICE_SPRITE_ID"])
+    run = stack.wait_phase(namespace, "runs", "hello", {"Succeeded", "Failed"})
+    assert run["status"]["phase"] == "Succeeded", run["status"]
+    assert _condition(run)["reason"] == "Exited"
+    assert any("hello from" in line for line in run["status"]["logTail"])
+    assert run["status"]["attempts"][0]["exitCode"] == 0
+    assert run["status"]["sessionId"]
+
+
+def test_exit_code_fails_and_retries_are_counted(stack: Stack, namespace: str) -> None:
+    _sprite(stack, namespace)
+    _run(stack, namespace, "fails", ["sh", "-c", "exit 3"], retries=1)
+    run = stack.wait_phase(namespace, "runs", "fails", {"Succeeded", "Failed"})
+    status = run["status"]
+    assert status["phase"] == "Failed"
+    assert _condition(run)["reason"] == "ExitCode"
+    assert [a["exitCode"] for a in status["attempts"]] == [3, 3]
+    assert {a["failureClass"] for a in status["attempts"]} == {"internal_error"}
+
+
+def test_cancel_kills_the_session(stack: Stack, namespace: str) -> None:
+    sprite = _sprite(stack, namespace)
+    _run(stack, namespace, "long", ["sleep", "600"])
+    run = stack.wait_phase(namespace, "runs", "long", {"Running"})
+    session = run["status"]["sessionId"]
+    stack.cluster.kubectl(
+        "patch", "run", "long", "-n", namespace, "--type", "merge", "-p", '{"spec":{"cancel":true}}'
+    )
+    run = stack.wait_phase(namespace, "runs", "long", {"Canceled"})
+    assert _condition(run)["reason"] == "Canceled"
+    sessions = stack.sprites.describe(sprite).get("sessions", {})
+    assert session not in sessions
+
+
+def test_timeout_fails_the_run(stack: Stack, namespace: str) -> None:
+    _sprite(stack, namespace)
+    _run(stack, namespace, "slow", ["sleep", "600"], timeoutSeconds=2)
+    run = stack.wait_phase(namespace, "runs", "slow", {"Failed"})
+    assert _condition(run)["reason"] == "Timeout"
+    assert len(run["status"]["attempts"]) == 1  # a timeout is never retried
+
+
+def test_sample_agent_waits_resumes_and_completes(
+    stack: Stack, namespace: str, tmp_path: Path
+) -> None:
+    sprite = _sprite(stack, namespace, "sample")
+    doc = sample("agent-run.yaml")
+    doc["spec"]["env"] = [{"name": "AGENT_PAUSE", "value": "0.05"}]
+    stack.apply(namespace, doc)
+    run = stack.wait_phase(namespace, "runs", "sample-agent", {"Waiting", "Failed"})
+    status = run["status"]
+    assert status["phase"] == "Waiting", status
+    waiting = status["events"]["waiting"]
+    assert waiting["expectedInputs"] == {"approved": "boolean", "comments": "array<string>"}
+    assert waiting["checkpointId"] == status["resume"]["checkpointId"]
+
+    outbox = stack.sprites.host_root(sprite) / ".lattice" / "outbox.jsonl"
+    first_session = tmp_path / "outbox-1.jsonl"
+    first_session.write_bytes(outbox.read_bytes())
+    refused = lattice(
+        stack, "resume", "sample-agent", "-n", namespace, "-i", "approved=maybe", check=False
+    )
+    assert refused.returncode == 2
+    assert "approved" in refused.stderr
+
+    lattice(
+        stack,
+        "resume",
+        "sample-agent",
+        "-n",
+        namespace,
+        "-i",
+        "approved=true",
+        "-i",
+        'comments=["looks good"]',
+    )
+    run = stack.wait_phase(namespace, "runs", "sample-agent", {"Succeeded", "Failed"})
+    status = run["status"]
+    assert status["phase"] == "Succeeded", status
+    assert status["events"]["completion"]["status"] == "success"
+    counts = status["events"]["counts"]
+    for event_type in (
+        "info",
+        "phaseStarted",
+        "phaseFinished",
+        "actionRequest",
+        "artifact",
+        "waiting",
+        "completed",
+        "error",
+        "environmentProposal",
+    ):
+        assert counts[event_type] >= 1, event_type
+
+    again = lattice(
+        stack,
+        "resume",
+        "sample-agent",
+        "-n",
+        namespace,
+        "-i",
+        "approved=true",
+        "-i",
+        'comments=["looks good"]',
+        check=False,
+    )
+    assert again.returncode == 1  # not Waiting any more: refused, nothing re-executed
+    assert "not Waiting" in again.stderr
+
+    # Receipts: Events in sequence, without gaps (the last ones are posted just after the
+    # final status write, which is what the test saw).
+    def all_receipts() -> list[dict[str, Any]] | None:
+        got: list[dict[str, Any]] = json.loads(
+            lattice(stack, "logs", "sample-agent", "-n", namespace, "--receipts", "--json").stdout
+        )
+        return got if got and got[-1]["event"] == "session.ended" else None
+
+    receipts = wait_for(all_receipts, timeout=30, interval=0.5, what="the last receipt")
+    sequences = [r["sequence"] for r in receipts]
+    assert sequences == list(range(1, len(sequences) + 1))
+    events = [r["event"] for r in receipts]
+    assert events[0] == "session.starting"
+    assert events.count("session.started") == 2  # first session, then the resume
+    assert events[-1] == "session.ended"
+
+    # The status equals what `lattice events replay` computes offline from the same outbox
+    # (as each session left it: the resume restored the checkpoint taken before WAITING).
+    second_session = tmp_path / "outbox-2.jsonl"
+    second_session.write_bytes(outbox.read_bytes())
+    replay = json.loads(
+        lattice(
+            stack,
+            "events",
+            "replay",
+            "--sprite-id",
+            sprite,
+            "--work-item",
+            "sample-issue-1",
+            "--outbox",
+            str(first_session),
+            "--outbox",
+            str(second_session),
+            "--json",
+        ).stdout
+    )
+    assert RunEventsStatus.model_validate(replay["status"]) == RunEventsStatus.model_validate(
+        status["events"]
+    )
+    assert StreamCursor.model_validate(replay["cursor"]) == StreamCursor.model_validate(
+        status["cursor"]
+    )
+
+
+BAD_OUTPUT = r"""
+import json, os
+sprite, work = os.environ["LATTICE_SPRITE_ID"], os.environ["LATTICE_WORK_ITEM_ID"]
+os.makedirs("/workspace/.lattice", exist_ok=True)
+def env(t, p, **over):
+    e = {"protocol_version": "v1", "event_type": t, "sprite_id": sprite, "work_item_id": work,
+         "timestamp": "2026-01-15T10:30:00Z", "payload": p}
+    e.update(over)
+    return json.dumps(e)
+lines = [
+    "this is not json {",
+    "[1, 2, 3]",
+    env("INFO", {"message": "v2?"}, protocol_version="v2"),
+    env("TELEPORT", {"message": "unknown type"}),
+    env("INFO", {}),
+    env("INFO", {"message": "spoofed"}, sprite_id="someone-else"),
+    env("INFO", {"message": "wrong work"}, work_item_id="other-item"),
+    env("INFO", {"message": "bad time"}, timestamp="yesterday"),
+    env("INFO", {"message": "x" * 70000}),
+    env("INFO", {"message": "still going"}),
+    env("COMPLETED", {"status": "success", "summary": "done despite the noise"}),
+    env("INFO", {"message": "after completion"}),
+]
+with open("/workspace/.lattice/outbox.jsonl", "a") as out:
+    for line in lines:
+        out.write(line + "\n")
+        print("LATTICE_EVENT " + line, flush=True)
+"""
+
+
+def test_bad_sprite_output_is_recorded_and_the_run_carries_on(stack: Stack, namespace: str) -> None:
+    _sprite(stack, namespace)
+    _run(stack, namespace, "noisy", ["python3", "-c", BAD_OUTPUT], workItemId="item-1")
+    run = stack.wait_phase(namespace, "runs", "noisy", {"Succeeded", "Failed"})
+    events = run["status"]["events"]
+    assert run["status"]["phase"] == "Succeeded", run["status"]
+    assert events["completion"]["summary"] == "done despite the noise"
+    assert events["counts"]["info"] == 1
+    assert events["violationCounts"]["spoofed_identity"] == 2
+    categories = set(events["violationCounts"])
+    for expected in (
+        "not_json",
+        "not_object",
+        "wrong_protocol_version",
+        "unknown_event_type",
+        "invalid_field",
+        "spoofed_identity",
+        "bad_timestamp",
+        "payload_too_large",
+        "event_after_completed",
+    ):
+        assert expected in categories, (expected, categories)

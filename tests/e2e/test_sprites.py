@@ -1,0 +1,136 @@
+"""Sprites end to end: created at the backend, converged, drift repaired, deletion bounded."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from lattice_adapters.sprites import SpritesAdapter
+from tests.support.admission_cases import build
+from tests.support.cluster import wait_for
+from tests.support.sprites_server import LocalSprites
+from tests.support.stack import Stack
+
+pytestmark = pytest.mark.e2e
+
+
+async def _backend_names(sprites: LocalSprites) -> set[str]:
+    async with SpritesAdapter(sprites.credentials) as backend:
+        return {s.name async for s in backend.iter_sprites()}
+
+
+def _conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in (obj.get("status") or {}).get("conditions", [])}
+
+
+async def test_sprite_is_created_and_converged(stack: Stack, namespace: str) -> None:
+    stack.apply(namespace, build("sprite.yaml", "conv", {}))
+    obj = stack.wait_sprite_ready(namespace, "conv")
+    status = obj["status"]
+    name = status["spriteName"]
+    assert name == f"{namespace}-conv"
+    assert status["spriteId"]
+    assert status["backendStatus"] in ("cold", "warm", "running")
+    assert status["observedGeneration"] == obj["metadata"]["generation"]
+    assert _conditions(obj)["Synced"]["status"] == "True"
+    async with SpritesAdapter(stack.sprites.credentials) as backend:
+        info = await backend.get_sprite(name)
+        assert info.url_auth == "sprite"
+        assert sorted(info.labels) == ["repo-work", "sample"]
+        rules = await backend.get_network_policy(name)
+        assert [r.domain for r in rules] == [None, "*.internal.example"]
+
+    # A spec change converges: URL auth and labels are updated at the backend.
+    stack.cluster.kubectl(
+        "patch",
+        "sprite",
+        "conv",
+        "-n",
+        namespace,
+        "--type",
+        "merge",
+        "-p",
+        json.dumps({"spec": {"urlAuth": "public", "labels": ["changed"]}}),
+    )
+
+    def converged() -> bool:
+        obj = stack.get(namespace, "sprites", "conv")
+        return obj["status"].get("observedGeneration") == obj["metadata"]["generation"]
+
+    wait_for(converged, timeout=60, what="the new generation to be reconciled")
+    async with SpritesAdapter(stack.sprites.credentials) as backend:
+        info = await backend.get_sprite(name)
+    assert info.url_auth == "public"
+    assert list(info.labels) == ["changed"]
+
+
+async def test_existing_sprite_is_adopted_only_when_allowed(stack: Stack, namespace: str) -> None:
+    async with SpritesAdapter(stack.sprites.credentials) as backend:
+        await backend.create_sprite(f"{namespace}-taken")
+    stack.apply(namespace, build("sprite.yaml", "taken", {}))
+
+    def refused() -> dict[str, Any] | None:
+        cond = _conditions(stack.get(namespace, "sprites", "taken")).get("Ready")
+        return cond if cond and cond["reason"] == "AlreadyExists" else None
+
+    cond = wait_for(refused, timeout=60, what="Ready=False AlreadyExists")
+    assert cond["status"] == "False"
+    assert "spec.adopt" in cond["message"]
+    stack.cluster.kubectl(
+        "patch",
+        "sprite",
+        "taken",
+        "-n",
+        namespace,
+        "--type",
+        "merge",
+        "-p",
+        '{"spec":{"adopt":true}}',
+    )
+    stack.wait_sprite_ready(namespace, "taken")
+
+
+async def test_sprite_deleted_behind_our_back_is_recreated(stack: Stack, namespace: str) -> None:
+    stack.apply(namespace, build("sprite.yaml", "phoenix", {}))
+    first = stack.wait_sprite_ready(namespace, "phoenix")["status"]["spriteId"]
+    name = f"{namespace}-phoenix"
+    async with SpritesAdapter(stack.sprites.credentials) as backend:
+        await backend.delete_sprite(name)
+
+    def recreated() -> str | None:
+        status = stack.get(namespace, "sprites", "phoenix")["status"]
+        return status["spriteId"] if status.get("spriteId") not in (None, first) else None
+
+    second = wait_for(recreated, timeout=60, what="the sprite to be recreated")
+    assert second != first
+    assert name in await _backend_names(stack.sprites)
+
+
+async def test_missing_sprite_without_recreate_is_reported(stack: Stack, namespace: str) -> None:
+    stack.apply(namespace, build("sprite.yaml", "gone", {"spec.recreate": False}))
+    stack.wait_sprite_ready(namespace, "gone")
+    async with SpritesAdapter(stack.sprites.credentials) as backend:
+        await backend.delete_sprite(f"{namespace}-gone")
+
+    def missing() -> dict[str, Any] | None:
+        cond = _conditions(stack.get(namespace, "sprites", "gone")).get("Ready")
+        return cond if cond and cond["reason"] == "Missing" else None
+
+    cond = wait_for(missing, timeout=60, what="Ready=False reason=Missing")
+    assert cond["status"] == "False"
+    assert f"{namespace}-gone" not in await _backend_names(stack.sprites)
+
+
+async def test_delete_removes_the_backend_sprite_unless_orphaned(
+    stack: Stack, namespace: str
+) -> None:
+    stack.apply(namespace, build("sprite.yaml", "doomed", {}))
+    stack.apply(namespace, build("sprite.yaml", "kept", {"spec.deletionPolicy": "Orphan"}))
+    stack.wait_sprite_ready(namespace, "doomed")
+    stack.wait_sprite_ready(namespace, "kept")
+    stack.cluster.kubectl("delete", "sprite", "doomed", "kept", "-n", namespace, "--wait=true")
+    names = await _backend_names(stack.sprites)
+    assert f"{namespace}-doomed" not in names
+    assert f"{namespace}-kept" in names

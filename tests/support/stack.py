@@ -1,0 +1,104 @@
+"""The operator stack for end-to-end tests: a local Sprites server and `lattice run`."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lattice_adapters.localcluster.controlplane import free_port
+from tests.support.cluster import Cluster, wait_for
+from tests.support.operator import OperatorProcess, spawn_operator
+from tests.support.sprites_server import LocalSprites
+
+FAST_SETTINGS: dict[str, Any] = {
+    "backend": {"observe_interval": 1.0, "page_size": 100},
+    "sprites": {"delete_attempts": 3, "delete_backoff": 0.5, "blocked_recheck": 2.0},
+    "runs": {
+        "outbox_interval": 0.2,
+        "patch_interval": 0.5,
+        "sprite_wait": 0.3,
+        "reattach_deadline": 30.0,
+        "events_per_second": 50.0,
+        "events_burst": 500,
+    },
+}
+
+
+@dataclass
+class Stack:
+    cluster: Cluster
+    sprites: LocalSprites
+    operator: OperatorProcess
+    config: Path
+    log_dir: Path
+    metrics_port: int
+    args: tuple[str, ...]
+    env: dict[str, str]
+
+    def apply(self, namespace: str, doc: dict[str, Any]) -> None:
+        self.cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(doc))
+
+    def get(self, namespace: str, plural: str, name: str) -> dict[str, Any]:
+        obj: dict[str, Any] = self.cluster.custom.get_namespaced_custom_object(
+            "lattice.dev", "v1alpha1", namespace, plural, name
+        )
+        return obj
+
+    def wait_phase(
+        self, namespace: str, plural: str, name: str, phases: set[str], timeout: float = 120.0
+    ) -> dict[str, Any]:
+        def reached() -> dict[str, Any] | None:
+            obj = self.get(namespace, plural, name)
+            return obj if (obj.get("status") or {}).get("phase") in phases else None
+
+        found: dict[str, Any] = wait_for(
+            reached, timeout=timeout, what=f"{plural}/{name} to reach {sorted(phases)}"
+        )
+        return found
+
+    def wait_sprite_ready(self, namespace: str, name: str, timeout: float = 60.0) -> dict[str, Any]:
+        def ready() -> dict[str, Any] | None:
+            obj = self.get(namespace, "sprites", name)
+            conditions = (obj.get("status") or {}).get("conditions") or []
+            ok = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+            return obj if ok else None
+
+        found: dict[str, Any] = wait_for(ready, timeout=timeout, what=f"Sprite {name} Ready")
+        return found
+
+    def crash_and_restart(self) -> OperatorProcess:
+        """Kill the operator (no graceful shutdown) and start a new one with the same arguments."""
+        self.operator.kill()
+        self.operator = spawn_operator(
+            self.cluster.kubeconfig, self.log_dir, *self.args, env=self.env
+        )
+        return self.operator
+
+
+def write_config(path: Path, metrics_port: int, **overrides: Any) -> Path:
+    settings = {**FAST_SETTINGS, "metrics_port": metrics_port, **overrides}
+    path.write_text(yaml.safe_dump(settings))
+    return path
+
+
+@contextlib.contextmanager
+def operator_stack(
+    cluster: Cluster, sprites: LocalSprites, log_dir: Path, *args: str, **overrides: Any
+) -> Iterator[Stack]:
+    """The operator against `sprites`; stopped (whichever process is current) afterwards."""
+    port = free_port()
+    config = write_config(log_dir / f"operator-{port}.yaml", port, **overrides)
+    env = {"SPRITES_TOKEN": sprites.token, "SPRITES_API_URL": sprites.base_url}
+    full_args = ("--config", str(config), *args)
+    op = spawn_operator(cluster.kubeconfig, log_dir, *full_args, env=env)
+    stack = Stack(cluster, sprites, op, config, log_dir, port, full_args, env)
+    try:
+        yield stack
+    finally:
+        stack.operator.stop()
