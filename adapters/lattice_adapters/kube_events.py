@@ -6,7 +6,7 @@ import logging
 from collections.abc import Iterable
 
 from lattice_adapters.kube import KubeApiError, KubeClient, resource_path
-from lattice_operator.builders import ObjectRef, receipt_event
+from lattice_operator.builders import RUN_UID_LABEL, ObjectRef, receipt_event
 from lattice_operator.clock import Clock
 from lattice_operator.lifeloop.receipts import LifecycleReceipt
 from lattice_operator.metrics import K8S_EVENTS_DROPPED, RECEIPTS
@@ -44,6 +44,17 @@ class ReceiptEvents:
     def forget(self, uid: str) -> None:
         self._buckets.pop(uid, None)
         self._dropped.pop(uid, None)
+
+    async def published_sequences(self, regarding: ObjectRef) -> set[int]:
+        """Sequence numbers of the receipts posted as Events regarding the object (still kept)."""
+        path = resource_path("events.k8s.io", "v1", "events", regarding.namespace)
+        listing = await self._kube.get(path, {"labelSelector": f"{RUN_UID_LABEL}={regarding.uid}"})
+        found: set[int] = set()
+        for item in listing.get("items", []):
+            value = (item.get("metadata", {}).get("annotations") or {}).get("lattice.dev/sequence")
+            if value and value.isdigit():
+                found.add(int(value))
+        return found
 
     async def publish(self, regarding: ObjectRef, receipts: Iterable[LifecycleReceipt]) -> None:
         bucket = self._buckets.get(regarding.uid)

@@ -56,6 +56,10 @@ class ReceiptPublisher(Protocol):
 
     async def publish(self, regarding: ObjectRef, receipts: Iterable[LifecycleReceipt]) -> None: ...
 
+    async def published_sequences(self, regarding: ObjectRef) -> set[int]:
+        """Sequence numbers already published regarding the object (those still kept)."""
+        ...
+
     def dropped(self, uid: str) -> int:
         """Receipts of this object not posted (rate limited)."""
         ...

@@ -63,6 +63,21 @@ def parse_input(raw: str, expected: dict[str, str]) -> tuple[str, Any]:
         return key, text
 
 
+def _types_of(values: dict[str, Any]) -> dict[str, str]:
+    """The protocol type of each value (to read a repeated resume's inputs alike)."""
+    kinds: dict[str, str] = {}
+    for key, value in values.items():
+        if isinstance(value, bool):
+            kinds[key] = "boolean"
+        elif isinstance(value, int):
+            kinds[key] = "integer"
+        elif isinstance(value, str):
+            kinds[key] = "string"
+        else:
+            kinds[key] = "map" if isinstance(value, dict) else "array<string>"
+    return kinds
+
+
 def resume(
     run: Annotated[str, typer.Argument(help="The Run to resume.")],
     input: Annotated[
@@ -79,6 +94,17 @@ def resume(
     status = obj.get("status") or {}
     waiting = (status.get("events") or {}).get("waiting")
     if status.get("phase") != "Waiting" or not waiting:
+        requested = (obj.get("spec") or {}).get("resume") or {}
+        applied = (status.get("resume") or {}).get("appliedDigest")
+        inputs = dict(
+            parse_input(raw, _types_of(requested.get("inputs") or {})) for raw in input or []
+        )
+        if requested and applied == resume_digest(requested["checkpointId"], inputs):
+            typer.echo(
+                f"no-op: Run {run} was already resumed from {requested['checkpointId']} "
+                "with these inputs"
+            )
+            return
         typer.echo(f"Run {run} is {status.get('phase') or 'Pending'}, not Waiting", err=True)
         raise typer.Exit(1)
     expected: dict[str, str] = waiting.get("expectedInputs") or {}
@@ -89,10 +115,6 @@ def resume(
             typer.echo(f"input {p.field}: {p.reason}", err=True)
         raise typer.Exit(2)
     checkpoint = waiting["checkpointId"]
-    digest = resume_digest(checkpoint, inputs)
-    if ((status.get("resume") or {}).get("appliedDigest")) == digest:
-        typer.echo(f"no-op: Run {run} was already resumed from {checkpoint} with these inputs")
-        return
     patch = {"spec": {"resume": {"checkpointId": checkpoint, "inputs": inputs}}}
     _kube_call(lambda kube: kube.merge_patch(_run_path(namespace, run), patch))
     typer.echo(f"resume of {run} from {checkpoint} requested")

@@ -11,6 +11,7 @@ import kopf
 from prometheus_client import start_http_server
 
 from lattice_adapters.errors import CredentialsMissing
+from lattice_adapters.instrumented import instrumented
 from lattice_adapters.kube import KubeApiError, KubeClient, KubeConfig, resource_path
 from lattice_adapters.kube_events import ReceiptEvents
 from lattice_adapters.sprites import SpritesAdapter, load_credentials
@@ -38,7 +39,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     ctx.kube = KubeClient(KubeConfig.load())
     await ctx.kube.__aenter__()
     try:
-        ctx.backend = SpritesAdapter(await _credentials(ctx))
+        ctx.backend = instrumented(SpritesAdapter(await _credentials(ctx)))
     except CredentialsMissing as exc:
         # The operator still serves (admission, Intents); Sprites wait for a backend.
         log.error("no Sprites backend configured: %s", exc)

@@ -18,7 +18,6 @@ from lattice_adapters.errors import AdapterError
 from lattice_operator.api.v1alpha1 import Sprite
 from lattice_operator.backend import SpriteBackend, SpriteInfo
 from lattice_operator.clock import Clock
-from lattice_operator.metrics import BACKEND_CALL_SECONDS, BACKEND_ERRORS
 from lattice_operator.reconcilers.sprite import (
     SpriteReconcileError,
     failed_status,
@@ -65,9 +64,6 @@ class FleetObserver:
                 result = await self.observe_once()
                 log.debug("fleet pass: %s", result)
             except AdapterError as exc:
-                BACKEND_ERRORS.labels(
-                    operation="list_sprites", failure_class=exc.failure_class
-                ).inc()
                 log.warning("fleet observation failed: %s", exc)
             await asyncio.sleep(self._settings.observe_interval)
 
@@ -75,10 +71,9 @@ class FleetObserver:
         fleet: dict[str, SpriteInfo] = {}
         token: str | None = None
         while True:
-            with BACKEND_CALL_SECONDS.labels(operation="list_sprites").time():
-                page = await self._backend.list_sprites(
-                    page_size=self._settings.page_size, continuation_token=token
-                )
+            page = await self._backend.list_sprites(
+                page_size=self._settings.page_size, continuation_token=token
+            )
             result.list_calls += 1
             for info in page.sprites:
                 fleet[info.name] = info

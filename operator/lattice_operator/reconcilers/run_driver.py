@@ -166,6 +166,8 @@ class RunDriver:
             state=self.status.receipts.state if self.status.receipts else None,
         )
         self._pending_receipts: list[LifecycleReceipt] = []
+        self._audited_through = self.status.receipts.audited_through if self.status.receipts else 0
+        self._dropped_before = self.status.receipts.events_dropped if self.status.receipts else 0
         self._pacer = PatchPacer(
             clock,
             min_interval=timings.patch_interval,
@@ -179,6 +181,7 @@ class RunDriver:
     async def drive(self) -> None:
         """Run until the Run is done or the daemon is stopped."""
         try:
+            await self._audit_receipts()
             while not self._stopped.is_set():
                 run = self._view()
                 self.generation = run.metadata.generation
@@ -208,6 +211,22 @@ class RunDriver:
             await self._follow(run)
             return
         await self._start(run)
+
+    async def _audit_receipts(self) -> None:
+        """After a restart: receipts handed out but never posted are reported as a gap."""
+        if self.receipts.ledger.state.sequence == 0:
+            return
+        try:
+            published = await self._publisher.published_sequences(self.ref)
+        except Exception as exc:  # evidence only: never block the Run on it
+            log.warning("run %s: cannot list its receipts: %s", self.ref.name, exc)
+            return
+        audited = self.status.receipts.audited_through if self.status.receipts else 0
+        handed_out = self.receipts.ledger.state.sequence
+        if published:
+            since = max(min(published), audited + 1)
+            self._emit(self.receipts.audit(published, since=since))
+        self._audited_through = handed_out
 
     # -- phases ---------------------------------------------------------------------------
 
@@ -664,7 +683,9 @@ class RunDriver:
             self.status.log_tail = self.engine.log_tail()[-20:]
         self.status.receipts = RunReceiptsStatus(
             state=self.receipts.state,
-            events_dropped=self._publisher.dropped(self.ref.uid),
+            # The publisher counts since this process started; the status keeps the total.
+            events_dropped=self._dropped_before + self._publisher.dropped(self.ref.uid),
+            audited_through=self._audited_through,
         )
         return self.status.to_patch()
 
@@ -673,16 +694,22 @@ class RunDriver:
         return 1.0 if wait is None else wait
 
     async def _flush(self, *, force: bool = False) -> None:
+        """Write the status if it is due (or `force`), then publish the receipts it stored."""
         snapshot = self._snapshot()
-        if snapshot == self._pacer.last_written or not (force or self._pacer.due(snapshot)):
-            if force and self._pending_receipts and snapshot == self._pacer.last_written:
-                await self._publish()
+        if snapshot != self._pacer.last_written and (force or self._pacer.due(snapshot)):
+            await self._write(snapshot)
+        elif not force:
             return
+        # Receipts are published only once the ledger state that produced them is stored.
+        dropped = self._publisher.dropped(self.ref.uid)
+        await self._publish()
+        if force and self._publisher.dropped(self.ref.uid) != dropped:
+            await self._write(self._snapshot())  # the final word on what was dropped
+
+    async def _write(self, snapshot: dict[str, Any]) -> None:
         await self._writer.write_run_status(self.ref.namespace, self.ref.name, snapshot)
         STATUS_PATCHES.labels(kind="Run").inc()
         self._pacer.written(snapshot)
-        # Receipts are published only once the ledger state that produced them is stored.
-        await self._publish()
 
     async def _publish(self) -> None:
         receipts, self._pending_receipts = self._pending_receipts, []

@@ -152,6 +152,8 @@ class RunReceiptsStatus(ApiModel):
     """The ledger state a restarted operator continues from (sequence, keys, capabilities)."""
     events_dropped: int = Field(default=0, ge=0)
     """Receipts not posted as Events because the Run exceeded its Event rate limit."""
+    audited_through: int = Field(default=0, ge=0)
+    """Sequence numbers up to this one were checked for gaps (after a restart)."""
 
 
 class RunAttempt(ApiModel):
