@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -35,6 +36,8 @@ class DevStack:
     say: Say
     bin_dir: Path | None = None
     plane: LocalControlPlane | None = None
+    sprites_url: str | None = None
+    sprites_token: str = ""
     children: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     @property
@@ -79,13 +82,59 @@ class DevStack:
         )
         self.say("CRDs applied")
 
+    def start_sprites(self) -> None:
+        """The local Sprites-compatible server: real processes, a private /workspace each."""
+        sprites_dir = self.state_dir / "sprites"
+        ready = sprites_dir / "ready.json"
+        sprites_dir.mkdir(parents=True, exist_ok=True)
+        ready.unlink(missing_ok=True)
+        self.sprites_token = f"local/dev/{secrets.token_urlsafe(24)}"
+        log_path = self.state_dir / "sprites-local.log"
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "lattice_operator",
+                    "sprites-local",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    "0",
+                    "--state-dir",
+                    str(sprites_dir / "state"),
+                    "--ready-file",
+                    str(ready),
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "SPRITES_LOCAL_TOKEN": self.sprites_token},
+                start_new_session=True,
+            )
+        self.children.append(proc)
+        self.wait_for("the local Sprites server", ready.exists, timeout=30)
+        self.sprites_url = str(json.loads(ready.read_text())["url"])
+        self.say(f"local Sprites server at {self.sprites_url} (log {log_path})")
+
     def start_operator(self) -> None:
         log_path = self.state_dir / "operator.log"
         port = free_port()
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+        if self.sprites_url:
+            env |= {"SPRITES_API_URL": self.sprites_url, "SPRITES_TOKEN": self.sprites_token}
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "lattice_operator", "run", "--liveness-port", str(port)],
+                [
+                    sys.executable,
+                    "-m",
+                    "lattice_operator",
+                    "run",
+                    "--standalone",
+                    "--liveness-port",
+                    str(port),
+                    "--metrics-port",
+                    str(free_port()),
+                ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,

@@ -6,11 +6,17 @@ import contextlib
 import json
 import signal
 import threading
+import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 import yaml
+
+from lattice_operator.cli._format import progress_line
+
+if TYPE_CHECKING:
+    from lattice_adapters.devstack import DevStack
 
 
 def dev(
@@ -21,11 +27,11 @@ def dev(
         ".lattice/dev"
     ),
 ) -> None:
-    """Start the local control plane, the CRDs, the operator and a sample; stay up until Ctrl-C."""
+    """Start the control plane, the CRDs, the local Sprites server and the operator, then
+    drive the sample agent through WAITING and resume to completion; stay up until Ctrl-C."""
     from lattice_adapters.devstack import DevStackError, dev_stack
 
     repo = Path.cwd()
-    samples = repo / "manifests" / "samples"
 
     def say(text: str) -> None:
         typer.secho(f"▸ {text}", fg=typer.colors.CYAN)
@@ -34,23 +40,16 @@ def dev(
         with dev_stack(repo, state_dir.resolve(), say) as stack:
             stack.start_cluster()
             stack.apply_crds()
+            stack.start_sprites()
             stack.start_operator()
-            sprite = yaml.safe_load((samples / "sprite.yaml").read_text())
-            stack.apply(sprite)
-            say("applied manifests/samples/sprite.yaml")
-
-            def sprite_seen() -> bool:
-                out = stack.kubectl("get", "sprite", "sample", "-o", "json", check=False)
-                conditions = json.loads(out or "{}").get("status", {}).get("conditions", [])
-                return any(c["type"] == "Ready" for c in conditions)
-
-            stack.wait_for("the operator to report on the sample Sprite", sprite_seen)
+            _demo(stack, repo / "manifests" / "samples", say)
             typer.echo(stack.kubectl("get", "lattice", "-A"))
             if exit_after_demo:
                 return
             typer.secho(
                 f"stack is up. In another terminal:\n  export KUBECONFIG={stack.kubeconfig}\n"
-                "  kubectl get lattice -A\nPress Ctrl-C to stop.",
+                "  kubectl get lattice -A\n  .venv/bin/lattice logs sample-agent --receipts\n"
+                "Press Ctrl-C to stop.",
                 fg=typer.colors.GREEN,
             )
             stopped = threading.Event()
@@ -61,3 +60,67 @@ def dev(
     except DevStackError as exc:
         typer.secho(f"lattice dev failed: {exc}", fg=typer.colors.RED, err=True)
         raise typer.Exit(1) from exc
+
+
+def _get(stack: DevStack, kind: str, name: str) -> dict[str, Any]:
+    out = stack.kubectl("get", kind, name, "-o", "json", check=False)
+    doc: dict[str, Any] = json.loads(out) if out.strip() else {}
+    return doc
+
+
+def _demo(stack: DevStack, samples: Path, say: Any) -> None:
+    stack.apply(yaml.safe_load((samples / "sprite.yaml").read_text()))
+    say("applied manifests/samples/sprite.yaml")
+
+    def sprite_ready() -> bool:
+        conditions = _get(stack, "sprite", "sample").get("status", {}).get("conditions", [])
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+    stack.wait_for("the sample Sprite to be Ready", sprite_ready)
+    say("Sprite sample is Ready at the local Sprites server")
+    stack.apply(yaml.safe_load((samples / "agent-run.yaml").read_text()))
+    say("applied manifests/samples/agent-run.yaml: following the Run")
+    _follow(stack, "sample-agent", until={"Waiting"})
+    waiting = _get(stack, "run", "sample-agent")["status"]["events"]["waiting"]
+    say(
+        f"the agent waits ({waiting['reason']}, checkpoint {waiting['checkpointId']}, expects "
+        f"{waiting['expectedInputs']}): resuming it, as "
+        "`lattice resume sample-agent -i approved=true -i 'comments=[\"ship it\"]'` would"
+    )
+    patch = {
+        "spec": {
+            "resume": {
+                "checkpointId": waiting["checkpointId"],
+                "inputs": {"approved": True, "comments": ["ship it"]},
+            }
+        }
+    }
+    stack.kubectl("patch", "run", "sample-agent", "--type", "merge", "-p", json.dumps(patch))
+    phase = _follow(stack, "sample-agent", until={"Succeeded", "Failed", "Canceled"})
+    run = _get(stack, "run", "sample-agent")
+    cond = next(c for c in run["status"]["conditions"] if c["type"] == "Succeeded")
+    say(f"Run sample-agent {phase}: {cond['reason']}: {cond['message']}")
+    receipts = run["status"].get("receipts", {}).get("state", {}).get("ledger", {})
+    say(f"{receipts.get('sequence', 0)} Lifeloop receipts, posted as Events on the Run")
+    if phase != "Succeeded":
+        from lattice_adapters.devstack import DevStackError
+
+        raise DevStackError(f"the sample agent ended {phase}")
+
+
+def _follow(stack: DevStack, name: str, *, until: set[str], timeout: float = 300) -> str:
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        status = _get(stack, "run", name).get("status") or {}
+        line = progress_line(status)
+        if line != last:
+            typer.echo(f"  {name}: {line}")
+            last = line
+        phase = str(status.get("phase") or "Pending")
+        if phase in until:
+            return phase
+        time.sleep(0.5)
+    from lattice_adapters.devstack import DevStackError
+
+    raise DevStackError(f"timed out following {name}")

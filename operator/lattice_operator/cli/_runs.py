@@ -10,6 +10,8 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from lattice_operator.cli._format import progress_line
+
 T = TypeVar("T")
 
 Namespace = Annotated[str, typer.Option("--namespace", "-n", help="Namespace of the Run.")]
@@ -165,7 +167,7 @@ def logs(
         if as_json:
             typer.echo(json.dumps(status, indent=2))
             return
-        line = _progress_line(status)
+        line = progress_line(status)
         if line != last:
             typer.echo(line)
             last = line
@@ -179,17 +181,6 @@ def logs(
                 typer.echo(f"{cond.get('reason')}: {cond.get('message')}")
             return
         time.sleep(1)
-
-
-def _progress_line(status: dict[str, Any]) -> str:
-    events = status.get("events") or {}
-    progress = events.get("progress") or {}
-    percent = progress.get("percent")
-    return (
-        f"{status.get('phase') or 'Pending':<10} events={events.get('eventCount', 0):<6} "
-        f"phase={events.get('currentPhase') or '-'} "
-        f"progress={'-' if percent is None else f'{percent:g}%'} {progress.get('message', '')}"
-    ).rstrip()
 
 
 def fetch_receipts(namespace: str, run: str) -> list[dict[str, Any]]:
