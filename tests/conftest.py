@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from tests.support.cluster import Cluster, cluster_session
+from tests.support.sprites_server import LocalSprites, sprites_server
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -48,3 +49,10 @@ def namespace(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]
     name = cluster.create_namespace(request.node.name)
     yield name
     cluster.delete_namespace(name)
+
+
+@pytest.fixture(scope="session")
+def local_sprites(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSprites]:
+    """One local Sprites server for the session (real processes in private namespaces)."""
+    with sprites_server(tmp_path_factory.mktemp("sprites"), warm_after=5.0, cold_after=3600) as s:
+        yield s

@@ -44,6 +44,10 @@ class SpriteDirectory(Protocol):
 
     def lookup(self, namespace: str, name: str) -> SpriteView | None: ...
 
+    def holder(self, namespace: str, sprite: str, run_uid: str) -> str | None:
+        """The name of the Run that has the Sprite before `run_uid` (one active Run per Sprite)."""
+        ...
+
 
 class RunStatusWriter(Protocol):
     """Writes a Run's status subresource."""

@@ -8,15 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.cluster import Cluster
-from tests.support.sprites_server import LocalSprites, sprites_server
+from tests.support.sprites_server import LocalSprites
 from tests.support.stack import Stack, operator_stack
-
-
-@pytest.fixture(scope="session")
-def local_sprites(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSprites]:
-    """One local Sprites server for the session (real processes in private namespaces)."""
-    with sprites_server(tmp_path_factory.mktemp("sprites"), warm_after=5.0, cold_after=3600) as s:
-        yield s
 
 
 @pytest.fixture(scope="module")

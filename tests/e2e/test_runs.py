@@ -341,3 +341,21 @@ def test_metrics_have_no_per_run_labels(stack: Stack, namespace: str) -> None:
     labelled = [line for line in text.splitlines() if "{" in line and not line.startswith("#")]
     assert labelled
     assert not any("measured" in line or namespace in line for line in labelled)
+
+
+def test_runs_on_one_sprite_take_turns(stack: Stack, namespace: str) -> None:
+    _sprite(stack, namespace)
+    _run(stack, namespace, "first", ["sh", "-c", "sleep 3; echo first"])
+    stack.wait_phase(namespace, "runs", "first", {"Running"})
+    _run(stack, namespace, "second", ["sh", "-c", "echo second"])
+
+    def queued() -> dict[str, Any] | None:
+        run = stack.get(namespace, "runs", "second")
+        cond = next((c for c in (run.get("status") or {}).get("conditions", [])), None)
+        return cond if cond and cond["reason"] == "SpriteBusy" else None
+
+    cond = wait_for(queued, timeout=30, what="the second Run to queue")
+    assert "first" in cond["message"]
+    first = stack.wait_phase(namespace, "runs", "first", {"Succeeded"})
+    second = stack.wait_phase(namespace, "runs", "second", {"Succeeded"})
+    assert second["status"]["startTime"] >= first["status"]["completionTime"]

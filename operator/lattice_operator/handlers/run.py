@@ -18,6 +18,7 @@ from lattice_operator.handlers._context import OperatorContext, context_of
 from lattice_operator.handlers.sprite import IndexedSprites
 from lattice_operator.metrics import REGISTRY, PhaseCollector
 from lattice_operator.reconcilers.run_driver import RunDriver
+from lattice_operator.reconcilers.sprite_claims import RunClaim
 
 log = logging.getLogger(__name__)
 GROUP, VERSION, PLURAL = "lattice.dev", "v1alpha1", "runs"
@@ -38,6 +39,19 @@ def _active(body: kopf.Body, **_: Any) -> bool:
 async def run_phases(body: kopf.Body, **_: Any) -> dict[str, str]:
     """Runs by phase, for the lattice_runs metric (no per-Run label values)."""
     return {str(body.get("status", {}).get("phase") or "Pending"): str(body.metadata.uid)}
+
+
+@kopf.index(GROUP, VERSION, PLURAL)
+async def run_claims(body: kopf.Body, **_: Any) -> dict[tuple[str, str], RunClaim]:
+    """Each Run's claim on its Sprite, to let one Run at a time use a Sprite."""
+    run = parse_run(body)
+    claim = RunClaim(
+        uid=run.metadata.uid or "",
+        name=run.metadata.name,
+        created=run.metadata.creation_timestamp,
+        phase=run.status.phase or "Pending",
+    )
+    return {(run.metadata.namespace or "", run.spec.sprite_ref.name): claim}
 
 
 @kopf.on.startup()
@@ -75,6 +89,7 @@ async def run_daemon(
 ) -> None:
     ctx = context_of(memo)
     sprite_directory: kopf.Index[tuple[str, str], Sprite] = kwargs["sprite_directory"]
+    claims: kopf.Index[tuple[str, str], RunClaim] = kwargs["run_claims"]
     run = parse_run(body)
     stop = asyncio.Event()
 
@@ -88,7 +103,7 @@ async def run_daemon(
             run,
             view=lambda: parse_run(body),
             backend=ctx.require_backend(),
-            sprites=IndexedSprites(sprite_directory),
+            sprites=IndexedSprites(sprite_directory, claims),
             writer=KubeRunStatus(ctx),
             publisher=ctx.require_events(),
             clock=ctx.clock,

@@ -26,6 +26,7 @@ from lattice_operator.reconcilers.sprite import (
     reconcile_sprite,
     unknown_status,
 )
+from lattice_operator.reconcilers.sprite_claims import RunClaim, holder
 
 log = logging.getLogger(__name__)
 GROUP, VERSION, PLURAL = "lattice.dev", "v1alpha1", "sprites"
@@ -47,10 +48,21 @@ async def sprite_directory(body: kopf.Body, **_: Any) -> dict[tuple[str, str], S
 
 
 class IndexedSprites:
-    """The SpriteDirectory port over kopf's index."""
+    """The SpriteDirectory port over kopf's indexes (Sprites, and Runs' claims on them)."""
 
-    def __init__(self, index: kopf.Index[tuple[str, str], Sprite]) -> None:
+    def __init__(
+        self,
+        index: kopf.Index[tuple[str, str], Sprite],
+        claims: kopf.Index[tuple[str, str], RunClaim] | None = None,
+    ) -> None:
         self._index = index
+        self._claims = claims
+
+    def holder(self, namespace: str, sprite: str, run_uid: str) -> str | None:
+        if self._claims is None:
+            return None
+        first = holder(self._claims.get((namespace, sprite), []), run_uid)
+        return first.name if first else None
 
     def lookup(self, namespace: str, name: str) -> SpriteView | None:
         entries = self._index.get((namespace, name))

@@ -78,6 +78,7 @@ NOT_RETRIED = frozenset({"Timeout"})
 _UNKNOWN_PHASE_BY_REASON = {
     "Pending": "Pending",
     "SpriteNotReady": "Pending",
+    "SpriteBusy": "Pending",
     "Starting": "Starting",
     "Running": "Running",
     "Reattaching": "Running",
@@ -235,6 +236,12 @@ class RunDriver:
         if sprite is None or not sprite.ready or sprite.backend_name is None:
             why = sprite.reason if sprite else f"Sprite {run.spec.sprite_ref.name!r} not found"
             self._set("Unknown", "SpriteNotReady", f"waiting for the Sprite: {why}")
+            await self._flush()
+            await self._sleep(self._timings.sprite_wait)
+            return
+        first = self._sprites.holder(self.ref.namespace, run.spec.sprite_ref.name, self.ref.uid)
+        if first is not None:
+            self._set("Unknown", "SpriteBusy", f"waiting for Run {first}, which has the Sprite")
             await self._flush()
             await self._sleep(self._timings.sprite_wait)
             return

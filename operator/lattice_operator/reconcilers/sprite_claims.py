@@ -1,0 +1,42 @@
+"""One active Run per Sprite: the sprite's outbox and workspace are shared, so Runs queue.
+
+Runs that hold a session (Starting, Running, Waiting, Resuming) keep the sprite; among
+those still Pending, the oldest goes first. Pure: decided from the Runs kopf has in memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+IN_SESSION = frozenset({"Starting", "Running", "Waiting", "Resuming"})
+DONE = frozenset({"Succeeded", "Failed", "Canceled"})
+
+
+@dataclass(frozen=True)
+class RunClaim:
+    """A Run's claim on its Sprite."""
+
+    uid: str
+    name: str
+    created: datetime | None
+    phase: str
+
+
+def holder(claims: Iterable[RunClaim], me: str) -> RunClaim | None:
+    """The Run that has (or gets) the sprite before the Run `me`; None when `me` may go."""
+    active = [c for c in claims if c.phase not in DONE]
+    in_session = sorted((c for c in active if c.phase in IN_SESSION), key=_order)
+    if any(c.uid == me for c in in_session):
+        return None
+    if in_session:
+        return in_session[0]
+    pending = sorted(active, key=_order)
+    if not pending or pending[0].uid == me:
+        return None
+    return pending[0]
+
+
+def _order(claim: RunClaim) -> tuple[float, str]:
+    return (claim.created.timestamp() if claim.created else 0.0, claim.name)

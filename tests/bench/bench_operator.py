@@ -1,0 +1,278 @@
+"""Operator benchmarks on the local stack (`make bench`); figures go to bench-results/operator.json.
+
+- apply → exec started for 100 Runs on warm sprites: p50/p99 (client clock at create vs. the
+  operator's recorded attempt start);
+- one Run emitting ~10,000 events/s for 30 s: does ingest keep up (lag when the agent ends,
+  time from its last event to Succeeded), status patches per second, the operator's CPU;
+- operator crash and restart with 50 active Runs: time until every Run has caught up with
+  what its sprite wrote while the operator was down.
+
+Measurements, not tests: nothing here asserts a number.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.support.admission_cases import build
+from tests.support.cluster import Cluster, wait_for
+from tests.support.sprites_server import LocalSprites
+from tests.support.stack import Stack, operator_stack
+
+REPO = Path(__file__).resolve().parents[2]
+RESULTS = REPO / "bench-results" / "operator.json"
+HZ = os.sysconf("SC_CLK_TCK")
+
+FAST_AGENT = r"""
+import json, os, sys, time
+sprite, work = os.environ["LATTICE_SPRITE_ID"], os.environ["LATTICE_WORK_ITEM_ID"]
+rate, seconds = int(sys.argv[1]), float(sys.argv[2])
+os.makedirs("/workspace/.lattice", exist_ok=True)
+out = open("/workspace/.lattice/outbox.jsonl", "a")
+head = ('{"protocol_version":"v1","event_type":"INFO","sprite_id":%s,"work_item_id":%s,'
+        '"timestamp":"2026-01-15T10:30:00Z","payload":{"message":"tick ' %
+        (json.dumps(sprite), json.dumps(work)))
+start, n, batch = time.monotonic(), 0, max(1, rate // 100)
+while time.monotonic() - start < seconds:
+    lines = [head + str(n + i) + '","kind":"progress"}}' for i in range(batch)]
+    n += batch
+    text = "\n".join(lines) + "\n"
+    out.write(text); out.flush()
+    sys.stdout.write("".join("LATTICE_EVENT " + l + "\n" for l in lines)); sys.stdout.flush()
+    delay = start + n / rate - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)
+done = json.dumps({"protocol_version": "v1", "event_type": "COMPLETED", "sprite_id": sprite,
+                   "work_item_id": work, "timestamp": "2026-01-15T10:30:00Z",
+                   "payload": {"status": "success", "summary": "%d events" % n}})
+out.write(done + "\n"); out.flush()
+print("LATTICE_EVENT " + done, flush=True)
+with open("/workspace/.lattice/agent-done", "w") as f:
+    f.write("%f %d" % (time.time(), n))
+"""
+
+SLOW_AGENT = r"""
+import json, os, time
+sprite, work = os.environ["LATTICE_SPRITE_ID"], os.environ["LATTICE_WORK_ITEM_ID"]
+os.makedirs("/workspace/.lattice", exist_ok=True)
+for i in range(10**6):
+    line = json.dumps({"protocol_version": "v1", "event_type": "INFO", "sprite_id": sprite,
+                       "work_item_id": work, "timestamp": "2026-01-15T10:30:00Z",
+                       "payload": {"message": "beat %d" % i}})
+    with open("/workspace/.lattice/outbox.jsonl", "a") as o:
+        o.write(line + "\n")
+    print("LATTICE_EVENT " + line, flush=True)
+    time.sleep(0.5)
+"""
+
+
+def pct(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / HZ
+
+
+def metric(stack: Stack, name: str) -> float:
+    text = httpx.get(f"http://127.0.0.1:{stack.metrics_port}/metrics", trust_env=False).text
+    return sum(
+        float(line.split()[-1])
+        for line in text.splitlines()
+        if line.startswith(name) and not line.startswith("#")
+    )
+
+
+def warm_sprites(stack: Stack, namespace: str, count: int) -> list[str]:
+    names = [f"w{i}" for i in range(count)]
+    for name in names:
+        stack.apply(namespace, build("sprite.yaml", name, {"spec.networkPolicy": {"rules": []}}))
+    for name in names:
+        stack.wait_sprite_ready(namespace, name)
+        stack.apply(namespace, run_doc(f"warm-{name}", name, ["true"]))
+    for name in names:
+        stack.wait_phase(namespace, "runs", f"warm-{name}", {"Succeeded"})
+    return names
+
+
+def run_doc(name: str, sprite: str, command: list[str], **spec: Any) -> dict[str, Any]:
+    doc = build("run.yaml", name, {"spec.command": command, "spec.spriteRef.name": sprite})
+    doc["spec"].pop("timeoutSeconds", None)
+    doc["spec"]["retries"] = 0
+    doc["spec"].update(spec)
+    return doc
+
+
+def bench_apply_to_exec(stack: Stack, namespace: str) -> dict[str, Any]:
+    # One Run per Sprite (Runs on one Sprite take turns): 100 warm sprites.
+    sprites = warm_sprites(stack, namespace, 100)
+    created: dict[str, float] = {}
+    for i in range(100):
+        name = f"lat-{i}"
+        body = run_doc(name, sprites[i % len(sprites)], ["sleep", "1"])
+        created[name] = time.time()
+        stack.cluster.custom.create_namespaced_custom_object(
+            "lattice.dev", "v1alpha1", namespace, "runs", body
+        )
+    started: dict[str, float] = {}
+
+    def all_started() -> bool:
+        items = stack.cluster.custom.list_namespaced_custom_object(
+            "lattice.dev", "v1alpha1", namespace, "runs"
+        )["items"]
+        for item in items:
+            attempts = (item.get("status") or {}).get("attempts") or []
+            name = item["metadata"]["name"]
+            if (
+                name in created
+                and attempts
+                and attempts[0].get("startTime")
+                and name not in started
+            ):
+                stamp = datetime.fromisoformat(attempts[0]["startTime"].replace("Z", "+00:00"))
+                started[name] = stamp.timestamp()
+        return len(started) == len(created)
+
+    wait_for(all_started, timeout=600, interval=0.5, what="100 exec sessions")
+    latencies = [started[n] - created[n] for n in created]
+    return {
+        "runs": len(latencies),
+        "sprites": len(sprites),
+        "p50_s": round(pct(latencies, 50), 3),
+        "p99_s": round(pct(latencies, 99), 3),
+        "max_s": round(max(latencies), 3),
+        "mean_s": round(statistics.mean(latencies), 3),
+    }
+
+
+def bench_fast_run(stack: Stack, namespace: str, rate: int, seconds: float) -> dict[str, Any]:
+    stack.apply(namespace, build("sprite.yaml", "fast", {"spec.networkPolicy": {"rules": []}}))
+    sprite = stack.wait_sprite_ready(namespace, "fast")["status"]["spriteName"]
+    pid = stack.operator.proc.pid
+    cpu0, patches0, wall0 = (
+        cpu_seconds(pid),
+        metric(stack, "lattice_status_patches_total"),
+        time.time(),
+    )
+    stack.apply(
+        namespace, run_doc("fast", "fast", ["python3", "-c", FAST_AGENT, str(rate), str(seconds)])
+    )
+    done_file = stack.sprites.host_root(sprite) / ".lattice" / "agent-done"
+    lags: list[int] = []
+
+    def agent_done() -> bool:
+        status = stack.get(namespace, "runs", "fast").get("status") or {}
+        outbox = stack.sprites.host_root(sprite) / ".lattice" / "outbox.jsonl"
+        if outbox.exists():
+            lines = outbox.stat().st_size
+            consumed = (status.get("cursor") or {}).get("outboxOffset", 0)
+            lags.append(lines - consumed)
+        return done_file.exists()
+
+    wait_for(agent_done, timeout=seconds + 120, interval=1.0, what="the agent to finish")
+    finished_at, emitted = done_file.read_text().split()
+    final = stack.wait_phase(namespace, "runs", "fast", {"Succeeded", "Failed"}, timeout=600)
+    wall1 = time.time()
+    cpu1, patches1 = cpu_seconds(pid), metric(stack, "lattice_status_patches_total")
+    catch_up = wall1 - float(finished_at)
+    duration = wall1 - wall0
+    status = final["status"]
+    return {
+        "target_events_per_s": rate,
+        "seconds": seconds,
+        "events_emitted": int(emitted) + 1,
+        "events_in_status": status["events"]["eventCount"],
+        "phase": status["phase"],
+        "achieved_ingest_events_per_s": round(
+            (int(emitted) + 1) / (float(finished_at) - wall0 + catch_up), 1
+        ),
+        "catch_up_after_agent_end_s": round(catch_up, 2),
+        "max_outbox_lag_bytes_seen": max(lags) if lags else None,
+        "status_patches_per_s": round((patches1 - patches0) / duration, 2),
+        "operator_cpu_s": round(cpu1 - cpu0, 2),
+        "operator_cpu_percent_of_one_core": round(100 * (cpu1 - cpu0) / duration, 1),
+    }
+
+
+def bench_restart(stack: Stack, namespace: str, runs: int) -> dict[str, Any]:
+    sprites = warm_sprites(stack, namespace, runs)
+    names = [f"act-{i}" for i in range(runs)]
+    for i, name in enumerate(names):
+        stack.apply(
+            namespace,
+            run_doc(
+                name, sprites[i % len(sprites)], ["python3", "-c", SLOW_AGENT], workItemId=name
+            ),
+        )
+    for name in names:
+        stack.wait_phase(namespace, "runs", name, {"Running"}, timeout=300)
+    stack.operator.kill()
+    time.sleep(5)  # the sprites keep writing while no operator watches
+    target = {}
+    for i, name in enumerate(names):
+        root = stack.sprites.host_root(
+            stack.get(namespace, "sprites", sprites[i % len(sprites)])["status"]["spriteName"]
+        )
+        own = root / ".lattice" / f"outbox-{name}.jsonl"
+        target[name] = len(own.read_bytes().splitlines())
+    restarted = time.monotonic()
+    stack.crash_and_restart()
+
+    def caught_up() -> bool:
+        items = stack.cluster.custom.list_namespaced_custom_object(
+            "lattice.dev", "v1alpha1", namespace, "runs"
+        )["items"]
+        counts = {
+            i["metadata"]["name"]: ((i.get("status") or {}).get("events") or {}).get(
+                "eventCount", 0
+            )
+            for i in items
+        }
+        return all(counts.get(n, 0) >= target[n] for n in names)
+
+    wait_for(caught_up, timeout=600, interval=0.5, what="every Run to catch up")
+    elapsed = time.monotonic() - restarted
+    for name in names:
+        stack.cluster.kubectl(
+            "patch",
+            "run",
+            name,
+            "-n",
+            namespace,
+            "--type",
+            "merge",
+            "-p",
+            '{"spec":{"cancel":true}}',
+        )
+    return {"active_runs": runs, "operator_down_s": 5, "time_to_catch_up_s": round(elapsed, 2)}
+
+
+def test_operator_benchmarks(cluster: Cluster, local_sprites: LocalSprites, tmp_path: Path) -> None:
+    results: dict[str, Any] = {
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+    }
+    namespaces = [cluster.create_namespace(f"bench-{i}") for i in range(3)]
+    try:
+        with operator_stack(cluster, local_sprites, tmp_path) as stack:
+            results["apply_to_exec_started_100_runs"] = bench_apply_to_exec(stack, namespaces[0])
+            results["single_run_10k_events_per_s_30s"] = bench_fast_run(
+                stack, namespaces[1], rate=10_000, seconds=30
+            )
+            results["restart_with_50_active_runs"] = bench_restart(stack, namespaces[2], runs=50)
+    finally:
+        for ns in namespaces:
+            cluster.delete_namespace(ns)
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    print(json.dumps(results, indent=2))
