@@ -7,7 +7,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from lattice_operator.api.v1alpha1 import Intent, Run
+from lattice_operator.api.v1alpha1.intent import SpriteCreateParams
+from lattice_operator.api.v1alpha1.run import RunTemplate
 from lattice_operator.lifeloop.receipts import LifecycleReceipt
+from lattice_operator.protocol.projection import ProposalStatus
 
 RECEIPT_ANNOTATION = "lattice.dev/receipt"
 RUN_UID_LABEL = "lattice.dev/run-uid"
@@ -98,12 +102,147 @@ def receipt_event(
     }
 
 
+def notice_event(
+    regarding: ObjectRef, *, reason: str, note: str, now: datetime, controller: str, instance: str
+) -> dict[str, Any]:
+    """A plain events.k8s.io/v1 Event (a notification, not a receipt)."""
+    return {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{regarding.name[:200]}.", "namespace": regarding.namespace},
+        "eventTime": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "reportingController": controller,
+        "reportingInstance": instance[:128],
+        "action": reason[:128],
+        "reason": reason,
+        "regarding": regarding.to_wire(),
+        "note": note[:NOTE_CHARS],
+        "type": "Normal",
+    }
+
+
+INTENT_LABEL = "lattice.dev/intent"
+
+
+def _owned_by(intent: Intent) -> dict[str, Any]:
+    return {
+        "apiVersion": intent.api_version,
+        "kind": "Intent",
+        "name": intent.metadata.name,
+        "uid": intent.metadata.uid or "",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def run_name(intent: Intent) -> str:
+    """Deterministic, so a retried creation finds the Run instead of making a second one."""
+    return f"{intent.metadata.name[:249]}-run"
+
+
+def run_for_intent(intent: Intent, template: RunTemplate) -> dict[str, Any]:
+    """The Run that executes an approved Intent (owned by it: deleted with it)."""
+    spec = template.to_wire()
+    spec["intentRef"] = {"name": intent.metadata.name}
+    return {
+        "apiVersion": "lattice.dev/v1alpha1",
+        "kind": "Run",
+        "metadata": {
+            "name": run_name(intent),
+            "namespace": intent.metadata.namespace,
+            "labels": {INTENT_LABEL: intent.metadata.name[:63]},
+            "ownerReferences": [_owned_by(intent)],
+        },
+        "spec": spec,
+    }
+
+
+def sprite_for_intent(intent: Intent, params: SpriteCreateParams) -> dict[str, Any]:
+    """The Sprite a sprite_create Intent creates (not owned: a sprite outlives the Intent)."""
+    return {
+        "apiVersion": "lattice.dev/v1alpha1",
+        "kind": "Sprite",
+        "metadata": {
+            "name": params.name,
+            "namespace": intent.metadata.namespace,
+            "labels": {INTENT_LABEL: intent.metadata.name[:63]},
+        },
+        "spec": params.spec.to_wire(),
+    }
+
+
+PROPOSED_BY_RUN = "lattice.dev/proposed-by-run"
+
+
+def environment_change_intent(
+    run: Run, sprite_name: str, proposal: ProposalStatus
+) -> dict[str, Any]:
+    """An ENVIRONMENT_PROPOSAL turned into an Intent (proposedBy sprite): a sprite proposes,
+    the pipeline decides. Deterministic name: the same proposal never makes two."""
+    failure = proposal.observed_failure or {}
+    params: dict[str, Any] = {
+        "runRef": {"name": run.metadata.name},
+        "spriteRef": {"name": run.spec.sprite_ref.name},
+        "observedFailure": {
+            "phase": str(failure.get("phase") or "unknown")[:253],
+            **(
+                {"exit_code": failure["exit_code"]}
+                if isinstance(failure.get("exit_code"), int)
+                else {}
+            ),
+            **(
+                {"stderr_hint": str(failure["stderr_hint"])[:4096]}
+                if failure.get("stderr_hint")
+                else {}
+            ),
+        },
+        "suggestedAdjustment": {
+            "type": proposal.adjustment.value,
+            "details": proposal.details or {},
+        },
+        "confidence": proposal.confidence,
+        "evidence": [e for e in proposal.evidence if e][:32],
+        "scope": proposal.scope,
+    }
+    return {
+        "apiVersion": "lattice.dev/v1alpha1",
+        "kind": "Intent",
+        "metadata": {
+            "name": f"{run.metadata.name[:230]}-env-{proposal.line}",
+            "namespace": run.metadata.namespace,
+            "labels": {PROPOSED_BY_RUN: run.metadata.name[:63]},
+            "ownerReferences": [
+                {
+                    "apiVersion": run.api_version,
+                    "kind": "Run",
+                    "name": run.metadata.name,
+                    "uid": run.metadata.uid or "",
+                }
+            ],
+        },
+        "spec": {
+            "kind": "environment_change",
+            "summary": f"sprite {sprite_name} proposes {proposal.adjustment.value}"[:1024],
+            "proposedBy": {"type": "sprite", "name": sprite_name},
+            "subject": {"type": "run", "ref": run.metadata.name},
+            "params": {"environmentChange": params},
+        },
+    }
+
+
 __all__ = [
+    "INTENT_LABEL",
+    "PROPOSED_BY_RUN",
     "RECEIPT_ANNOTATION",
     "RUN_UID_LABEL",
     "ObjectRef",
     "camel_reason",
+    "environment_change_intent",
+    "notice_event",
     "receipt_event",
     "receipt_event_name",
     "receipt_note",
+    "run_for_intent",
+    "run_name",
+    "sprite_for_intent",
 ]

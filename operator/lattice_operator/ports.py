@@ -49,6 +49,38 @@ class SpriteDirectory(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Grants:
+    """What an Intent grants the sprite doing its work."""
+
+    intent: str
+    """The Intent's name."""
+    allowed_actions: frozenset[str]
+    """ACTION_REQUEST actions the sprite may ask for."""
+    credentials: dict[str, tuple[str, str]]
+    """Credential name → (Secret name, key) the sprite may FETCH."""
+
+
+class ActionServices(Protocol):
+    """What the Run driver needs to carry out a sprite's action requests."""
+
+    def grants(self, namespace: str, intent: str) -> Grants | None:
+        """The Intent's grants (None when there is no such Intent)."""
+        ...
+
+    async def secret_value(self, namespace: str, name: str, key: str) -> bytes:
+        """A Secret's key (never logged, never put in status)."""
+        ...
+
+    async def notify(self, namespace: str, intent: str | None, run: str, message: str) -> None:
+        """NOTIFY_USER: an Event on the Intent (or the Run when there is none)."""
+        ...
+
+    async def propose(self, manifest: dict[str, Any]) -> None:
+        """Create an Intent proposed by a sprite (AlreadyExists is success)."""
+        ...
+
+
 class RunStatusWriter(Protocol):
     """Writes a Run's status subresource."""
 
@@ -70,11 +102,13 @@ class ReceiptPublisher(Protocol):
 
 
 __all__ = [
+    "ActionServices",
     "CheckpointInfo",
     "Clock",
     "ExecOutput",
     "ExecSession",
     "FileStat",
+    "Grants",
     "KillEvent",
     "KillResult",
     "ReceiptPublisher",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from lattice_operator.api.v1alpha1.intentpolicy import IntentPolicySpec
+
 
 class _Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
@@ -77,6 +79,26 @@ class RunTimings(_Settings):
     """Receipt Events a Run may post in a burst."""
 
 
+class WebhookSettings(_Settings):
+    """The admission webhooks the operator serves (approvals, IntentPolicy checks)."""
+
+    host: str = "127.0.0.1"
+    """Address the webhook server binds to."""
+    port: int = Field(default=9443, ge=0, le=65535)
+    """Port of the webhook server; 0 picks a free one."""
+    url_host: str | None = None
+    """Host name the API server uses to reach it (default: `host`)."""
+    cert_file: str | None = None
+    """Serving certificate (PEM); without one a self-signed CA and certificate are made."""
+    key_file: str | None = None
+    """Its private key (PEM)."""
+    ca_file: str | None = None
+    """The CA bundle the API server verifies the certificate with."""
+    managed: str | None = "lattice.dev"
+    """Name of the Validating/MutatingWebhookConfiguration the operator keeps up to date
+    (None: the installation provides them, e.g. the Helm chart)."""
+
+
 class OperatorSettings(_Settings):
     """Everything `lattice run` needs to know."""
 
@@ -98,6 +120,10 @@ class OperatorSettings(_Settings):
     """Sprite controller retries."""
     runs: RunTimings = RunTimings()
     """Run daemon cadences."""
+    default_policy: IntentPolicySpec | None = None
+    """Cluster-wide IntentPolicy rules, tried after those of an Intent's namespace."""
+    webhook: WebhookSettings = WebhookSettings()
+    """Admission webhooks."""
     metrics_host: str = "127.0.0.1"
     """Address of the /metrics endpoint."""
     metrics_port: int = Field(default=9090, ge=0, le=65535)
@@ -112,4 +138,5 @@ __all__ = [
     "RunTimings",
     "SpriteTimings",
     "WatchSettings",
+    "WebhookSettings",
 ]

@@ -201,9 +201,15 @@ def test_sample_agent_waits_resumes_and_completes(
             "--json",
         ).stdout
     )
-    assert RunEventsStatus.model_validate(replay["status"]) == RunEventsStatus.model_validate(
-        status["events"]
-    )
+    live = RunEventsStatus.model_validate(status["events"])
+    # The operator answered the NOTIFY_USER request (refused: no Intent grants this Run
+    # anything); offline, the replay leaves it pending. Everything else is equal.
+    [notify] = live.action_requests
+    assert (notify.action.value, notify.state) == ("NOTIFY_USER", "Refused")
+    assert "no Intent governs this Run" in (notify.message or "")
+    pending = notify.model_copy(update={"state": "Pending", "resolved_at": None, "message": None})
+    live = live.model_copy(update={"action_requests": [pending]})
+    assert RunEventsStatus.model_validate(replay["status"]) == live
     assert StreamCursor.model_validate(replay["cursor"]) == StreamCursor.model_validate(
         status["cursor"]
     )

@@ -17,6 +17,7 @@ from tests.support.operator import OperatorProcess, spawn_operator
 from tests.support.sprites_server import LocalSprites
 
 FAST_SETTINGS: dict[str, Any] = {
+    "webhook": {"host": "127.0.0.1", "port": 0},
     "backend": {"observe_interval": 1.0, "page_size": 100},
     "sprites": {"delete_attempts": 3, "delete_backoff": 0.5, "blocked_recheck": 2.0},
     "runs": {
@@ -102,3 +103,7 @@ def operator_stack(
         yield stack
     finally:
         stack.operator.stop()
+        # The webhook configurations point at this operator: an Intent written after it is
+        # gone would otherwise be refused (failurePolicy Fail) until another one starts.
+        for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+            cluster.kubectl("delete", kind, "lattice.dev", "--ignore-not-found", check=False)

@@ -23,7 +23,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from lattice_adapters.localcluster import _certs
+from lattice_adapters import tls as _certs
 
 ADMIN_USER = "lattice-admin"
 STATE_FILE = "state.json"

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from lattice_operator.api import GROUP
 from lattice_operator.api.v1alpha1 import VERSION, Intent, Run, Sprite
+from lattice_operator.api.v1alpha1.intent import frozen_spec_rule
 from lattice_operator.api.v1alpha1.intentpolicy import IntentPolicy
 
 JsonSchema = dict[str, Any]
@@ -94,6 +95,7 @@ KINDS: tuple[KindInfo, ...] = (
             PrinterColumn("Run", ".status.runRef.name", priority=1),
             AGE,
         ),
+        extra_root_rules=(frozen_spec_rule(),),
     ),
     KindInfo(
         model=IntentPolicy,

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import typer
 
-from lattice_operator.cli import _cluster, _crds, _dev, _events, _run, _runs, _sprites_local
+from lattice_operator.cli import (
+    _cluster,
+    _crds,
+    _dev,
+    _events,
+    _intents,
+    _run,
+    _runs,
+    _sprites_local,
+)
 
 app = typer.Typer(
     name="lattice",
@@ -22,6 +31,8 @@ app.command("dev")(_dev.dev)
 app.command("resume")(_runs.resume)
 app.command("cancel")(_runs.cancel)
 app.command("logs")(_runs.logs)
+app.command("approve")(_intents.approve)
+app.command("reject")(_intents.reject)
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ T = TypeVar("T")
 Namespace = Annotated[str, typer.Option("--namespace", "-n", help="Namespace of the Run.")]
 
 
-def _kube_call(fn: Callable[[Any], Awaitable[T]]) -> T:
+def kube_call(fn: Callable[[Any], Awaitable[T]]) -> T:
     from lattice_adapters.kube import KubeClient, KubeConfig
 
     async def go() -> T:
@@ -25,22 +25,6 @@ def _kube_call(fn: Callable[[Any], Awaitable[T]]) -> T:
             return await fn(kube)
 
     return asyncio.run(go())
-
-
-def _run_path(namespace: str, name: str) -> str:
-    from lattice_adapters.kube import resource_path
-
-    return resource_path("lattice.dev", "v1alpha1", "runs", namespace, name)
-
-
-def _get_run(namespace: str, name: str) -> dict[str, Any]:
-    from lattice_adapters.kube import KubeApiError
-
-    try:
-        return _kube_call(lambda kube: kube.get(_run_path(namespace, name)))
-    except KubeApiError as exc:
-        typer.echo(f"cannot read Run {namespace}/{name}: {exc.message}", err=True)
-        raise typer.Exit(1) from exc
 
 
 def parse_input(raw: str, expected: dict[str, str]) -> tuple[str, Any]:
@@ -81,33 +65,41 @@ def _types_of(values: dict[str, Any]) -> dict[str, str]:
 
 
 def resume(
-    run: Annotated[str, typer.Argument(help="The Run to resume.")],
+    target: Annotated[str, typer.Argument(help="The Run (NAME or run/NAME) or intent/NAME.")],
     input: Annotated[
         list[str] | None, typer.Option("--input", "-i", help="key=value; repeatable.")
     ] = None,
     namespace: Namespace = "default",
-    wait: Annotated[bool, typer.Option(help="Wait until the Run leaves Waiting.")] = False,
+    wait: Annotated[bool, typer.Option(help="Wait until it leaves Waiting.")] = False,
 ) -> None:
-    """Resume a Waiting Run with inputs, validated against what its WAITING expects."""
+    """Resume a Waiting Run (or Intent) with inputs, checked against what its WAITING expects."""
     from lattice_operator.protocol.inputs import validate_resume_inputs
     from lattice_operator.reconcilers.run_driver import resume_digest
 
-    obj = _get_run(namespace, run)
+    plural, name = _target(target)
+    obj = _get(namespace, plural, name)
     status = obj.get("status") or {}
-    waiting = (status.get("events") or {}).get("waiting")
+    if plural == "runs":
+        waiting = (status.get("events") or {}).get("waiting")
+    else:
+        waiting = status.get("waiting")
     if status.get("phase") != "Waiting" or not waiting:
         requested = (obj.get("spec") or {}).get("resume") or {}
-        applied = (status.get("resume") or {}).get("appliedDigest")
         inputs = dict(
             parse_input(raw, _types_of(requested.get("inputs") or {})) for raw in input or []
         )
-        if requested and applied == resume_digest(requested["checkpointId"], inputs):
+        if plural == "runs":
+            applied = (status.get("resume") or {}).get("appliedDigest")
+            same = bool(requested) and applied == resume_digest(requested["checkpointId"], inputs)
+        else:
+            same = bool(requested) and requested.get("inputs", {}) == inputs
+        if same:
             typer.echo(
-                f"no-op: Run {run} was already resumed from {requested['checkpointId']} "
+                f"no-op: {name} was already resumed from {requested['checkpointId']} "
                 "with these inputs"
             )
             return
-        typer.echo(f"Run {run} is {status.get('phase') or 'Pending'}, not Waiting", err=True)
+        typer.echo(f"{name} is {status.get('phase') or 'Pending'}, not Waiting", err=True)
         raise typer.Exit(1)
     expected: dict[str, str] = waiting.get("expectedInputs") or {}
     inputs = dict(parse_input(raw, expected) for raw in input or [])
@@ -118,25 +110,52 @@ def resume(
         raise typer.Exit(2)
     checkpoint = waiting["checkpointId"]
     patch = {"spec": {"resume": {"checkpointId": checkpoint, "inputs": inputs}}}
-    _kube_call(lambda kube: kube.merge_patch(_run_path(namespace, run), patch))
-    typer.echo(f"resume of {run} from {checkpoint} requested")
+    kube_call(lambda kube: kube.merge_patch(_path(namespace, plural, name), patch))
+    typer.echo(f"resume of {name} from {checkpoint} requested")
     if wait:
-        _wait_phase(namespace, run, leave={"Waiting", "Resuming"}, timeout=300)
+        _wait_phase(namespace, plural, name, leave={"Waiting", "Resuming"}, timeout=300)
 
 
 def cancel(
-    run: Annotated[str, typer.Argument(help="The Run to cancel.")],
+    target: Annotated[str, typer.Argument(help="The Run (NAME or run/NAME) or intent/NAME.")],
     namespace: Namespace = "default",
 ) -> None:
-    """Cancel a Run: its session is killed and it ends Canceled."""
-    _kube_call(lambda kube: kube.merge_patch(_run_path(namespace, run), {"spec": {"cancel": True}}))
-    typer.echo(f"cancel of {run} requested")
+    """Cancel a Run (its session is killed) or an Intent (and its Run)."""
+    plural, name = _target(target)
+    kube_call(
+        lambda kube: kube.merge_patch(_path(namespace, plural, name), {"spec": {"cancel": True}})
+    )
+    typer.echo(f"cancel of {plural[:-1]} {name} requested")
 
 
-def _wait_phase(namespace: str, name: str, *, leave: set[str], timeout: float) -> str:
+def _target(text: str) -> tuple[str, str]:
+    kind, _, name = text.rpartition("/")
+    plurals = {"": "runs", "run": "runs", "runs": "runs", "intent": "intents", "intents": "intents"}
+    if kind not in plurals or not name:
+        raise typer.BadParameter(f"{text!r}: expected NAME, run/NAME or intent/NAME")
+    return plurals[kind], name
+
+
+def _path(namespace: str, plural: str, name: str) -> str:
+    from lattice_adapters.kube import resource_path
+
+    return resource_path("lattice.dev", "v1alpha1", plural, namespace, name)
+
+
+def _get(namespace: str, plural: str, name: str) -> dict[str, Any]:
+    from lattice_adapters.kube import KubeApiError
+
+    try:
+        return kube_call(lambda kube: kube.get(_path(namespace, plural, name)))
+    except KubeApiError as exc:
+        typer.echo(f"cannot read {plural[:-1]} {namespace}/{name}: {exc.message}", err=True)
+        raise typer.Exit(1) from exc
+
+
+def _wait_phase(namespace: str, plural: str, name: str, *, leave: set[str], timeout: float) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        phase = str((_get_run(namespace, name).get("status") or {}).get("phase") or "Pending")
+        phase = str((_get(namespace, plural, name).get("status") or {}).get("phase") or "Pending")
         if phase not in leave:
             typer.echo(f"{name}: {phase}")
             return phase
@@ -163,7 +182,7 @@ def logs(
     terminal = ("Succeeded", "Failed", "Canceled")
     last = ""
     while True:
-        status = _get_run(namespace, run).get("status") or {}
+        status = _get(namespace, "runs", run).get("status") or {}
         if as_json:
             typer.echo(json.dumps(status, indent=2))
             return
@@ -190,7 +209,7 @@ def fetch_receipts(namespace: str, run: str) -> list[dict[str, Any]]:
 
     path = resource_path("events.k8s.io", "v1", "events", namespace)
     params = {"fieldSelector": f"regarding.name={run},regarding.kind=Run"}
-    listing = _kube_call(lambda kube: kube.get(path, params))
+    listing = kube_call(lambda kube: kube.get(path, params))
     receipts = [
         json.loads(item["metadata"]["annotations"][RECEIPT_ANNOTATION])
         for item in listing.get("items", [])

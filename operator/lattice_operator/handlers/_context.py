@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from lattice_adapters.kube import KubeClient
     from lattice_adapters.kube_events import ReceiptEvents
     from lattice_operator.backend import SpriteBackend
+    from lattice_operator.policy import CompiledPolicy
 
 
 @dataclass
@@ -23,6 +24,8 @@ class OperatorContext:
     backend: SpriteBackend | None = None
     kube: KubeClient | None = None
     events: ReceiptEvents | None = None
+    default_policy: CompiledPolicy | None = None
+    """The cluster-wide IntentPolicy from the settings, tried after a namespace's own."""
 
     def require_backend(self) -> SpriteBackend:
         if self.backend is None:

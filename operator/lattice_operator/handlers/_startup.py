@@ -5,11 +5,14 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import kopf
 from prometheus_client import start_http_server
 
+from lattice_adapters import tls
 from lattice_adapters.errors import CredentialsMissing
 from lattice_adapters.instrumented import instrumented
 from lattice_adapters.kube import KubeApiError, KubeClient, KubeConfig, resource_path
@@ -17,6 +20,8 @@ from lattice_adapters.kube_events import ReceiptEvents
 from lattice_adapters.sprites import SpritesAdapter, load_credentials
 from lattice_operator.handlers._context import OperatorContext, context_of
 from lattice_operator.metrics import REGISTRY
+from lattice_operator.policy import compile_policy
+from lattice_operator.settings import WebhookSettings
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +40,11 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     settings.networking.enforce_retry_after = True
     # Daemons stop within seconds of a deletion or shutdown, never holding a finalizer forever.
     settings.background.cancellation_polling = 1
+
+    if ours.default_policy is not None:
+        ctx.default_policy = compile_policy("cluster-default", ours.default_policy)
+    settings.admission.server = _webhook_server(ours.webhook)
+    settings.admission.managed = ours.webhook.managed
 
     ctx.kube = KubeClient(KubeConfig.load())
     await ctx.kube.__aenter__()
@@ -65,6 +75,32 @@ async def close(memo: kopf.Memo, **_: Any) -> None:
         await ctx.backend.aclose()
     if ctx.kube is not None:
         await ctx.kube.close()
+
+
+def _webhook_server(webhook: WebhookSettings) -> kopf.WebhookServer:
+    """kopf's webhook server, with the given certificate or a throwaway self-signed one."""
+    url_host = webhook.url_host or webhook.host
+    port = webhook.port or None
+    if webhook.cert_file and webhook.key_file:
+        return kopf.WebhookServer(
+            addr=webhook.host,
+            port=port,
+            host=url_host,
+            certfile=webhook.cert_file,
+            pkeyfile=webhook.key_file,
+            cafile=webhook.ca_file,
+        )
+    directory = Path(tempfile.mkdtemp(prefix="lattice-webhook-"))
+    ca, ca_key, ca_cert = tls.make_ca("lattice-webhook-ca")
+    cert_path, key_path = tls.serving_cert(ca_key, ca_cert, (url_host,)).write(directory, "tls")
+    return kopf.WebhookServer(
+        addr=webhook.host,
+        port=port,
+        host=url_host,
+        certfile=str(cert_path),
+        pkeyfile=str(key_path),
+        cadata=ca.cert_pem,
+    )
 
 
 async def _credentials(ctx: OperatorContext) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import copy
 import logging
@@ -12,11 +13,13 @@ import kopf
 from pydantic import ValidationError
 
 from lattice_adapters.errors import AdapterError, NotFound
-from lattice_adapters.kube import resource_path
-from lattice_operator.api.v1alpha1 import TERMINAL_RUN_PHASES, Run, Sprite
+from lattice_adapters.kube import KubeApiError, resource_path
+from lattice_operator.api.v1alpha1 import API_VERSION, TERMINAL_RUN_PHASES, Run, Sprite
+from lattice_operator.builders import ObjectRef, notice_event
 from lattice_operator.handlers._context import OperatorContext, context_of
 from lattice_operator.handlers.sprite import IndexedSprites
 from lattice_operator.metrics import REGISTRY, PhaseCollector
+from lattice_operator.ports import Grants
 from lattice_operator.reconcilers.run_driver import RunDriver
 from lattice_operator.reconcilers.sprite_claims import RunClaim
 
@@ -65,6 +68,62 @@ async def register_run_metrics(**kwargs: Any) -> None:
         REGISTRY.register(PhaseCollector("lattice_runs", "Runs by phase.", ["phase"], counts))
 
 
+class KubeActions:
+    """The ActionServices port: grants from memory, Secrets, Events and Intents through the API."""
+
+    def __init__(
+        self, ctx: OperatorContext, grants: kopf.Index[tuple[str, str], tuple[str, Grants]]
+    ) -> None:
+        self._ctx = ctx
+        self._grants = grants
+
+    def grants(self, namespace: str, intent: str) -> Grants | None:
+        entries = self._grants.get((namespace, intent))
+        return next(iter(entries))[1] if entries else None
+
+    async def secret_value(self, namespace: str, name: str, key: str) -> bytes:
+        try:
+            secret = await self._ctx.require_kube().get(
+                resource_path("", "v1", "secrets", namespace, name)
+            )
+        except KubeApiError as exc:
+            raise LookupError(f"Secret {name}: {exc.reason}") from None
+        data = secret.get("data") or {}
+        if key not in data:
+            raise LookupError(f"Secret {name} has no key {key}")
+        return base64.b64decode(data[key])
+
+    async def notify(self, namespace: str, intent: str | None, run: str, message: str) -> None:
+        entries = self._grants.get((namespace, intent)) if intent else None
+        if entries:
+            regarding = ObjectRef(
+                API_VERSION, "Intent", namespace, intent or "", next(iter(entries))[0]
+            )
+        else:
+            regarding = ObjectRef(API_VERSION, "Run", namespace, run, "")
+        body = notice_event(
+            regarding,
+            reason="NotifyUser",
+            note=f"sprite of Run {run}: {message}",
+            now=self._ctx.clock.now(),
+            controller="lattice.dev/operator",
+            instance=self._ctx.settings.component,
+        )
+        path = resource_path("events.k8s.io", "v1", "events", namespace)
+        with contextlib.suppress(KubeApiError):  # a notification is evidence, not state
+            await self._ctx.require_kube().create(path, body)
+
+    async def propose(self, manifest: dict[str, Any]) -> None:
+        namespace = manifest["metadata"]["namespace"]
+        try:
+            await self._ctx.require_kube().create(
+                resource_path(GROUP, VERSION, "intents", namespace), manifest
+            )
+        except KubeApiError as exc:
+            if not exc.conflict:
+                raise
+
+
 class KubeRunStatus:
     """The RunStatusWriter port: merge-patches the status subresource."""
 
@@ -90,6 +149,7 @@ async def run_daemon(
     ctx = context_of(memo)
     sprite_directory: kopf.Index[tuple[str, str], Sprite] = kwargs["sprite_directory"]
     claims: kopf.Index[tuple[str, str], RunClaim] = kwargs["run_claims"]
+    grants: kopf.Index[tuple[str, str], tuple[str, Grants]] = kwargs["intent_grants"]
     run = parse_run(body)
     stop = asyncio.Event()
 
@@ -109,6 +169,7 @@ async def run_daemon(
             clock=ctx.clock,
             timings=ctx.settings.runs,
             stopped=stop,
+            actions=KubeActions(ctx, grants),
         )
         await driver.drive()
     finally:

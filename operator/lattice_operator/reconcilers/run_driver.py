@@ -27,19 +27,31 @@ from typing import Any, Literal
 
 from lattice_adapters.errors import AdapterError, ExitStatusUnknown, NotFound
 from lattice_operator.api.v1alpha1 import Run, RunAttempt, RunStatus, set_condition
-from lattice_operator.api.v1alpha1.run import ResumeStatus, RunReceiptsStatus
+from lattice_operator.api.v1alpha1.run import ActionResult, ResumeStatus, RunReceiptsStatus
 from lattice_operator.backend import ExecSession, SpriteBackend
-from lattice_operator.builders import ObjectRef
+from lattice_operator.builders import ObjectRef, environment_change_intent
 from lattice_operator.lifeloop.builder import RunReceipts
 from lattice_operator.lifeloop.classes import FailureClass, RetryClass
 from lattice_operator.lifeloop.mapping import RunTransition
 from lattice_operator.lifeloop.receipts import LifecycleReceipt
-from lattice_operator.metrics import EVENTS_INGESTED, OUTBOX_LAG, STATUS_PATCHES, VIOLATIONS
+from lattice_operator.metrics import (
+    EVENTS_INGESTED,
+    OUTBOX_LAG,
+    REFUSED_ACTIONS,
+    STATUS_PATCHES,
+    VIOLATIONS,
+)
 from lattice_operator.pacing import PatchPacer
-from lattice_operator.ports import Clock, ReceiptPublisher, RunStatusWriter, SpriteDirectory
+from lattice_operator.ports import (
+    ActionServices,
+    Clock,
+    ReceiptPublisher,
+    RunStatusWriter,
+    SpriteDirectory,
+)
 from lattice_operator.protocol.engine import FeedResult, RunEventEngine
 from lattice_operator.protocol.inputs import validate_resume_inputs
-from lattice_operator.protocol.projection import RunEventsStatus
+from lattice_operator.protocol.projection import ActionRequestStatus, RunEventsStatus
 from lattice_operator.settings import RunTimings
 
 log = logging.getLogger(__name__)
@@ -48,6 +60,8 @@ LATTICE_DIR = "/workspace/.lattice"
 OUTBOX_PATH = f"{LATTICE_DIR}/outbox.jsonl"
 RESUME_PATH = f"{LATTICE_DIR}/resume.json"
 EXIT_DIR = f"{LATTICE_DIR}/exit"
+CREDENTIALS_DIR = f"{LATTICE_DIR}/credentials"
+FORGE_ACTIONS = frozenset({"OPEN_PR", "POST_COMMENT", "LABEL_ISSUE"})
 
 # The wrapper records the command's exit status on disk: the backend cannot tell the
 # exit status of a session that ended while nobody was attached.
@@ -139,7 +153,10 @@ class RunDriver:
         clock: Clock,
         timings: RunTimings,
         stopped: asyncio.Event,
+        actions: ActionServices | None = None,
     ) -> None:
+        self._actions = actions
+        self._proposed: set[int] = set()
         self._view = view
         self._backend = backend
         self._sprites = sprites
@@ -278,6 +295,9 @@ class RunDriver:
         await self._run_session(run, session, resumed=False, attached=True)
 
     async def _waiting(self, run: Run) -> None:
+        await self._handle_actions(run)
+        if await self._auto_resume(run):
+            return
         resume = run.spec.resume
         if resume is not None and resume.checkpoint_id:
             digest = resume_digest(resume.checkpoint_id, resume.inputs)
@@ -421,6 +441,7 @@ class RunDriver:
                 return None
             if engine.outbox_behind or self._clock.monotonic() >= next_outbox:
                 await self._read_outbox()
+                await self._handle_actions(run)
                 next_outbox = self._clock.monotonic() + self._timings.outbox_interval
             latest = self._view()
             if latest.spec.cancel:
@@ -449,6 +470,7 @@ class RunDriver:
         if end.killed_for == "Timeout":
             await self._fail(run, "Timeout", f"timeoutSeconds ({run.spec.timeout_seconds}) elapsed")
             return
+        await self._handle_actions(run)
         events = engine.status()
         if events.state == "Waiting" and events.waiting is not None:
             self._emit(
@@ -538,7 +560,16 @@ class RunDriver:
             self.status.resume = state
             await self._flush(force=True)
             return
+        await self._begin_resume(run, digest, dict(resume.inputs), answer=None)
+
+    async def _begin_resume(
+        self, run: Run, digest: str, inputs: dict[str, Any], *, answer: str | None
+    ) -> None:
+        """Record the resume durably (a crash from here on repeats it), then apply it."""
+        state = self.status.resume or ResumeStatus()
         state.requested_digest = digest
+        state.inputs = inputs
+        state.answer = answer
         state.message = None
         self.status.resume = state
         self._set("Unknown", "Resuming", f"resuming from {state.checkpoint_id}")
@@ -549,21 +580,27 @@ class RunDriver:
         """Restore, write resume.json, re-execute: every step safe to repeat after a crash."""
         engine = self._require_engine()
         state = self.status.resume
-        resume = run.spec.resume
-        assert state is not None and resume is not None and self.sprite_name is not None
+        assert state is not None and self.sprite_name is not None
         waiting = engine.status().waiting
-        checkpoint = state.checkpoint_id or resume.checkpoint_id
+        checkpoint = state.checkpoint_id or (waiting.checkpoint_id if waiting else None)
         assert checkpoint is not None
         self._emit(
             self.receipts.for_transition(RunTransition.RESUME_STARTING, key=f"{self._tag()}:resume")
         )
+        context: dict[str, Any] = {"run": self.ref.name, "session": self.status.session_segment + 1}
+        if state.answer is not None:
+            result = next(
+                (r for r in self.status.action_results if r.request_id == state.answer), None
+            )
+            if result is not None:
+                context["action_result"] = result.to_wire()
         try:
             await self._backend.restore_checkpoint(self.sprite_name, checkpoint)
             payload = {
                 "work_item_id": run.work_item_id(),
-                "checkpoint_id": resume.checkpoint_id,
-                "inputs": resume.inputs,
-                "context": {"run": self.ref.name, "session": self.status.session_segment + 1},
+                "checkpoint_id": waiting.checkpoint_id if waiting else checkpoint,
+                "inputs": state.inputs or {},
+                "context": context,
             }
             await self._backend.write_file(
                 self.sprite_name, RESUME_PATH, json.dumps(payload, indent=2).encode(), atomic=True
@@ -578,7 +615,11 @@ class RunDriver:
         state.applied_digest = state.requested_digest
         state.applied_at = self._clock.now()
         state.count += 1
-        attempt = self._begin_attempt(resume=True)
+        if state.answer is not None:
+            for result in self.status.action_results:
+                if result.request_id == state.answer:
+                    result.resumed = True
+        self._begin_attempt(resume=True)
         argv = list(run.spec.continuation_command or run.spec.command)
         try:
             session = await self._exec(run, argv)
@@ -587,8 +628,96 @@ class RunDriver:
                 run, "StartFailed", f"could not start the continuation: {exc}"
             )
             return
-        del attempt
         await self._run_session(run, session, resumed=True)
+
+    # -- what the sprite asks for -----------------------------------------------------------
+
+    async def _handle_actions(self, run: Run) -> None:
+        """Answer new ACTION_REQUESTs within the Intent's grants; turn proposals into Intents."""
+        engine = self._require_engine()
+        events = engine.status()
+        if self._actions is None:
+            return
+        handled = {r.request_id for r in self.status.action_results}
+        for request in events.action_requests:
+            if request.state != "Pending" or request.request_id in handled:
+                continue
+            result = await self._answer(run, request)
+            self.status.action_results = [*self.status.action_results, result][-32:]
+            if result.status != "queued":
+                engine.resolve_action_request(
+                    request.request_id,
+                    answered=result.status == "fulfilled",
+                    at=self._clock.now(),
+                    message=result.reason or (f"written to {result.path}" if result.path else None),
+                )
+        for proposal in events.proposals:
+            if proposal.line in self._proposed:
+                continue
+            assert self.sprite_name is not None
+            await self._actions.propose(environment_change_intent(run, self.sprite_name, proposal))
+            self._proposed.add(proposal.line)
+
+    async def _answer(self, run: Run, request: ActionRequestStatus) -> ActionResult:
+        assert self._actions is not None and self.sprite_name is not None
+        action = request.action.value
+        intent = run.spec.intent_ref.name if run.spec.intent_ref else None
+        grants = self._actions.grants(self.ref.namespace, intent) if intent else None
+
+        def refuse(reason: str, why: str) -> ActionResult:
+            REFUSED_ACTIONS.labels(reason=reason).inc()
+            return ActionResult(
+                request_id=request.request_id, action=action, status="refused", reason=why
+            )
+
+        if grants is None:
+            return refuse("no_intent", "no Intent governs this Run: nothing is granted")
+        if action not in grants.allowed_actions:
+            return refuse("not_granted", f"{action} is not in Intent {intent}'s allowedActions")
+        if action in FORGE_ACTIONS:
+            return ActionResult(
+                request_id=request.request_id,
+                action=action,
+                status="queued",
+                reason="queued for the forge integration (not configured)",
+            )
+        parameters = request.parameters or {}
+        if action == "NOTIFY_USER":
+            message = str(parameters.get("message") or parameters.get("body") or "")[:1000]
+            await self._actions.notify(self.ref.namespace, intent, self.ref.name, message)
+            return ActionResult(request_id=request.request_id, action=action, status="fulfilled")
+        # FETCH_CREDENTIAL
+        name = parameters.get("name") or parameters.get("credential")
+        if not isinstance(name, str) or name not in grants.credentials:
+            return refuse(
+                "credential_not_granted", f"credential {name!r} is not granted by Intent {intent}"
+            )
+        secret, key = grants.credentials[name]
+        try:
+            value = await self._actions.secret_value(self.ref.namespace, secret, key)
+        except LookupError:
+            return refuse("secret_missing", f"Secret {secret} has no key {key}")
+        path = f"{CREDENTIALS_DIR}/{name}"
+        await self._backend.write_file(self.sprite_name, path, value, mode=0o600, atomic=True)
+        return ActionResult(
+            request_id=request.request_id, action=action, status="fulfilled", path=path
+        )
+
+    async def _auto_resume(self, run: Run) -> bool:
+        """Resume a sprite that waits on a blocking request the operator has answered."""
+        waiting = self._require_engine().status().waiting
+        if waiting is None or waiting.request_id is None:
+            return False
+        result = next(
+            (r for r in self.status.action_results if r.request_id == waiting.request_id), None
+        )
+        if result is None or result.status == "queued" or result.resumed:
+            return False
+        answer = {"status": result.status, "reason": result.reason, "path": result.path}
+        inputs = {k: v for k, v in answer.items() if k in waiting.expected_inputs and v is not None}
+        digest = resume_digest(waiting.checkpoint_id, {"answer": result.request_id, **inputs})
+        await self._begin_resume(run, digest, inputs, answer=result.request_id)
+        return True
 
     # -- endings ----------------------------------------------------------------------------
 

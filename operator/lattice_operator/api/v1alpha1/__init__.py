@@ -23,6 +23,7 @@ from lattice_operator.api.v1alpha1.intent import (
 )
 from lattice_operator.api.v1alpha1.run import (
     TERMINAL_RUN_PHASES,
+    ActionResult,
     EnvVar,
     ResumeStatus,
     Run,
@@ -51,6 +52,7 @@ __all__ = [
     "INTENT_KINDS",
     "TERMINAL_RUN_PHASES",
     "VERSION",
+    "ActionResult",
     "ApiModel",
     "AuditEntry",
     "Classification",

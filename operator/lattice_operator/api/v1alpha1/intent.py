@@ -280,6 +280,17 @@ class CredentialGrant(ApiModel):
     """Where the value lives."""
 
 
+class IntentResume(ApiModel):
+    """Inputs for the Run the Intent waits on."""
+
+    checkpoint_id: str = Field(max_length=256, pattern=r"^[A-Za-z0-9][-A-Za-z0-9_.]*$")
+    """The checkpoint the Run's WAITING named."""
+    inputs: dict[str, Any] = Field(
+        default_factory=dict, max_length=64, json_schema_extra=PRESERVE_UNKNOWN
+    )
+    """Values for the WAITING's expected inputs."""
+
+
 class IntentSpec(ApiModel):
     """Desired state of an Intent: what is proposed, and what the sprite doing it is granted."""
 
@@ -309,6 +320,8 @@ class IntentSpec(ApiModel):
     """Credentials the sprite may FETCH. Nothing is granted by default."""
     cancel: bool = False
     """Set to true to cancel the Intent and its Run."""
+    resume: IntentResume | None = None
+    """Resume the Intent's Waiting Run (forwarded to the Run's spec.resume)."""
 
     @model_validator(mode="after")
     def _params_match_kind(self) -> IntentSpec:
@@ -355,6 +368,60 @@ class Classification(ApiModel):
     """The rule that decided, or `default`."""
 
 
+class ApprovalRecord(ApiModel):
+    """An approval or rejection, with the identity the API server authenticated."""
+
+    user: str = Field(max_length=512)
+    """The approver's user name, as authenticated by the API server (never as claimed)."""
+    uid: str | None = Field(default=None, max_length=512)
+    """The approver's user uid, if the authenticator gives one."""
+    decision: Literal["approve", "reject"]
+    """approve or reject."""
+    reason: str = Field(default="", max_length=1024)
+    """Why, in the approver's words."""
+    time: datetime
+    """When the API server admitted it."""
+
+
+class IntentWaiting(ApiModel):
+    """The Run's WAITING, shown on the Intent."""
+
+    reason: str = Field(max_length=512)
+    """Why the Run waits."""
+    checkpoint_id: str = Field(max_length=256)
+    """The checkpoint to resume from (name it in spec.resume)."""
+    expected_inputs: dict[str, Annotated[str, StringConstraints(max_length=64)]] = Field(
+        default_factory=dict, max_length=64
+    )
+    """The inputs the Run expects, with their protocol types."""
+
+
+class QueuedAction(ApiModel):
+    """An action a sprite asked for that waits for a capability (a forge) to carry it out."""
+
+    request_id: str = Field(max_length=32)
+    """The request, as the Run's status names it."""
+    action: str = Field(max_length=32)
+    """OPEN_PR, POST_COMMENT or LABEL_ISSUE."""
+    state: Literal["pending"] = "pending"
+    """pending until the forge integration carries it out."""
+    blocking: bool = False
+    """Whether the sprite waits for it."""
+
+
+class IntentResult(ApiModel):
+    """What the execution produced."""
+
+    status: Literal["success", "failure", "canceled"]
+    """The outcome."""
+    summary: str = Field(default="", max_length=1024)
+    """A human summary (the sprite's COMPLETED summary, or why it failed)."""
+    artifacts: list[Annotated[str, StringConstraints(max_length=1024)]] = Field(
+        default_factory=list, max_length=32
+    )
+    """The artifacts the Run declared (kind: ref or url)."""
+
+
 class IntentStatus(ApiModel):
     """Observed state of the Intent."""
 
@@ -372,6 +439,22 @@ class IntentStatus(ApiModel):
     """Phase transitions, oldest first (bounded: the oldest are dropped beyond 64)."""
     run_ref: LocalObjectReference | None = None
     """The Run executing this Intent."""
+    sprite_ref: LocalObjectReference | None = None
+    """The Sprite a sprite_create Intent created."""
+    approvals: list[ApprovalRecord] = Field(default_factory=list, max_length=20)
+    """Approvals and rejections, as the admission webhook recorded them."""
+    awaiting_since: datetime | None = None
+    """When the Intent started waiting for approval."""
+    waiting: IntentWaiting | None = None
+    """The Run's WAITING, while it waits."""
+    actions: list[QueuedAction] = Field(default_factory=list, max_length=32)
+    """Actions queued for a capability that is not configured yet."""
+    proposals: list[Annotated[str, StringConstraints(max_length=253)]] = Field(
+        default_factory=list, max_length=32
+    )
+    """environment_change Intents created from the Run's ENVIRONMENT_PROPOSALs."""
+    result: IntentResult | None = None
+    """The outcome, once the Intent ended."""
 
 
 class Intent(ApiModel):
@@ -382,3 +465,34 @@ class Intent(ApiModel):
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: IntentSpec
     status: IntentStatus = Field(default_factory=IntentStatus)
+
+
+FROZEN_PHASES: tuple[str, ...] = ("Approved", "Executing", "Waiting", "Succeeded", "Failed")
+"""From approval on, the spec is frozen (cancellation and resume stay possible)."""
+UNFROZEN_FIELDS = frozenset({"cancel", "resume"})
+
+
+def frozen_spec_rule() -> dict[str, str]:
+    """The CEL rule (on the whole object) that refuses spec changes after approval."""
+    required = {name for name, f in IntentSpec.model_fields.items() if f.is_required()}
+    checks = []
+    for name, field_info in IntentSpec.model_fields.items():
+        if name in UNFROZEN_FIELDS:
+            continue
+        wire = field_info.alias or to_camel(name)
+        if name in required:
+            checks.append(f"self.spec.{wire} == oldSelf.spec.{wire}")
+        else:
+            checks.append(
+                f"(has(self.spec.{wire}) == has(oldSelf.spec.{wire}) && "
+                f"(!has(self.spec.{wire}) || self.spec.{wire} == oldSelf.spec.{wire}))"
+            )
+    phases = ", ".join(f"'{p}'" for p in FROZEN_PHASES)
+    return {
+        "rule": "!has(oldSelf.status) || !has(oldSelf.status.phase) || "
+        f"!(oldSelf.status.phase in [{phases}]) || ({' && '.join(checks)})",
+        "message": "the spec is frozen once the Intent is approved: "
+        "only spec.cancel and spec.resume may change",
+        "reason": "FieldValueForbidden",
+        "fieldPath": ".spec",
+    }

@@ -143,6 +143,29 @@ class ResumeStatus(ApiModel):
     """Resumes applied."""
     message: str | None = Field(default=None, max_length=1024)
     """Why the last resume request was refused."""
+    inputs: dict[str, Any] | None = Field(
+        default=None, max_length=64, json_schema_extra=PRESERVE_UNKNOWN
+    )
+    """The inputs of the resume being (or last) applied."""
+    answer: str | None = Field(default=None, max_length=32)
+    """When the operator resumed the sprite itself: the action request it answered."""
+
+
+class ActionResult(ApiModel):
+    """How the operator answered one of the sprite's ACTION_REQUESTs (never a secret value)."""
+
+    request_id: str = Field(max_length=32)
+    """The request, as status.events.actionRequests names it."""
+    action: str = Field(max_length=32)
+    """The requested action."""
+    status: Literal["fulfilled", "refused", "queued"]
+    """fulfilled, refused (with a reason), or queued for a capability not configured yet."""
+    reason: str | None = Field(default=None, max_length=512)
+    """Why it was refused or queued."""
+    path: str | None = Field(default=None, max_length=512)
+    """For FETCH_CREDENTIAL: where inside the sprite the credential was written."""
+    resumed: bool = False
+    """A blocking request's answer was delivered by resuming the sprite."""
 
 
 class RunReceiptsStatus(ApiModel):
@@ -208,6 +231,8 @@ class RunStatus(ApiModel):
     """Lifeloop receipt bookkeeping."""
     resume: ResumeStatus | None = None
     """WAITING and resume bookkeeping."""
+    action_results: list[ActionResult] = Field(default_factory=list, max_length=32)
+    """Answers to the sprite's action requests, newest last."""
     log_tail: list[Annotated[str, StringConstraints(max_length=512)]] = Field(
         default_factory=list, max_length=20
     )

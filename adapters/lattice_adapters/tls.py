@@ -1,4 +1,4 @@
-"""Throwaway PKI for the local control plane: CAs, serving cert, client certs, SA keys."""
+"""Throwaway PKI: CAs, serving certificates, client certificates, service-account keys."""
 
 from __future__ import annotations
 
@@ -100,14 +100,25 @@ def _leaf(
     return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
 
 
-def serving_cert(ca_key: ec.EllipticCurvePrivateKey, ca_cert: x509.Certificate) -> KeyPair:
-    """A server certificate for localhost and 127.0.0.1 only."""
+def serving_cert(
+    ca_key: ec.EllipticCurvePrivateKey, ca_cert: x509.Certificate, hosts: tuple[str, ...] = ()
+) -> KeyPair:
+    """A server certificate for localhost, 127.0.0.1 and `hosts` (names or IP addresses)."""
+    sans: list[x509.GeneralName] = [
+        x509.DNSName("localhost"),
+        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+    ]
+    for host in hosts:
+        try:
+            sans.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            sans.append(x509.DNSName(host))
     return _leaf(
         ca_key,
         ca_cert,
-        x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]),
+        x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0] if hosts else "127.0.0.1")]),
         ExtendedKeyUsageOID.SERVER_AUTH,
-        [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))],
+        sans,
     )
 
 

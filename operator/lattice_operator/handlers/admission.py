@@ -1,0 +1,72 @@
+"""Admission webhooks served by the operator: approvals stamped with the real identity,
+and IntentPolicy rules checked before they are stored."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+
+from lattice_adapters.kube import resource_path
+from lattice_operator.api.v1alpha1.intentpolicy import IntentPolicySpec
+from lattice_operator.handlers._context import context_of
+from lattice_operator.metrics import APPROVALS
+from lattice_operator.policy import PolicyInvalid, compile_policy
+from lattice_operator.reconcilers.approvals import (
+    RECORDS,
+    REQUEST,
+    ApprovalRefused,
+    access_review,
+    check_records_untouched,
+    parse_records,
+    parse_request,
+    record_for,
+    records_json,
+)
+
+
+@kopf.on.mutate("lattice.dev", "v1alpha1", "intents", operations=["CREATE", "UPDATE"])
+async def stamp_approval(
+    body: kopf.Body, userinfo: kopf.UserInfo, patch: kopf.Patch, memo: kopf.Memo, **kwargs: Any
+) -> None:
+    ctx = context_of(memo)
+    old: kopf.Body | None = kwargs.get("old")
+    annotations = dict(body.metadata.annotations)
+    old_annotations = dict(old.metadata.annotations) if old is not None else {}
+    try:
+        check_records_untouched(old_annotations, annotations)
+        request = parse_request(annotations)
+        if request is None:
+            return
+        namespace, name = body.metadata.namespace or "", body.metadata.name or ""
+        review = await ctx.require_kube().create(
+            resource_path("authorization.k8s.io", "v1", "subjectaccessreviews"),
+            access_review(dict(userinfo), namespace, name),
+        )
+        if not review.get("status", {}).get("allowed"):
+            APPROVALS.labels(outcome="unauthorized").inc()
+            raise ApprovalRefused(
+                f"{userinfo.get('username')} may not approve or reject intents in namespace "
+                f"{namespace}: that needs the verb 'approve' on intents.lattice.dev "
+                "(for example the ClusterRole lattice-approver)",
+                403,
+            )
+        records = record_for(
+            request, dict(userinfo), parse_records(old_annotations), ctx.clock.now()
+        )
+    except ApprovalRefused as exc:
+        raise kopf.AdmissionError(str(exc), code=exc.code) from exc
+    APPROVALS.labels(outcome=request.decision).inc()
+    patch.metadata.annotations[RECORDS] = records_json(records)
+    patch.metadata.annotations[REQUEST] = None
+
+
+@kopf.on.validate("lattice.dev", "v1alpha1", "intentpolicies", operations=["CREATE", "UPDATE"])
+async def check_policy(body: kopf.Body, **_: Any) -> None:
+    try:
+        spec = IntentPolicySpec.model_validate(dict(body.get("spec") or {}))
+        compile_policy(body.metadata.name or "", spec)
+    except PolicyInvalid as exc:
+        raise kopf.AdmissionError(f"invalid rules: {exc}", code=422) from exc
+    except ValueError as exc:
+        raise kopf.AdmissionError(f"invalid policy: {exc}", code=422) from exc

@@ -1,0 +1,219 @@
+"""Intent handlers: a daemon per open Intent drives the pipeline; IntentPolicies are checked."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+from typing import Any, Literal
+
+import kopf
+from pydantic import ValidationError
+
+from lattice_adapters.kube import KubeApiError, resource_path
+from lattice_operator.api.v1alpha1 import Intent, Run, Sprite, set_condition
+from lattice_operator.api.v1alpha1.intentpolicy import IntentPolicy, IntentPolicySpec
+from lattice_operator.builders import PROPOSED_BY_RUN
+from lattice_operator.handlers._context import OperatorContext, context_of
+from lattice_operator.metrics import (
+    AWAITING_APPROVAL_SECONDS,
+    INTENT_DECISIONS,
+    REGISTRY,
+    STATUS_PATCHES,
+    PhaseCollector,
+)
+from lattice_operator.policy import CompiledPolicy, PolicyInvalid, compile_policy
+from lattice_operator.ports import Grants
+from lattice_operator.reconcilers.approvals import parse_records
+from lattice_operator.reconcilers.intent import TERMINAL, IntentPlan, IntentWorld, reconcile_intent
+
+log = logging.getLogger(__name__)
+GROUP, VERSION = "lattice.dev", "v1alpha1"
+
+
+def parse_intent(body: kopf.Body) -> Intent:
+    try:
+        return Intent.model_validate(copy.deepcopy(dict(body)))
+    except ValidationError as exc:
+        raise kopf.PermanentError(f"invalid Intent: {exc}") from exc
+
+
+# -- indexes: what the pipeline reads, from memory ---------------------------------------------
+
+
+@kopf.index(GROUP, VERSION, "intentpolicies")
+async def compiled_policies(body: kopf.Body, **_: Any) -> dict[str, tuple[str, CompiledPolicy]]:
+    name = body.metadata.name or ""
+    try:
+        policy = IntentPolicy.model_validate(copy.deepcopy(dict(body)))
+        compiled = compile_policy(name, policy.spec)
+    except (ValidationError, PolicyInvalid) as exc:
+        log.warning("IntentPolicy %s/%s is not used: %s", body.metadata.namespace, name, exc)
+        return {}
+    return {body.metadata.namespace or "": (name, compiled)}
+
+
+@kopf.index(GROUP, VERSION, "runs")
+async def runs_by_name(body: kopf.Body, **_: Any) -> dict[tuple[str, str], Run]:
+    run = Run.model_validate(copy.deepcopy(dict(body)))
+    return {(run.metadata.namespace or "", run.metadata.name): run}
+
+
+@kopf.index(GROUP, VERSION, "intents")
+async def intent_proposals(body: kopf.Body, **_: Any) -> dict[tuple[str, str], str]:
+    run = body.metadata.labels.get(PROPOSED_BY_RUN)
+    return {(body.metadata.namespace or "", run): body.metadata.name or ""} if run else {}
+
+
+@kopf.index(GROUP, VERSION, "intents")
+async def intent_grants(body: kopf.Body, **_: Any) -> dict[tuple[str, str], tuple[str, Grants]]:
+    """What each Intent grants its sprite (and its uid, to post Events on it)."""
+    spec = body.get("spec", {})
+    credentials = {
+        c["name"]: (c["secretKeyRef"]["name"], c["secretKeyRef"]["key"])
+        for c in spec.get("credentials", [])
+    }
+    grants = Grants(
+        intent=body.metadata.name or "",
+        allowed_actions=frozenset(spec.get("allowedActions", [])),
+        credentials=credentials,
+    )
+    return {
+        (body.metadata.namespace or "", body.metadata.name or ""): (str(body.metadata.uid), grants)
+    }
+
+
+@kopf.index(GROUP, VERSION, "intents")
+async def intent_phases(body: kopf.Body, **_: Any) -> dict[tuple[str, str], str]:
+    phase = str(body.get("status", {}).get("phase") or "Proposed")
+    return {(phase, str(body.get("spec", {}).get("kind", ""))): str(body.metadata.uid)}
+
+
+@kopf.on.startup()
+async def register_intent_metrics(**kwargs: Any) -> None:
+    phases: kopf.Index[tuple[str, str], str] = kwargs["intent_phases"]
+
+    def counts() -> dict[tuple[str, ...], int]:
+        return {key: len(uids) for key, uids in phases.items()}
+
+    with contextlib.suppress(ValueError):  # registered by an earlier start in this process
+        REGISTRY.register(
+            PhaseCollector(
+                "lattice_intents", "Intents by phase and kind.", ["phase", "kind"], counts
+            )
+        )
+
+
+# -- the pipeline ------------------------------------------------------------------------------
+
+
+def _open(body: kopf.Body, **_: Any) -> bool:
+    return body.get("status", {}).get("phase") not in TERMINAL
+
+
+@kopf.daemon(
+    GROUP, VERSION, "intents", when=_open, cancellation_backoff=2.0, cancellation_timeout=10.0
+)
+async def intent_daemon(
+    body: kopf.Body, memo: kopf.Memo, stopped: kopf.DaemonStopped, **kwargs: Any
+) -> None:
+    ctx = context_of(memo)
+    policies: kopf.Index[str, tuple[str, CompiledPolicy]] = kwargs["compiled_policies"]
+    runs: kopf.Index[tuple[str, str], Run] = kwargs["runs_by_name"]
+    sprites: kopf.Index[tuple[str, str], Sprite] = kwargs["sprite_directory"]
+    proposals: kopf.Index[tuple[str, str], str] = kwargs["intent_proposals"]
+    written: dict[str, Any] | None = None
+    while not stopped:
+        intent = parse_intent(body)
+        namespace = intent.metadata.namespace or ""
+        status = intent.status
+        run_name = status.run_ref.name if status.run_ref else None
+        sprite_name = status.sprite_ref.name if status.sprite_ref else None
+        world = IntentWorld(
+            intent=intent,
+            policies=[p for _, p in sorted(policies.get(namespace, []), key=lambda x: x[0])],
+            default_policy=ctx.default_policy,
+            approvals=parse_records(dict(body.metadata.annotations)),
+            run=_one(runs.get((namespace, run_name))) if run_name else None,
+            sprite=_one(sprites.get((namespace, sprite_name))) if sprite_name else None,
+            proposals=sorted(proposals.get((namespace, run_name), [])) if run_name else [],
+            now=ctx.clock.now(),
+        )
+        plan = reconcile_intent(world)
+        snapshot = plan.status.to_patch()
+        if snapshot != written and snapshot != intent.status.to_patch():
+            await _apply(ctx, intent, plan, body)
+            written = snapshot
+        elif plan.create or plan.run_patch:
+            await _apply(ctx, intent, plan, body)
+        if plan.phase in TERMINAL:
+            return
+        await stopped.wait(0.5)
+
+
+def _one(entries: Any) -> Any:
+    return next(iter(entries)) if entries else None
+
+
+async def _apply(ctx: OperatorContext, intent: Intent, plan: IntentPlan, body: kopf.Body) -> None:
+    kube = ctx.require_kube()
+    namespace = intent.metadata.namespace or ""
+    for manifest in plan.create:
+        plural = "runs" if manifest["kind"] == "Run" else "sprites"
+        try:
+            await kube.create(resource_path(GROUP, VERSION, plural, namespace), manifest)
+        except KubeApiError as exc:
+            if not exc.conflict:  # already there (a retried pass): that is success
+                raise kopf.TemporaryError(
+                    f"cannot create {manifest['kind']}: {exc}", delay=5
+                ) from exc
+    if plan.run_patch is not None and plan.status.run_ref is not None:
+        path = resource_path(GROUP, VERSION, "runs", namespace, plan.status.run_ref.name)
+        with contextlib.suppress(KubeApiError):
+            await kube.merge_patch(path, plan.run_patch)
+    path = resource_path(GROUP, VERSION, "intents", namespace, intent.metadata.name, "status")
+    await kube.merge_patch(path, {"status": plan.status.to_patch()})
+    STATUS_PATCHES.labels(kind="Intent").inc()
+    if plan.decision is not None:
+        INTENT_DECISIONS.labels(
+            policy=plan.decision.policy or "default",
+            rule=plan.decision.rule,
+            outcome=plan.decision.outcome,
+        ).inc()
+    if plan.left_approval_after is not None:
+        AWAITING_APPROVAL_SECONDS.observe(plan.left_approval_after)
+    for notice in plan.notices:
+        (kopf.warn if notice.warning else kopf.info)(
+            body, reason=notice.reason, message=notice.message
+        )
+
+
+# -- IntentPolicy status --------------------------------------------------------------------
+
+
+@kopf.on.create(GROUP, VERSION, "intentpolicies")
+@kopf.on.update(GROUP, VERSION, "intentpolicies", field="spec")
+@kopf.on.resume(GROUP, VERSION, "intentpolicies")
+async def policy_status(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
+    ctx = context_of(memo)
+    policy = IntentPolicy.model_validate(copy.deepcopy(dict(body)))
+    valid: Literal["True", "False"] = "True"
+    reason, message = "Compiled", f"{len(policy.spec.rules)} rule(s) compiled"
+    try:
+        compile_policy(policy.metadata.name, IntentPolicySpec.model_validate(policy.spec.to_wire()))
+    except PolicyInvalid as exc:
+        valid, reason, message = "False", "InvalidRule", str(exc)
+    conditions = set_condition(
+        policy.status.conditions,
+        type="Valid",
+        status=valid,
+        reason=reason,
+        message=message[:1024],
+        observed_generation=policy.metadata.generation,
+        now=ctx.clock.now(),
+    )
+    patch.status["conditions"] = [c.to_wire() for c in conditions]
+    patch.status["observedGeneration"] = policy.metadata.generation
+
+
+__all__ = ["PROPOSED_BY_RUN", "intent_daemon"]

@@ -1,0 +1,125 @@
+"""Approvals that cannot be forged: what the admission webhook decides, as pure functions.
+
+`lattice approve` asks by setting the annotation REQUEST; the operator's mutating
+admission webhook sees the identity the API server authenticated, checks it may
+`approve` intents.lattice.dev in the namespace (a SubjectAccessReview), and turns
+the request into a record in RECORDS, stamped with that identity. RECORDS is
+written only by the webhook: any other change to it is refused.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from lattice_operator.api.v1alpha1.intent import ApprovalRecord
+from lattice_operator.errors import LatticeError
+
+REQUEST = "approval.lattice.dev/request"
+RECORDS = "approval.lattice.dev/records"
+MAX_RECORDS = 20
+
+_RECORDS = TypeAdapter(list[ApprovalRecord])
+
+
+class ApprovalRefused(LatticeError):
+    """The admission request must be refused (with this message and HTTP code)."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    decision: str
+    reason: str
+
+
+def parse_records(annotations: dict[str, str] | None) -> list[ApprovalRecord]:
+    """The approval records on an object (an empty list when there are none)."""
+    raw = (annotations or {}).get(RECORDS)
+    if not raw:
+        return []
+    try:
+        return _RECORDS.validate_json(raw)
+    except ValidationError:
+        return []  # not ours: the webhook never writes anything else
+
+
+def parse_request(annotations: dict[str, str] | None) -> ApprovalRequest | None:
+    """The approval request on an object, if any; a malformed one is refused."""
+    raw = (annotations or {}).get(REQUEST)
+    if raw is None:
+        return None
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ApprovalRefused(f"{REQUEST} is not JSON: {exc}", 400) from exc
+    decision = data.get("decision") if isinstance(data, dict) else None
+    if decision not in ("approve", "reject"):
+        raise ApprovalRefused(f"{REQUEST}: decision must be approve or reject", 400)
+    reason = data.get("reason") or ""
+    if not isinstance(reason, str) or len(reason) > 1024:
+        raise ApprovalRefused(f"{REQUEST}: reason must be a string of at most 1024 characters", 400)
+    return ApprovalRequest(decision=decision, reason=reason)
+
+
+def check_records_untouched(old: dict[str, str] | None, new: dict[str, str] | None) -> None:
+    """Refuse any change to the records other than the webhook's own."""
+    if (old or {}).get(RECORDS) != (new or {}).get(RECORDS):
+        raise ApprovalRefused(
+            f"{RECORDS} is written only by the operator's admission webhook; "
+            "use `lattice approve` or `lattice reject`",
+            403,
+        )
+
+
+def record_for(
+    request: ApprovalRequest,
+    userinfo: dict[str, Any],
+    previous: list[ApprovalRecord],
+    now: datetime,
+) -> list[ApprovalRecord]:
+    """The records after this request, stamped with the authenticated identity."""
+    user = str(userinfo.get("username") or "")
+    if not user:
+        raise ApprovalRefused("the request carries no authenticated user", 403)
+    if len(previous) >= MAX_RECORDS:
+        raise ApprovalRefused(f"an Intent keeps at most {MAX_RECORDS} approval records", 409)
+    record = ApprovalRecord(
+        user=user,
+        uid=userinfo.get("uid") or None,
+        decision=request.decision,
+        reason=request.reason,
+        time=now,
+    )
+    return [*previous, record]
+
+
+def records_json(records: list[ApprovalRecord]) -> str:
+    return json.dumps([r.to_wire() for r in records], separators=(",", ":"))
+
+
+def access_review(userinfo: dict[str, Any], namespace: str, name: str) -> dict[str, Any]:
+    """The SubjectAccessReview asking whether this user may approve this Intent."""
+    spec: dict[str, Any] = {
+        "user": userinfo.get("username", ""),
+        "groups": list(userinfo.get("groups") or []),
+        "resourceAttributes": {
+            "namespace": namespace,
+            "verb": "approve",
+            "group": "lattice.dev",
+            "resource": "intents",
+            "name": name,
+        },
+    }
+    if userinfo.get("uid"):
+        spec["uid"] = userinfo["uid"]
+    if userinfo.get("extra"):
+        spec["extra"] = userinfo["extra"]
+    return {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}

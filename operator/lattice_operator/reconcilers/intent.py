@@ -1,0 +1,404 @@
+"""The Intent pipeline: propose → classify → gate → execute, level-based and pure.
+
+`reconcile_intent(world)` reads everything it needs from `IntentWorld` (the
+Intent, the policies, the verified approval records, the child Run or Sprite)
+and returns an `IntentPlan`: the status to write and the few writes to make.
+Conditions are the source of truth (Classified, Approved, Succeeded); the phase
+is derived from them, and every phase change is appended to the audit log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from lattice_operator.api.v1alpha1 import (
+    AuditEntry,
+    Classification,
+    Intent,
+    IntentStatus,
+    LocalObjectReference,
+    Run,
+    Sprite,
+    find_condition,
+    set_condition,
+)
+from lattice_operator.api.v1alpha1.intent import (
+    ApprovalRecord,
+    HealthRemediateParams,
+    IntentResult,
+    IntentWaiting,
+    QueuedAction,
+    SpriteCreateParams,
+)
+from lattice_operator.api.v1alpha1.run import RunTemplate
+from lattice_operator.builders import run_for_intent, sprite_for_intent
+from lattice_operator.policy import CompiledPolicy, Decision, classify, intent_document
+
+OPERATOR = "lattice-operator"
+AUDIT_LIMIT = 64
+FORGE_ACTIONS = frozenset({"OPEN_PR", "POST_COMMENT", "LABEL_ISSUE"})
+TERMINAL = frozenset({"Succeeded", "Failed", "Rejected", "Canceled"})
+
+# Kinds whose execution needs a capability this installation does not have yet: recorded as
+# Waiting with a reason, never silently succeeded.
+UNAVAILABLE: dict[str, tuple[str, str]] = {
+    "issue_triage": ("NoForgeConfigured", "triaging an issue needs a forge (GitHub) integration"),
+    "issue_plan_approve": ("NoForgeConfigured", "acting on an issue needs a forge integration"),
+    "pr_create_from_plan": ("NoForgeConfigured", "opening a pull request needs a forge"),
+    "pr_fixup_from_feedback": ("NoForgeConfigured", "pushing to a pull request needs a forge"),
+    "health_detect": ("NoForgeConfigured", "recording a health issue needs a forge"),
+    "fileops": (
+        "FileOpsNotEnabled",
+        "FileOps requests are validated; executing them is not enabled in this version",
+    ),
+    "environment_change": (
+        "NoEnvironmentManager",
+        "approved environment changes wait for the "
+        "environment manager, which is not enabled in this version",
+    ),
+}
+WAITING_REASONS = frozenset({"Waiting", *(r for r, _ in UNAVAILABLE.values()), "NotSupported"})
+
+Phase = Literal[
+    "Proposed",
+    "Classified",
+    "AwaitingApproval",
+    "Approved",
+    "Executing",
+    "Waiting",
+    "Succeeded",
+    "Failed",
+    "Rejected",
+    "Canceled",
+]
+
+
+@dataclass(frozen=True)
+class IntentWorld:
+    """Everything the pipeline reads."""
+
+    intent: Intent
+    policies: Sequence[CompiledPolicy]
+    default_policy: CompiledPolicy | None
+    approvals: Sequence[ApprovalRecord]
+    run: Run | None
+    sprite: Sprite | None
+    proposals: Sequence[str]
+    now: datetime
+
+
+@dataclass(frozen=True)
+class Notice:
+    """An Event to post on the Intent."""
+
+    reason: str
+    message: str
+    warning: bool = False
+
+
+@dataclass
+class IntentPlan:
+    """What to write."""
+
+    status: IntentStatus
+    create: list[dict[str, Any]] = field(default_factory=list)
+    run_patch: dict[str, Any] | None = None
+    notices: list[Notice] = field(default_factory=list)
+    decision: Decision | None = None
+    left_approval_after: float | None = None
+    """Seconds spent in AwaitingApproval, when this pass left it."""
+
+    @property
+    def phase(self) -> str:
+        return self.status.phase or "Proposed"
+
+
+def derive_phase(status: IntentStatus) -> Phase:
+    """The phase from the conditions (never the other way round)."""
+    done = find_condition(status.conditions, "Succeeded")
+    if done is not None:
+        if done.status == "True":
+            return "Succeeded"
+        if done.status == "False":
+            return "Canceled" if done.reason == "Canceled" else "Failed"
+        return "Waiting" if done.reason in WAITING_REASONS else "Executing"
+    approved = find_condition(status.conditions, "Approved")
+    if approved is not None:
+        if approved.status == "False":
+            return "Rejected"
+        return "Approved" if approved.status == "True" else "AwaitingApproval"
+    classified = find_condition(status.conditions, "Classified")
+    return "Classified" if classified is not None and classified.status == "True" else "Proposed"
+
+
+class _Pass:
+    """One reconcile pass: conditions set in order, each phase change audited."""
+
+    def __init__(self, world: IntentWorld) -> None:
+        self.world = world
+        self.intent = world.intent
+        self.status = world.intent.status.model_copy(deep=True)
+        self.plan = IntentPlan(status=self.status)
+        self.generation = world.intent.metadata.generation
+        self.phase: Phase = derive_phase(self.status)
+
+    def set(
+        self,
+        type: str,
+        status: Literal["True", "False", "Unknown"],
+        reason: str,
+        message: str,
+        actor: str = OPERATOR,
+    ) -> None:
+        self.status.conditions = set_condition(
+            self.status.conditions,
+            type=type,
+            status=status,
+            reason=reason,
+            message=message[:1024],
+            observed_generation=self.generation,
+            now=self.world.now,
+        )
+        phase = derive_phase(self.status)
+        if phase != self.phase:
+            if self.phase == "AwaitingApproval" and self.status.awaiting_since is not None:
+                waited = self.world.now - self.status.awaiting_since
+                self.plan.left_approval_after = waited.total_seconds()
+            entry = AuditEntry(
+                from_phase=self.phase,
+                to_phase=phase,
+                time=self.world.now,
+                actor=actor[:512],
+                reason=message[:1024],
+            )
+            self.status.audit_log = [*self.status.audit_log, entry][-AUDIT_LIMIT:]
+            self.phase = phase
+
+    def finish(self) -> IntentPlan:
+        self.status.phase = self.phase
+        self.status.observed_generation = self.generation
+        return self.plan
+
+
+def reconcile_intent(world: IntentWorld) -> IntentPlan:
+    """One level-based pass over the pipeline."""
+    step = _Pass(world)
+    step.status.approvals = list(world.approvals)
+    if step.phase in TERMINAL:
+        return step.finish()
+    if world.intent.spec.cancel:
+        _cancel(step)
+        return step.finish()
+    if not _classified(step):
+        return step.finish()
+    if not _gate(step):
+        return step.finish()
+    _execute(step)
+    return step.finish()
+
+
+def _cancel(step: _Pass) -> None:
+    run = step.world.run
+    if run is not None and not run.is_done() and not run.spec.cancel:
+        step.plan.run_patch = {"spec": {"cancel": True}}
+    step.status.result = IntentResult(status="canceled", summary="canceled by spec.cancel")
+    step.status.waiting = None
+    step.set("Succeeded", "False", "Canceled", "canceled by spec.cancel", actor="spec.cancel")
+
+
+def _classified(step: _Pass) -> bool:
+    cond = find_condition(step.status.conditions, "Classified")
+    approved = find_condition(step.status.conditions, "Approved")
+    fresh = cond is not None and cond.observed_generation == step.generation
+    # Before approval a changed spec is classified again; after it the spec is frozen.
+    if cond is not None and (fresh or (approved is not None and approved.status == "True")):
+        return True
+    intent = step.intent
+    doc = intent_document(
+        intent.metadata.model_dump(by_alias=True, exclude_none=True),
+        intent.spec.to_wire(),
+    )
+    decision = classify(doc, step.world.policies, step.world.default_policy)
+    step.plan.decision = decision
+    step.status.classification = Classification(
+        risk=decision.risk,
+        outcome=decision.outcome,
+        approvers_required=decision.approvers,
+        policy=decision.policy,
+        rule=decision.rule,
+    )
+    for error in decision.evaluation_errors:
+        step.plan.notices.append(Notice("PolicyRuleError", error, warning=True))
+    reason = "PolicyRule" if decision.policy else "NoRuleMatched"
+    step.set("Classified", "True", reason, f"{decision.risk}: {decision.message}")
+    return True
+
+
+def _gate(step: _Pass) -> bool:
+    """Whether the Intent may execute (Approved=True)."""
+    classification = step.status.classification
+    assert classification is not None
+    rule = f"{classification.policy or 'default'}/{classification.rule}"
+    latest: dict[str, ApprovalRecord] = {}
+    for record in step.world.approvals:
+        latest[record.user] = record  # a later decision by the same person replaces theirs
+    rejections = [r for r in latest.values() if r.decision == "reject"]
+    approvers = sorted(r.user for r in latest.values() if r.decision == "approve")
+    approved = find_condition(step.status.conditions, "Approved")
+    if approved is not None and approved.status == "True":
+        return True
+    if classification.outcome == "deny":
+        step.set(
+            "Approved", "False", "Denied", f"denied by policy rule {rule}", actor=f"policy:{rule}"
+        )
+        return False
+    if rejections:
+        who = rejections[-1]
+        message = f"rejected by {who.user}" + (f": {who.reason}" if who.reason else "")
+        step.set("Approved", "False", "Rejected", message, actor=who.user)
+        return False
+    if classification.outcome == "allow":
+        step.set(
+            "Approved",
+            "True",
+            "AutoApproved",
+            f"allowed by policy rule {rule}",
+            actor=f"policy:{rule}",
+        )
+        return True
+    needed = classification.approvers_required
+    if len(approvers) >= needed:
+        step.status.awaiting_since = step.status.awaiting_since or step.world.now
+        step.set(
+            "Approved",
+            "True",
+            "Approved",
+            f"approved by {', '.join(approvers)}",
+            actor=", ".join(approvers),
+        )
+        return True
+    if step.status.awaiting_since is None:
+        step.status.awaiting_since = step.world.now
+    step.set(
+        "Approved",
+        "Unknown",
+        "AwaitingApproval",
+        f"rule {rule} requires {needed} approval(s); {len(approvers)} so far"
+        + (f" ({', '.join(approvers)})" if approvers else ""),
+        actor=f"policy:{rule}",
+    )
+    return False
+
+
+def _execute(step: _Pass) -> None:
+    intent = step.intent
+    kind = intent.spec.kind
+    params = intent.spec.kind_params()
+    if kind == "sprite_task_exec":
+        assert isinstance(params, RunTemplate)
+        _through_run(step, params)
+    elif kind == "health_remediate":
+        assert isinstance(params, HealthRemediateParams)
+        if params.remediation == "run_command" and params.run is not None:
+            _through_run(step, params.run)
+        elif params.remediation == "open_pr":
+            step.set(
+                "Succeeded", "Unknown", "NoForgeConfigured", "opening a pull request needs a forge"
+            )
+        else:
+            step.set(
+                "Succeeded",
+                "Unknown",
+                "NotSupported",
+                f"remediation {params.remediation} is not supported in this version",
+            )
+    elif kind == "sprite_create":
+        assert isinstance(params, SpriteCreateParams)
+        _create_sprite(step, params)
+    else:
+        reason, message = UNAVAILABLE[kind]
+        step.set("Succeeded", "Unknown", reason, message)
+
+
+def _through_run(step: _Pass, template: RunTemplate) -> None:
+    manifest = run_for_intent(step.intent, template)
+    name = manifest["metadata"]["name"]
+    step.status.run_ref = LocalObjectReference(name=name)
+    step.status.proposals = list(step.world.proposals)[:32]
+    run = step.world.run
+    if run is None:
+        step.plan.create.append(manifest)
+        step.set("Succeeded", "Unknown", "Executing", f"created Run {name}")
+        return
+    events = run.status.events
+    step.status.actions = [
+        QueuedAction(request_id=r.request_id, action=r.action.value, blocking=r.blocking)
+        for r in events.action_requests
+        if r.state == "Pending" and r.action.value in FORGE_ACTIONS
+    ]
+    resume = step.intent.spec.resume
+    if resume is not None and run.status.phase == "Waiting":
+        current = run.spec.resume
+        if current is None or (current.checkpoint_id, current.inputs) != (
+            resume.checkpoint_id,
+            resume.inputs,
+        ):
+            wanted = {"checkpointId": resume.checkpoint_id, "inputs": resume.inputs}
+            step.plan.run_patch = {"spec": {"resume": wanted}}
+    phase = run.status.phase or "Pending"
+    cond = find_condition(run.status.conditions, "Succeeded")
+    message = cond.message if cond else ""
+    if phase == "Waiting" and events.waiting is not None:
+        step.status.waiting = IntentWaiting(
+            reason=events.waiting.reason,
+            checkpoint_id=events.waiting.checkpoint_id,
+            expected_inputs=dict(events.waiting.expected_inputs),
+        )
+        step.set("Succeeded", "Unknown", "Waiting", f"Run {name} waits: {events.waiting.reason}")
+        return
+    step.status.waiting = None
+    if phase == "Succeeded":
+        step.status.result = _result("success", run, message)
+        step.set("Succeeded", "True", "Completed", f"Run {name} succeeded: {message}")
+    elif phase == "Failed":
+        step.status.result = _result("failure", run, message)
+        step.set("Succeeded", "False", "RunFailed", f"Run {name} failed: {message}")
+    elif phase == "Canceled":
+        step.status.result = _result("canceled", run, message)
+        step.set("Succeeded", "False", "Canceled", f"Run {name} was canceled")
+    else:
+        step.set("Succeeded", "Unknown", "Executing", f"Run {name} is {phase}")
+
+
+def _result(
+    status: Literal["success", "failure", "canceled"], run: Run, message: str
+) -> IntentResult:
+    events = run.status.events
+    summary = (
+        events.completion.summary if events.completion and events.completion.summary else message
+    )
+    artifacts = [f"{a.kind}: {a.url or a.ref or ''}".rstrip(": ") for a in events.artifacts][:32]
+    return IntentResult(status=status, summary=(summary or "")[:1024], artifacts=artifacts)
+
+
+def _create_sprite(step: _Pass, params: SpriteCreateParams) -> None:
+    step.status.sprite_ref = LocalObjectReference(name=params.name)
+    sprite = step.world.sprite
+    if sprite is None:
+        step.plan.create.append(sprite_for_intent(step.intent, params))
+        step.set("Succeeded", "Unknown", "Executing", f"created Sprite {params.name}")
+        return
+    ready = find_condition(sprite.status.conditions, "Ready")
+    if ready is not None and ready.status == "True":
+        step.status.result = IntentResult(
+            status="success", summary=f"Sprite {params.name} is ready at {sprite.status.url}"
+        )
+        step.set("Succeeded", "True", "SpriteReady", f"Sprite {params.name} is ready")
+    elif ready is not None and ready.status == "False":
+        step.status.result = IntentResult(status="failure", summary=ready.message)
+        step.set("Succeeded", "False", "SpriteFailed", f"Sprite {params.name}: {ready.message}")
+    else:
+        step.set("Succeeded", "Unknown", "Executing", f"waiting for Sprite {params.name}")
