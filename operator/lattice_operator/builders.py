@@ -109,7 +109,7 @@ def notice_event(
     return {
         "apiVersion": "events.k8s.io/v1",
         "kind": "Event",
-        "metadata": {"generateName": f"{regarding.name[:200]}.", "namespace": regarding.namespace},
+        "metadata": {"generateName": f"{regarding.name[:200]}-", "namespace": regarding.namespace},
         "eventTime": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
         "reportingController": controller,
         "reportingInstance": instance[:128],

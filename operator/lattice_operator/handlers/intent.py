@@ -13,7 +13,6 @@ from pydantic import ValidationError
 from lattice_adapters.kube import KubeApiError, resource_path
 from lattice_operator.api.v1alpha1 import Intent, Run, Sprite, set_condition
 from lattice_operator.api.v1alpha1.intentpolicy import IntentPolicy, IntentPolicySpec
-from lattice_operator.builders import PROPOSED_BY_RUN
 from lattice_operator.handlers._context import OperatorContext, context_of
 from lattice_operator.metrics import (
     AWAITING_APPROVAL_SECONDS,
@@ -57,12 +56,6 @@ async def compiled_policies(body: kopf.Body, **_: Any) -> dict[str, tuple[str, C
 async def runs_by_name(body: kopf.Body, **_: Any) -> dict[tuple[str, str], Run]:
     run = Run.model_validate(copy.deepcopy(dict(body)))
     return {(run.metadata.namespace or "", run.metadata.name): run}
-
-
-@kopf.index(GROUP, VERSION, "intents")
-async def intent_proposals(body: kopf.Body, **_: Any) -> dict[tuple[str, str], str]:
-    run = body.metadata.labels.get(PROPOSED_BY_RUN)
-    return {(body.metadata.namespace or "", run): body.metadata.name or ""} if run else {}
 
 
 @kopf.index(GROUP, VERSION, "intents")
@@ -121,7 +114,6 @@ async def intent_daemon(
     policies: kopf.Index[str, tuple[str, CompiledPolicy]] = kwargs["compiled_policies"]
     runs: kopf.Index[tuple[str, str], Run] = kwargs["runs_by_name"]
     sprites: kopf.Index[tuple[str, str], Sprite] = kwargs["sprite_directory"]
-    proposals: kopf.Index[tuple[str, str], str] = kwargs["intent_proposals"]
     written: dict[str, Any] | None = None
     while not stopped:
         intent = parse_intent(body)
@@ -136,7 +128,6 @@ async def intent_daemon(
             approvals=parse_records(dict(body.metadata.annotations)),
             run=_one(runs.get((namespace, run_name))) if run_name else None,
             sprite=_one(sprites.get((namespace, sprite_name))) if sprite_name else None,
-            proposals=sorted(proposals.get((namespace, run_name), [])) if run_name else [],
             now=ctx.clock.now(),
         )
         plan = reconcile_intent(world)
@@ -216,4 +207,4 @@ async def policy_status(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_
     patch.status["observedGeneration"] = policy.metadata.generation
 
 
-__all__ = ["PROPOSED_BY_RUN", "intent_daemon"]
+__all__ = ["intent_daemon"]

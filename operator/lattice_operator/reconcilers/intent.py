@@ -86,7 +86,6 @@ class IntentWorld:
     approvals: Sequence[ApprovalRecord]
     run: Run | None
     sprite: Sprite | None
-    proposals: Sequence[str]
     now: datetime
 
 
@@ -327,13 +326,13 @@ def _through_run(step: _Pass, template: RunTemplate) -> None:
     manifest = run_for_intent(step.intent, template)
     name = manifest["metadata"]["name"]
     step.status.run_ref = LocalObjectReference(name=name)
-    step.status.proposals = list(step.world.proposals)[:32]
     run = step.world.run
     if run is None:
         step.plan.create.append(manifest)
         step.set("Succeeded", "Unknown", "Executing", f"created Run {name}")
         return
     events = run.status.events
+    step.status.proposals = list(run.status.proposals)
     step.status.actions = [
         QueuedAction(request_id=r.request_id, action=r.action.value, blocking=r.blocking)
         for r in events.action_requests

@@ -655,8 +655,12 @@ class RunDriver:
             if proposal.line in self._proposed:
                 continue
             assert self.sprite_name is not None
-            await self._actions.propose(environment_change_intent(run, self.sprite_name, proposal))
+            manifest = environment_change_intent(run, self.sprite_name, proposal)
+            await self._actions.propose(manifest)
             self._proposed.add(proposal.line)
+            name = manifest["metadata"]["name"]
+            if name not in self.status.proposals:
+                self.status.proposals = [*self.status.proposals, name][-32:]
 
     async def _answer(self, run: Run, request: ActionRequestStatus) -> ActionResult:
         assert self._actions is not None and self.sprite_name is not None
@@ -705,12 +709,23 @@ class RunDriver:
 
     async def _auto_resume(self, run: Run) -> bool:
         """Resume a sprite that waits on a blocking request the operator has answered."""
-        waiting = self._require_engine().status().waiting
-        if waiting is None or waiting.request_id is None:
+        events = self._require_engine().status()
+        waiting = events.waiting
+        if waiting is None:
             return False
-        result = next(
-            (r for r in self.status.action_results if r.request_id == waiting.request_id), None
+        # The blocking request this WAITING follows (the projection links it only while the
+        # request is still pending; the operator may have answered it before WAITING came).
+        request_id = waiting.request_id or next(
+            (
+                r.request_id
+                for r in reversed(events.action_requests)
+                if r.blocking and r.session == waiting.session and r.line < waiting.line
+            ),
+            None,
         )
+        if request_id is None:
+            return False
+        result = next((r for r in self.status.action_results if r.request_id == request_id), None)
         if result is None or result.status == "queued" or result.resumed:
             return False
         answer = {"status": result.status, "reason": result.reason, "path": result.path}

@@ -233,6 +233,10 @@ class RunStatus(ApiModel):
     """WAITING and resume bookkeeping."""
     action_results: list[ActionResult] = Field(default_factory=list, max_length=32)
     """Answers to the sprite's action requests, newest last."""
+    proposals: list[Annotated[str, StringConstraints(max_length=253)]] = Field(
+        default_factory=list, max_length=32
+    )
+    """environment_change Intents created from the sprite's ENVIRONMENT_PROPOSALs."""
     log_tail: list[Annotated[str, StringConstraints(max_length=512)]] = Field(
         default_factory=list, max_length=20
     )

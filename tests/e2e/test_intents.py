@@ -1,0 +1,430 @@
+"""Intents end to end: classified by policy, gated by authorised approval, executed through
+Runs, and a sprite that gets exactly what its Intent grants."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.e2e.test_runs import lattice
+from tests.support.admission_cases import build, sample
+from tests.support.cluster import wait_for
+from tests.support.stack import Stack
+
+pytestmark = pytest.mark.e2e
+
+POLICY = {
+    "apiVersion": "lattice.dev/v1alpha1",
+    "kind": "IntentPolicy",
+    "metadata": {"name": "team"},
+    "spec": {
+        "rules": [
+            {
+                "name": "trusted-exec",
+                "match": "intent.spec.kind == 'sprite_task_exec' && "
+                "has(intent.metadata.labels) && 'trusted' in intent.metadata.labels",
+                "risk": "safe",
+                "outcome": "allow",
+            },
+            {
+                "name": "no-fileops",
+                "match": "intent.spec.kind == 'fileops'",
+                "risk": "dangerous",
+                "outcome": "deny",
+                "message": "file operations are not allowed in this namespace",
+            },
+            {
+                "name": "env-changes",
+                "match": "intent.spec.kind == 'environment_change'",
+                "risk": "dangerous",
+                "outcome": "require_approval",
+                "approvers": 2,
+            },
+        ]
+    },
+}
+
+APPROVER_ROLE = {
+    "apiVersion": "rbac.authorization.k8s.io/v1",
+    "kind": "ClusterRole",
+    "metadata": {"name": "lattice-approver-test"},
+    "rules": [
+        {
+            "apiGroups": ["lattice.dev"],
+            "resources": ["intents"],
+            "verbs": ["get", "list", "watch", "update", "patch", "approve"],
+        }
+    ],
+}
+EDITOR_ROLE = {
+    "apiVersion": "rbac.authorization.k8s.io/v1",
+    "kind": "ClusterRole",
+    "metadata": {"name": "lattice-intent-editor-test"},
+    "rules": [
+        {
+            "apiGroups": ["lattice.dev"],
+            "resources": ["intents"],
+            "verbs": ["get", "list", "watch", "update", "patch"],
+        }
+    ],
+}
+
+
+def _setup(stack: Stack, namespace: str, sprite: str = "box") -> None:
+    stack.apply(namespace, POLICY)
+    stack.apply(namespace, build("sprite.yaml", sprite, {"spec.networkPolicy": {"rules": []}}))
+    stack.wait_sprite_ready(namespace, sprite)
+
+
+def _intent(name: str, command: list[str], *, trusted: bool = False, **spec: Any) -> dict[str, Any]:
+    doc = sample("intent-sprite-task-exec.yaml")
+    doc["metadata"] = {"name": name, **({"labels": {"trusted": "yes"}} if trusted else {})}
+    doc["spec"]["params"]["spriteTaskExec"] = {"spriteRef": {"name": "box"}, "command": command}
+    doc["spec"]["allowedActions"] = []
+    doc["spec"].update(spec)
+    return doc
+
+
+def _bind(stack: Stack, namespace: str, user: str, role: dict[str, Any]) -> None:
+    stack.cluster.kubectl("apply", "-f", "-", input=json.dumps(role))
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": f"{user}-{role['metadata']['name']}", "namespace": namespace},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": role["metadata"]["name"],
+        },
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+    }
+    stack.cluster.kubectl("apply", "-f", "-", input=json.dumps(binding))
+
+
+def _as(stack: Stack, user: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """kubectl as another identity (impersonated: works on any cluster the admin controls)."""
+    return stack.cluster.kubectl("--as", user, *args, check=False)
+
+
+def _request(decision: str, reason: str = "") -> str:
+    return "approval.lattice.dev/request=" + json.dumps({"decision": decision, "reason": reason})
+
+
+def test_auto_approved_intent_runs_to_success(stack: Stack, namespace: str) -> None:
+    _setup(stack, namespace)
+    stack.apply(namespace, _intent("auto", ["sh", "-c", "echo done"], trusted=True))
+    intent = stack.wait_phase(namespace, "intents", "auto", {"Succeeded", "Failed"})
+    status = intent["status"]
+    assert status["phase"] == "Succeeded", status
+    assert status["classification"] == {
+        "risk": "safe",
+        "outcome": "allow",
+        "approversRequired": 0,
+        "policy": "team",
+        "rule": "trusted-exec",
+    }
+    assert [(e["from"], e["to"]) for e in status["auditLog"]] == [
+        ("Proposed", "Classified"),
+        ("Classified", "Approved"),
+        ("Approved", "Executing"),
+        ("Executing", "Succeeded"),
+    ]
+    assert status["auditLog"][1]["actor"] == "policy:team/trusted-exec"
+    run = stack.get(namespace, "runs", status["runRef"]["name"])
+    assert run["metadata"]["ownerReferences"][0]["name"] == "auto"
+    assert run["spec"]["intentRef"] == {"name": "auto"}
+
+
+def test_approval_by_an_authorised_user_lets_it_run(stack: Stack, namespace: str) -> None:
+    _setup(stack, namespace)
+    _bind(stack, namespace, "alice", APPROVER_ROLE)
+    _bind(stack, namespace, "mallory", EDITOR_ROLE)
+    stack.apply(namespace, _intent("gated", ["sh", "-c", "echo approved work"]))
+    intent = stack.wait_phase(namespace, "intents", "gated", {"AwaitingApproval"})
+    assert intent["status"]["classification"]["rule"] == "default"
+    assert not _exists(stack, namespace, "runs", "gated-run")
+
+    # Someone who may only edit Intents cannot approve ...
+    refused = _as(
+        stack, "mallory", "annotate", "intent", "gated", "-n", namespace, _request("approve")
+    )
+    assert refused.returncode != 0
+    assert "mallory may not approve or reject intents" in refused.stderr
+    # ... nor write an approval record in someone else's name.
+    forged = json.dumps(
+        [{"user": "alice", "decision": "approve", "reason": "", "time": "2026-01-01T00:00:00Z"}]
+    )
+    forgery = _as(
+        stack,
+        "mallory",
+        "annotate",
+        "intent",
+        "gated",
+        "-n",
+        namespace,
+        f"approval.lattice.dev/records={forged}",
+    )
+    assert forgery.returncode != 0
+    assert "written only by the operator's admission webhook" in forgery.stderr
+    assert stack.get(namespace, "intents", "gated")["status"]["phase"] == "AwaitingApproval"
+
+    approved = _as(
+        stack,
+        "alice",
+        "annotate",
+        "intent",
+        "gated",
+        "-n",
+        namespace,
+        _request("approve", "reviewed the command"),
+    )
+    assert approved.returncode == 0, approved.stderr
+    intent = stack.wait_phase(namespace, "intents", "gated", {"Succeeded", "Failed"})
+    status = intent["status"]
+    assert status["phase"] == "Succeeded", status
+    assert [(a["user"], a["decision"], a["reason"]) for a in status["approvals"]] == [
+        ("alice", "approve", "reviewed the command")
+    ]
+    approval = next(e for e in status["auditLog"] if e["to"] == "Approved")
+    assert approval["actor"] == "alice"
+
+
+def test_lattice_approve_records_the_caller(stack: Stack, namespace: str) -> None:
+    _setup(stack, namespace)
+    stack.apply(namespace, _intent("cli", ["sh", "-c", "echo via cli"]))
+    stack.wait_phase(namespace, "intents", "cli", {"AwaitingApproval"})
+    out = lattice(stack, "approve", "cli", "-n", namespace, "--reason", "ok by me").stdout
+    assert "approve recorded as" in out
+    intent = stack.wait_phase(namespace, "intents", "cli", {"Succeeded"})
+    assert intent["status"]["approvals"][0]["reason"] == "ok by me"
+
+
+def test_rejection_and_policy_denial(stack: Stack, namespace: str) -> None:
+    _setup(stack, namespace)
+    stack.apply(namespace, _intent("nope", ["true"]))
+    stack.wait_phase(namespace, "intents", "nope", {"AwaitingApproval"})
+    lattice(stack, "reject", "nope", "-n", namespace, "--reason", "not now")
+    intent = stack.wait_phase(namespace, "intents", "nope", {"Rejected"})
+    cond = next(c for c in intent["status"]["conditions"] if c["type"] == "Approved")
+    assert (cond["status"], cond["reason"]) == ("False", "Rejected")
+    assert "not now" in cond["message"]
+
+    fileops = sample("intent-fileops.yaml")
+    fileops["metadata"] = {"name": "files"}
+    stack.apply(namespace, fileops)
+    intent = stack.wait_phase(namespace, "intents", "files", {"Rejected"})
+    cond = next(c for c in intent["status"]["conditions"] if c["type"] == "Approved")
+    assert cond["reason"] == "Denied"
+    assert "team/no-fileops" in cond["message"]
+    assert intent["status"]["classification"]["risk"] == "dangerous"
+
+
+def test_spec_is_frozen_after_approval_but_cancel_works(stack: Stack, namespace: str) -> None:
+    _setup(stack, namespace)
+    stack.apply(namespace, _intent("frozen", ["sleep", "600"], trusted=True))
+    stack.wait_phase(namespace, "intents", "frozen", {"Executing"})
+    changed = stack.cluster.kubectl(
+        "patch",
+        "intent",
+        "frozen",
+        "-n",
+        namespace,
+        "--type",
+        "merge",
+        "-p",
+        '{"spec":{"summary":"something else"}}',
+        check=False,
+    )
+    assert changed.returncode != 0
+    assert "the spec is frozen once the Intent is approved" in changed.stderr
+    lattice(stack, "cancel", "intent/frozen", "-n", namespace)
+    intent = stack.wait_phase(namespace, "intents", "frozen", {"Canceled"})
+    assert intent["status"]["result"]["status"] == "canceled"
+    run = stack.wait_phase(namespace, "runs", "frozen-run", {"Canceled"})
+    assert run["spec"]["cancel"] is True
+
+
+def test_invalid_policy_rule_is_refused_with_its_index(stack: Stack, namespace: str) -> None:
+    bad = json.loads(json.dumps(POLICY))
+    bad["metadata"]["name"] = "broken"
+    bad["spec"]["rules"][1]["match"] = "intent.spec.kind + 1"
+    out = stack.cluster.kubectl(
+        "apply", "-n", namespace, "-f", "-", input=json.dumps(bad), check=False
+    )
+    assert out.returncode != 0
+    assert "spec.rules[1] (no-fileops)" in out.stderr
+    assert "type error" in out.stderr
+
+
+AGENT = r"""
+import json, os, subprocess, hashlib, stat
+sprite, work = os.environ["LATTICE_SPRITE_ID"], os.environ["LATTICE_WORK_ITEM_ID"]
+os.makedirs("/workspace/.lattice", exist_ok=True)
+def emit(t, p):
+    line = json.dumps({"protocol_version": "v1", "event_type": t, "sprite_id": sprite,
+                       "work_item_id": work, "timestamp": "2026-01-15T10:30:00Z", "payload": p})
+    with open("/workspace/.lattice/outbox.jsonl", "a") as out:
+        out.write(line + "\n")
+    print("LATTICE_EVENT " + line, flush=True)
+if os.path.exists("/workspace/.lattice/resume.json"):
+    resume = json.load(open("/workspace/.lattice/resume.json"))
+    inputs = resume["inputs"]
+    if inputs.get("status") == "fulfilled":
+        path = inputs["path"]
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+        digest = hashlib.sha256(open(path, "rb").read()).hexdigest()
+        summary = "credential at %s mode %o sha256 %s" % (path, mode, digest)
+    else:
+        summary = "refused: %s" % inputs.get("reason")
+    emit("COMPLETED", {"status": "success", "summary": summary})
+else:
+    emit("ACTION_REQUEST", {"action": "FETCH_CREDENTIAL", "parameters": {"name": "gh"},
+                            "blocking": True})
+    cp = subprocess.run(["sprite-checkpoint", "--comment", "before waiting"],
+                        capture_output=True, text=True).stdout.strip().split()[-1]
+    emit("WAITING", {"reason": "CREDENTIAL", "checkpoint_id": cp,
+                     "expected_inputs": {"status": "string", "path": "string",
+                                         "reason": "string"}})
+"""
+SECRET = "s3cr3t-Value-0f-the-token-9d1c7"
+
+
+def _secret(stack: Stack, namespace: str) -> None:
+    stack.cluster.kubectl(
+        "create", "secret", "generic", "tokens", "-n", namespace, f"--from-literal=gh={SECRET}"
+    )
+
+
+def test_granted_credential_is_delivered_and_never_leaked(stack: Stack, namespace: str) -> None:
+    _setup(stack, namespace)
+    _secret(stack, namespace)
+    intent = _intent(
+        "cred",
+        ["python3", "-c", AGENT],
+        trusted=True,
+        allowedActions=["FETCH_CREDENTIAL"],
+        credentials=[{"name": "gh", "secretKeyRef": {"name": "tokens", "key": "gh"}}],
+    )
+    stack.apply(namespace, intent)
+    done = stack.wait_phase(namespace, "intents", "cred", {"Succeeded", "Failed"})
+    assert done["status"]["phase"] == "Succeeded", done["status"]
+    digest = hashlib.sha256(SECRET.encode()).hexdigest()
+    assert done["status"]["result"]["summary"] == (
+        f"credential at /workspace/.lattice/credentials/gh mode 600 sha256 {digest}"
+    )
+    run = stack.get(namespace, "runs", "cred-run")
+    [result] = run["status"]["actionResults"]
+    assert (result["status"], result["path"], result["resumed"]) == (
+        "fulfilled",
+        "/workspace/.lattice/credentials/gh",
+        True,
+    )
+
+    # The value appears nowhere the operator writes or logs.
+    places = {
+        "run and intent": stack.cluster.kubectl(
+            "get", "runs,intents", "-n", namespace, "-o", "json"
+        ).stdout,
+        "events": stack.cluster.kubectl("get", "events", "-A", "-o", "json").stdout
+        + stack.cluster.kubectl("get", "events.events.k8s.io", "-A", "-o", "json").stdout,
+        "operator log": stack.operator.log(),
+        "metrics": httpx.get(
+            f"http://127.0.0.1:{stack.metrics_port}/metrics", trust_env=False
+        ).text,
+    }
+    for where, text in places.items():
+        assert SECRET not in text, f"the secret leaked into the {where}"
+
+
+def test_ungranted_action_is_refused_and_answered(stack: Stack, namespace: str) -> None:
+    _setup(stack, namespace)
+    _secret(stack, namespace)
+    stack.apply(
+        namespace,
+        _intent("greedy", ["python3", "-c", AGENT], trusted=True, allowedActions=["NOTIFY_USER"]),
+    )
+    done = stack.wait_phase(namespace, "intents", "greedy", {"Succeeded", "Failed"})
+    assert done["status"]["phase"] == "Succeeded", done["status"]
+    assert done["status"]["result"]["summary"] == (
+        "refused: FETCH_CREDENTIAL is not in Intent greedy's allowedActions"
+    )
+    run = stack.get(namespace, "runs", "greedy-run")
+    [request] = run["status"]["events"]["actionRequests"]
+    assert request["state"] == "Refused"
+    text = httpx.get(f"http://127.0.0.1:{stack.metrics_port}/metrics", trust_env=False).text
+    assert 'lattice_refused_actions_total{reason="not_granted"}' in text
+
+
+PROPOSER = r"""
+import json, os
+sprite, work = os.environ["LATTICE_SPRITE_ID"], os.environ["LATTICE_WORK_ITEM_ID"]
+os.makedirs("/workspace/.lattice", exist_ok=True)
+def emit(t, p):
+    line = json.dumps({"protocol_version": "v1", "event_type": t, "sprite_id": sprite,
+                       "work_item_id": work, "timestamp": "2026-01-15T10:30:00Z", "payload": p})
+    with open("/workspace/.lattice/outbox.jsonl", "a") as out:
+        out.write(line + "\n")
+    print("LATTICE_EVENT " + line, flush=True)
+emit("ENVIRONMENT_PROPOSAL", {
+    "observed_failure": {"phase": "bootstrap", "exit_code": 127, "stderr_hint": "node: not found"},
+    "suggested_adjustment": {"type": "runtime_install", "details": {"runtime": "node"}},
+    "confidence": 0.9, "evidence": ["package.json present"], "scope": "repo_specific"})
+emit("ACTION_REQUEST", {"action": "NOTIFY_USER", "parameters": {"message": "proposed node 20"},
+                        "blocking": False})
+emit("COMPLETED", {"status": "success", "summary": "proposed"})
+"""
+
+
+def test_environment_proposal_becomes_a_gated_intent(stack: Stack, namespace: str) -> None:
+    _setup(stack, namespace)
+    stack.apply(
+        namespace,
+        _intent(
+            "proposer", ["python3", "-c", PROPOSER], trusted=True, allowedActions=["NOTIFY_USER"]
+        ),
+    )
+    stack.wait_phase(namespace, "intents", "proposer", {"Succeeded"})
+    proposal = stack.wait_phase(namespace, "intents", "proposer-run-env-0", {"AwaitingApproval"})
+    spec = proposal["spec"]
+    assert spec["kind"] == "environment_change"
+    assert spec["proposedBy"]["type"] == "sprite"
+    assert spec["params"]["environmentChange"]["suggestedAdjustment"]["type"] == "runtime_install"
+    assert proposal["status"]["classification"]["approversRequired"] == 2
+    parent = wait_for(
+        lambda: (s := stack.get(namespace, "intents", "proposer")["status"]).get("proposals") and s,
+        timeout=30,
+        what="the proposal listed on the parent",
+    )
+    assert parent["proposals"] == ["proposer-run-env-0"]
+    # NOTIFY_USER became an Event on the Intent.
+    events = json.loads(
+        stack.cluster.kubectl(
+            "get",
+            "events.events.k8s.io",
+            "-n",
+            namespace,
+            "-o",
+            "json",
+            "--field-selector",
+            "reason=NotifyUser",
+        ).stdout
+    )["items"]
+    assert any("proposed node 20" in e.get("note", "") for e in events)
+    import pathlib; pathlib.Path("/tmp/ev.json").write_text(json.dumps(events)); assert any(e["regarding"]["name"] == "proposer" for e in events)
+
+
+def _exists(stack: Stack, namespace: str, plural: str, name: str) -> bool:
+    from kubernetes.client import ApiException
+
+    try:
+        stack.get(namespace, plural, name)
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
