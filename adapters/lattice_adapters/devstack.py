@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -85,6 +86,8 @@ class DevStack:
     def start_sprites(self) -> None:
         """The local Sprites-compatible server: real processes, a private /workspace each."""
         sprites_dir = self.state_dir / "sprites"
+        # The control plane is new each time, so its sprites are too.
+        shutil.rmtree(sprites_dir, ignore_errors=True)
         ready = sprites_dir / "ready.json"
         sprites_dir.mkdir(parents=True, exist_ok=True)
         ready.unlink(missing_ok=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -26,5 +27,10 @@ def test_lattice_dev_drives_the_sample_agent_to_completion(tmp_path: Path) -> No
     assert "control plane ready" in out
     assert "the agent waits (PLAN_APPROVAL" in out
     assert "Run sample-agent Succeeded: Completed: sample agent done (success)" in out
-    assert "run.lattice.dev/sample-agent   Succeeded" in out
+    assert re.search(r"run\.lattice\.dev/sample-agent\s+Succeeded", out)
+    # The governed path: an Intent waits for approval, is approved, and completes.
+    assert "Intent gated-task is AwaitingApproval" in out
+    assert "gated-task: approve recorded as" in out
+    assert "Intent gated-task Succeeded" in out
+    assert "AwaitingApproval → Approved" in out
     assert not (tmp_path / "cluster" / "state.json").exists(), "the stack stopped what it started"

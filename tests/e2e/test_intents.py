@@ -6,10 +6,12 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from tests.e2e.test_runs import lattice
 from tests.support.admission_cases import build, sample
@@ -49,18 +51,9 @@ POLICY = {
     },
 }
 
-APPROVER_ROLE = {
-    "apiVersion": "rbac.authorization.k8s.io/v1",
-    "kind": "ClusterRole",
-    "metadata": {"name": "lattice-approver-test"},
-    "rules": [
-        {
-            "apiGroups": ["lattice.dev"],
-            "resources": ["intents"],
-            "verbs": ["get", "list", "watch", "update", "patch", "approve"],
-        }
-    ],
-}
+APPROVER_ROLE: dict[str, Any] = yaml.safe_load(
+    (Path(__file__).resolve().parents[2] / "manifests/rbac/lattice-approver.yaml").read_text()
+)
 EDITOR_ROLE = {
     "apiVersion": "rbac.authorization.k8s.io/v1",
     "kind": "ClusterRole",
@@ -415,7 +408,10 @@ def test_environment_proposal_becomes_a_gated_intent(stack: Stack, namespace: st
         ).stdout
     )["items"]
     assert any("proposed node 20" in e.get("note", "") for e in events)
-    import pathlib; pathlib.Path("/tmp/ev.json").write_text(json.dumps(events)); assert any(e["regarding"]["name"] == "proposer" for e in events)
+    import pathlib
+
+    pathlib.Path("/tmp/ev.json").write_text(json.dumps(events))
+    assert any(e["regarding"]["name"] == "proposer" for e in events)
 
 
 def _exists(stack: Stack, namespace: str, plural: str, name: str) -> bool:

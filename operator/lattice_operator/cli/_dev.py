@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -106,14 +109,56 @@ def _demo(stack: DevStack, samples: Path, say: Any) -> None:
         from lattice_adapters.devstack import DevStackError
 
         raise DevStackError(f"the sample agent ended {phase}")
+    _intent_demo(stack, samples, say)
 
 
-def _follow(stack: DevStack, name: str, *, until: set[str], timeout: float = 300) -> str:
+def _intent_demo(stack: DevStack, samples: Path, say: Any) -> None:
+    stack.apply(yaml.safe_load((samples / "intentpolicy.yaml").read_text()))
+    stack.kubectl("apply", "-f", str(samples.parent / "rbac" / "lattice-approver.yaml"))
+    stack.apply(yaml.safe_load((samples / "intent-gated-task.yaml").read_text()))
+    say("applied the sample IntentPolicy and manifests/samples/intent-gated-task.yaml")
+    phase = _follow(stack, "gated-task", kind="intent", until={"AwaitingApproval", "Rejected"})
+    intent = _get(stack, "intent", "gated-task")
+    classification = intent["status"]["classification"]
+    say(
+        f"Intent gated-task is {phase}: risk {classification['risk']}, rule "
+        f"{classification['rule']}, {classification['approversRequired']} approval(s) needed"
+    )
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lattice_operator",
+            "approve",
+            "gated-task",
+            "--reason",
+            "reviewed in lattice dev",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "KUBECONFIG": str(stack.kubeconfig)},
+        check=False,
+    )
+    say(f"$ lattice approve gated-task → {(out.stdout or out.stderr).strip()}")
+    phase = _follow(stack, "gated-task", kind="intent", until={"Succeeded", "Failed", "Canceled"})
+    intent = _get(stack, "intent", "gated-task")
+    say(f"Intent gated-task {phase}: {intent['status'].get('result', {}).get('summary', '')}")
+    for entry in intent["status"]["auditLog"]:
+        typer.echo(f"  audit: {entry['from']:>16} → {entry['to']:<16} by {entry['actor']}")
+    if phase != "Succeeded":
+        from lattice_adapters.devstack import DevStackError
+
+        raise DevStackError(f"the sample Intent ended {phase}")
+
+
+def _follow(
+    stack: DevStack, name: str, *, until: set[str], kind: str = "run", timeout: float = 300
+) -> str:
     deadline = time.monotonic() + timeout
     last = ""
     while time.monotonic() < deadline:
-        status = _get(stack, "run", name).get("status") or {}
-        line = progress_line(status)
+        status = _get(stack, kind, name).get("status") or {}
+        line = progress_line(status) if kind == "run" else str(status.get("phase") or "Proposed")
         if line != last:
             typer.echo(f"  {name}: {line}")
             last = line

@@ -240,7 +240,11 @@ def _gate(step: _Pass) -> bool:
     """Whether the Intent may execute (Approved=True)."""
     classification = step.status.classification
     assert classification is not None
-    rule = f"{classification.policy or 'default'}/{classification.rule}"
+    rule = (
+        f"{classification.policy}/{classification.rule}"
+        if classification.policy
+        else "default (no rule matched)"
+    )
     latest: dict[str, ApprovalRecord] = {}
     for record in step.world.approvals:
         latest[record.user] = record  # a later decision by the same person replaces theirs
@@ -250,9 +254,7 @@ def _gate(step: _Pass) -> bool:
     if approved is not None and approved.status == "True":
         return True
     if classification.outcome == "deny":
-        step.set(
-            "Approved", "False", "Denied", f"denied by policy rule {rule}", actor=f"policy:{rule}"
-        )
+        step.set("Approved", "False", "Denied", f"denied by policy rule {rule}", actor=_actor(rule))
         return False
     if rejections:
         who = rejections[-1]
@@ -265,7 +267,7 @@ def _gate(step: _Pass) -> bool:
             "True",
             "AutoApproved",
             f"allowed by policy rule {rule}",
-            actor=f"policy:{rule}",
+            actor=_actor(rule),
         )
         return True
     needed = classification.approvers_required
@@ -287,9 +289,13 @@ def _gate(step: _Pass) -> bool:
         "AwaitingApproval",
         f"rule {rule} requires {needed} approval(s); {len(approvers)} so far"
         + (f" ({', '.join(approvers)})" if approvers else ""),
-        actor=f"policy:{rule}",
+        actor=_actor(rule),
     )
     return False
+
+
+def _actor(rule: str) -> str:
+    return f"policy:{rule.split(' ')[0]}"
 
 
 def _execute(step: _Pass) -> None:
