@@ -254,11 +254,84 @@ def bench_restart(stack: Stack, namespace: str, runs: int) -> dict[str, Any]:
     return {"active_runs": runs, "operator_down_s": 5, "time_to_catch_up_s": round(elapsed, 2)}
 
 
+def bench_intents(stack: Stack, namespace: str, count: int) -> dict[str, Any]:
+    """`count` auto-approved sprite_task_exec Intents at once: apply → their Run's exec start."""
+    stack.apply(
+        namespace,
+        {
+            "apiVersion": "lattice.dev/v1alpha1",
+            "kind": "IntentPolicy",
+            "metadata": {"name": "bench"},
+            "spec": {
+                "rules": [
+                    {
+                        "name": "all-exec",
+                        "risk": "safe",
+                        "outcome": "allow",
+                        "match": "intent.spec.kind == 'sprite_task_exec'",
+                    }
+                ]
+            },
+        },
+    )
+    sprites = warm_sprites(stack, namespace, count)
+    created: dict[str, float] = {}
+    started_all = time.time()
+    for i, sprite in enumerate(sprites):
+        name = f"bi-{i}"
+        body = {
+            "apiVersion": "lattice.dev/v1alpha1",
+            "kind": "Intent",
+            "metadata": {"name": name},
+            "spec": {
+                "kind": "sprite_task_exec",
+                "proposedBy": {"type": "system"},
+                "params": {
+                    "spriteTaskExec": {"spriteRef": {"name": sprite}, "command": ["sleep", "1"]}
+                },
+            },
+        }
+        created[f"{name}-run"] = time.time()
+        stack.cluster.custom.create_namespaced_custom_object(
+            "lattice.dev", "v1alpha1", namespace, "intents", body
+        )
+    applied_all = time.time()
+    started: dict[str, float] = {}
+
+    def all_started() -> bool:
+        items = stack.cluster.custom.list_namespaced_custom_object(
+            "lattice.dev", "v1alpha1", namespace, "runs"
+        )["items"]
+        for item in items:
+            name = item["metadata"]["name"]
+            attempts = (item.get("status") or {}).get("attempts") or []
+            if (
+                name in created
+                and name not in started
+                and attempts
+                and attempts[0].get("startTime")
+            ):
+                stamp = datetime.fromisoformat(attempts[0]["startTime"].replace("Z", "+00:00"))
+                started[name] = stamp.timestamp()
+        return len(started) == len(created)
+
+    wait_for(all_started, timeout=900, interval=1.0, what=f"{count} Intents' Runs to start")
+    latencies = [started[n] - created[n] for n in created]
+    return {
+        "intents": count,
+        "apply_seconds": round(applied_all - started_all, 2),
+        "p50_s": round(pct(latencies, 50), 3),
+        "p99_s": round(pct(latencies, 99), 3),
+        "max_s": round(max(latencies), 3),
+        "all_started_after_first_apply_s": round(max(started.values()) - started_all, 2),
+    }
+
+
 def test_operator_benchmarks(cluster: Cluster, local_sprites: LocalSprites, tmp_path: Path) -> None:
     results: dict[str, Any] = {
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
     }
-    namespaces = [cluster.create_namespace(f"bench-{i}") for i in range(3)]
+    namespaces = [cluster.create_namespace(f"bench-{i}") for i in range(4)]
     try:
         with operator_stack(cluster, local_sprites, tmp_path) as stack:
             # The single fast Run first, while it is the only object writing status.
@@ -267,6 +340,7 @@ def test_operator_benchmarks(cluster: Cluster, local_sprites: LocalSprites, tmp_
             )
             results["apply_to_exec_started_100_runs"] = bench_apply_to_exec(stack, namespaces[0])
             results["restart_with_50_active_runs"] = bench_restart(stack, namespaces[2], runs=50)
+            results["auto_approved_intents_200"] = bench_intents(stack, namespaces[3], count=200)
     finally:
         for ns in namespaces:
             cluster.delete_namespace(ns)

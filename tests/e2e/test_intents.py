@@ -424,3 +424,20 @@ def _exists(stack: Stack, namespace: str, plural: str, name: str) -> bool:
             return False
         raise
     return True
+
+
+def test_intent_metrics(stack: Stack) -> None:
+    # Runs last in this module: the earlier tests produced every series below.
+    text = httpx.get(f"http://127.0.0.1:{stack.metrics_port}/metrics", trust_env=False).text
+    for series in (
+        'lattice_intents{kind="sprite_task_exec",phase="Succeeded"}',
+        'lattice_intents{kind="environment_change",phase="AwaitingApproval"}',
+        'lattice_policy_decisions_total{outcome="allow",policy="team",rule="trusted-exec"}',
+        'lattice_policy_decisions_total{outcome="deny",policy="team",rule="no-fileops"}',
+        'lattice_approvals_total{outcome="approve"}',
+        'lattice_approvals_total{outcome="reject"}',
+        'lattice_approvals_total{outcome="unauthorized"}',
+        "lattice_intent_awaiting_approval_seconds_count",
+        'lattice_refused_actions_total{reason="not_granted"}',
+    ):
+        assert series in text, series
