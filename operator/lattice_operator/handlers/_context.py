@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,8 @@ class OperatorContext:
     events: ReceiptEvents | None = None
     default_policy: CompiledPolicy | None = None
     """The cluster-wide IntentPolicy from the settings, tried after a namespace's own."""
+    intent_wakeups: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
+    """Open Intents' daemons, woken when what they read changes."""
 
     def require_backend(self) -> SpriteBackend:
         if self.backend is None:

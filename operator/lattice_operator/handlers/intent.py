@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
 import logging
@@ -13,6 +14,7 @@ from pydantic import ValidationError
 from lattice_adapters.kube import KubeApiError, resource_path
 from lattice_operator.api.v1alpha1 import Intent, Run, Sprite, set_condition
 from lattice_operator.api.v1alpha1.intentpolicy import IntentPolicy, IntentPolicySpec
+from lattice_operator.builders import INTENT_LABEL
 from lattice_operator.handlers._context import OperatorContext, context_of
 from lattice_operator.metrics import (
     AWAITING_APPROVAL_SECONDS,
@@ -99,6 +101,38 @@ async def register_intent_metrics(**kwargs: Any) -> None:
 
 # -- the pipeline ------------------------------------------------------------------------------
 
+# An Intent's daemon sleeps until something it reads changes: the Intent itself, its Run,
+# its Sprite. kopf's raw event handlers wake it; a slow timer is only a safety net.
+SAFETY_POLL = 10.0
+
+
+def _wakeups(memo: kopf.Memo) -> dict[tuple[str, str], asyncio.Event]:
+    # kopf gives every object its own (shallow) copy of the memo: the table lives in the
+    # operator-wide context that all the copies share.
+    return context_of(memo).intent_wakeups
+
+
+def _wake(memo: kopf.Memo, namespace: str | None, name: str | None) -> None:
+    event = _wakeups(memo).get((namespace or "", name or ""))
+    if event is not None:
+        event.set()
+
+
+@kopf.on.event(GROUP, VERSION, "intents")
+async def intent_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    _wake(memo, body.metadata.namespace, body.metadata.name)
+
+
+@kopf.on.event(GROUP, VERSION, "runs")
+async def intent_run_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    ref = body.get("spec", {}).get("intentRef") or {}
+    _wake(memo, body.metadata.namespace, ref.get("name"))
+
+
+@kopf.on.event(GROUP, VERSION, "sprites")
+async def intent_sprite_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    _wake(memo, body.metadata.namespace, body.metadata.labels.get(INTENT_LABEL))
+
 
 def _open(body: kopf.Body, **_: Any) -> bool:
     return body.get("status", {}).get("phase") not in TERMINAL
@@ -114,8 +148,26 @@ async def intent_daemon(
     policies: kopf.Index[str, tuple[str, CompiledPolicy]] = kwargs["compiled_policies"]
     runs: kopf.Index[tuple[str, str], Run] = kwargs["runs_by_name"]
     sprites: kopf.Index[tuple[str, str], Sprite] = kwargs["sprite_directory"]
+    key = (body.metadata.namespace or "", body.metadata.name or "")
+    wakeup = _wakeups(memo).setdefault(key, asyncio.Event())
+    try:
+        await _drive_intent(ctx, body, stopped, wakeup, policies, runs, sprites)
+    finally:
+        _wakeups(memo).pop(key, None)
+
+
+async def _drive_intent(
+    ctx: OperatorContext,
+    body: kopf.Body,
+    stopped: kopf.DaemonStopped,
+    wakeup: asyncio.Event,
+    policies: kopf.Index[str, tuple[str, CompiledPolicy]],
+    runs: kopf.Index[tuple[str, str], Run],
+    sprites: kopf.Index[tuple[str, str], Sprite],
+) -> None:
     written: dict[str, Any] | None = None
     while not stopped:
+        wakeup.clear()
         intent = parse_intent(body)
         namespace = intent.metadata.namespace or ""
         status = intent.status
@@ -139,7 +191,8 @@ async def intent_daemon(
             await _apply(ctx, intent, plan, body)
         if plan.phase in TERMINAL:
             return
-        await stopped.wait(0.5)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(wakeup.wait(), timeout=SAFETY_POLL)
 
 
 def _one(entries: Any) -> Any:
