@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,8 +17,13 @@ from tests.support.cluster import Cluster, wait_for
 from tests.support.operator import OperatorProcess, spawn_operator
 from tests.support.sprites_server import LocalSprites
 
+# The API server must reach the operator's admission webhook. On this machine that is
+# 127.0.0.1; a kind cluster's API server runs in a container and needs the host's address on
+# the container network (for example LATTICE_TEST_WEBHOOK_HOST=172.18.0.1).
+WEBHOOK_HOST = os.environ.get("LATTICE_TEST_WEBHOOK_HOST", "127.0.0.1")
+
 FAST_SETTINGS: dict[str, Any] = {
-    "webhook": {"host": "127.0.0.1", "port": 0},
+    "webhook": {"host": WEBHOOK_HOST, "port": 0},
     "backend": {"observe_interval": 1.0, "page_size": 100},
     "sprites": {"delete_attempts": 3, "delete_backoff": 0.5, "blocked_recheck": 2.0},
     "runs": {
