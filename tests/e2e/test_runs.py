@@ -85,8 +85,7 @@ def test_cancel_kills_the_session(stack: Stack, namespace: str) -> None:
     )
     run = stack.wait_phase(namespace, "runs", "long", {"Canceled"})
     assert _condition(run)["reason"] == "Canceled"
-    sessions = stack.sprites.describe(sprite).get("sessions", {})
-    assert session not in sessions
+    assert session not in _session_ids(stack, sprite)
 
 
 def test_timeout_fails_the_run(stack: Stack, namespace: str) -> None:
@@ -365,3 +364,20 @@ def test_runs_on_one_sprite_take_turns(stack: Stack, namespace: str) -> None:
     first = stack.wait_phase(namespace, "runs", "first", {"Succeeded"})
     second = stack.wait_phase(namespace, "runs", "second", {"Succeeded"})
     assert second["status"]["startTime"] >= first["status"]["completionTime"]
+
+
+def test_deleting_a_running_run_kills_its_session(stack: Stack, namespace: str) -> None:
+    sprite = _sprite(stack, namespace)
+    _run(stack, namespace, "doomed", ["sleep", "600"])
+    run = stack.wait_phase(namespace, "runs", "doomed", {"Running"})
+    session = run["status"]["sessionId"]
+    assert run["metadata"]["finalizers"] == ["lattice.dev/finalizer"]
+    assert session in _session_ids(stack, sprite)
+    stack.cluster.kubectl(
+        "delete", "run", "doomed", "-n", namespace, "--wait=true", "--timeout=60s"
+    )
+    assert session not in _session_ids(stack, sprite)
+
+
+def _session_ids(stack: Stack, sprite: str) -> set[str]:
+    return {s["id"] for s in stack.sprites.describe(sprite).get("sessions", [])}

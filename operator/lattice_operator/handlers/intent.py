@@ -118,20 +118,25 @@ def _wake(memo: kopf.Memo, namespace: str | None, name: str | None) -> None:
         event.set()
 
 
-@kopf.on.event(GROUP, VERSION, "intents")
-async def intent_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+# kopf calls index functions for every watch event, before any handler, and without a log
+# line per call: the right place for a wake-up. They index nothing.
+@kopf.index(GROUP, VERSION, "intents")
+async def wake_on_intent(body: kopf.Body, memo: kopf.Memo, **_: Any) -> dict[str, str]:
     _wake(memo, body.metadata.namespace, body.metadata.name)
+    return {}
 
 
-@kopf.on.event(GROUP, VERSION, "runs")
-async def intent_run_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+@kopf.index(GROUP, VERSION, "runs")
+async def wake_on_run(body: kopf.Body, memo: kopf.Memo, **_: Any) -> dict[str, str]:
     ref = body.get("spec", {}).get("intentRef") or {}
     _wake(memo, body.metadata.namespace, ref.get("name"))
+    return {}
 
 
-@kopf.on.event(GROUP, VERSION, "sprites")
-async def intent_sprite_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+@kopf.index(GROUP, VERSION, "sprites")
+async def wake_on_sprite(body: kopf.Body, memo: kopf.Memo, **_: Any) -> dict[str, str]:
     _wake(memo, body.metadata.namespace, body.metadata.labels.get(INTENT_LABEL))
+    return {}
 
 
 def _open(body: kopf.Body, **_: Any) -> bool:
