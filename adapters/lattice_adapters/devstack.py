@@ -93,58 +93,59 @@ class DevStack:
         ready.unlink(missing_ok=True)
         self.sprites_token = f"local/dev/{secrets.token_urlsafe(24)}"
         log_path = self.state_dir / "sprites-local.log"
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "lattice_operator",
-                    "sprites-local",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    "0",
-                    "--state-dir",
-                    str(sprites_dir / "state"),
-                    "--ready-file",
-                    str(ready),
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, "SPRITES_LOCAL_TOKEN": self.sprites_token},
-                start_new_session=True,
-            )
-        self.children.append(proc)
+        state = str(sprites_dir / "state")
+        self._spawn(
+            [
+                "sprites-local",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--state-dir",
+                state,
+                "--ready-file",
+                str(ready),
+            ],
+            log_path,
+            {"SPRITES_LOCAL_TOKEN": self.sprites_token},
+        )
         self.wait_for("the local Sprites server", ready.exists, timeout=30)
         self.sprites_url = str(json.loads(ready.read_text())["url"])
         self.say(f"local Sprites server at {self.sprites_url} (log {log_path})")
 
     def start_operator(self) -> None:
         log_path = self.state_dir / "operator.log"
-        port = free_port()
-        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+        env = {"KUBECONFIG": str(self.kubeconfig)}
         if self.sprites_url:
             env |= {"SPRITES_API_URL": self.sprites_url, "SPRITES_TOKEN": self.sprites_token}
+        proc = self._spawn(
+            [
+                "run",
+                "--standalone",
+                "--liveness-port",
+                str(free_port()),
+                "--metrics-port",
+                str(free_port()),
+            ],
+            log_path,
+            env,
+        )
+        self.say(f"operator started (pid {proc.pid}, log {log_path})")
+
+    def _spawn(
+        self, args: list[str], log_path: Path, env: dict[str, str]
+    ) -> subprocess.Popen[bytes]:
+        """`lattice ARGS` as a child in its own process group, recorded to be stopped."""
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "lattice_operator",
-                    "run",
-                    "--standalone",
-                    "--liveness-port",
-                    str(port),
-                    "--metrics-port",
-                    str(free_port()),
-                ],
+                [sys.executable, "-m", "lattice_operator", *args],
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=env,
+                env={**os.environ, **env},
                 start_new_session=True,
             )
         self.children.append(proc)
-        self.say(f"operator started (pid {proc.pid}, log {log_path})")
+        return proc
 
     def apply(self, doc: dict[str, object], namespace: str = "default") -> None:
         self.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(doc))

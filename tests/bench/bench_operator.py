@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 
 from tests.support.admission_cases import build
+from tests.support.agents import agent
 from tests.support.cluster import Cluster, wait_for
 from tests.support.sprites_server import LocalSprites
 from tests.support.stack import Stack, operator_stack
@@ -60,19 +61,13 @@ with open("/workspace/.lattice/agent-done", "w") as f:
     f.write("%f %d" % (time.time(), n))
 """
 
-SLOW_AGENT = r"""
-import json, os, time
-sprite, work = os.environ["LATTICE_SPRITE_ID"], os.environ["LATTICE_WORK_ITEM_ID"]
-os.makedirs("/workspace/.lattice", exist_ok=True)
+SLOW_AGENT = agent(
+    r"""
 for i in range(10**6):
-    line = json.dumps({"protocol_version": "v1", "event_type": "INFO", "sprite_id": sprite,
-                       "work_item_id": work, "timestamp": "2026-01-15T10:30:00Z",
-                       "payload": {"message": "beat %d" % i}})
-    with open("/workspace/.lattice/outbox.jsonl", "a") as o:
-        o.write(line + "\n")
-    print("LATTICE_EVENT " + line, flush=True)
+    emit("INFO", {"message": "beat %d" % i})
     time.sleep(0.5)
 """
+)
 
 
 def pct(samples: list[float], q: float) -> float:

@@ -11,6 +11,7 @@ import pytest
 
 from tests.e2e.test_runs import lattice
 from tests.support.admission_cases import build
+from tests.support.agents import agent
 from tests.support.cluster import Cluster
 from tests.support.sprites_server import LocalSprites
 from tests.support.stack import operator_stack
@@ -18,22 +19,15 @@ from tests.support.stack import operator_stack
 pytestmark = pytest.mark.e2e
 
 EVENTS = 10_000
-CHATTY_AGENT = r"""
-import json, os, time
-sprite, work = os.environ["LATTICE_SPRITE_ID"], os.environ["LATTICE_WORK_ITEM_ID"]
-os.makedirs("/workspace/.lattice", exist_ok=True)
-out = open("/workspace/.lattice/outbox.jsonl", "a", buffering=1)
-def emit(t, p):
-    line = json.dumps({"protocol_version": "v1", "event_type": t, "sprite_id": sprite,
-                       "work_item_id": work, "timestamp": "2026-01-15T10:30:00Z", "payload": p})
-    out.write(line + "\n")
-    print("LATTICE_EVENT " + line, flush=True)
+CHATTY_AGENT = agent(
+    r"""
 for i in range(EVENTS):
     emit("INFO", {"message": "event %d" % i, "kind": "progress",
                   "metadata": {"percent": i * 100 // EVENTS}})
     time.sleep(0.003)
 emit("COMPLETED", {"status": "success", "summary": "all events sent"})
 """.replace("EVENTS", str(EVENTS))
+)
 
 
 def test_events_and_receipts_survive_socket_drops_and_operator_crashes(

@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from tests.support.admission_cases import build
+from tests.support.agents import agent
 from tests.support.cluster import Cluster, wait_for
 from tests.support.sprites_server import LocalSprites
 from tests.support.stack import FAST_SETTINGS, operator_stack
@@ -15,21 +16,14 @@ from tests.support.stack import FAST_SETTINGS, operator_stack
 pytestmark = pytest.mark.e2e
 
 PHASES = 60
-CHATTY_PHASES = r"""
-import json, os
-sprite, work = os.environ["LATTICE_SPRITE_ID"], os.environ["LATTICE_WORK_ITEM_ID"]
-os.makedirs("/workspace/.lattice", exist_ok=True)
-out = open("/workspace/.lattice/outbox.jsonl", "a", buffering=1)
-def emit(t, p):
-    line = json.dumps({"protocol_version": "v1", "event_type": t, "sprite_id": sprite,
-                       "work_item_id": work, "timestamp": "2026-01-15T10:30:00Z", "payload": p})
-    out.write(line + "\n")
-    print("LATTICE_EVENT " + line, flush=True)
+CHATTY_PHASES = agent(
+    r"""
 for i in range(PHASES):
     emit("PHASE_STARTED", {"phase": "p%d" % i})
     emit("PHASE_FINISHED", {"phase": "p%d" % i, "success": True})
 emit("COMPLETED", {"status": "success"})
 """.replace("PHASES", str(PHASES))
+)
 
 
 def test_receipt_events_are_rate_limited_per_run(

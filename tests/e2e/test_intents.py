@@ -15,6 +15,7 @@ import yaml
 
 from tests.e2e.test_runs import lattice
 from tests.support.admission_cases import build, sample
+from tests.support.agents import agent
 from tests.support.cluster import wait_for
 from tests.support.stack import Stack
 
@@ -254,19 +255,10 @@ def test_invalid_policy_rule_is_refused_with_its_index(stack: Stack, namespace: 
     assert "type error" in out.stderr
 
 
-AGENT = r"""
-import json, os, subprocess, hashlib, stat
-sprite, work = os.environ["LATTICE_SPRITE_ID"], os.environ["LATTICE_WORK_ITEM_ID"]
-os.makedirs("/workspace/.lattice", exist_ok=True)
-def emit(t, p):
-    line = json.dumps({"protocol_version": "v1", "event_type": t, "sprite_id": sprite,
-                       "work_item_id": work, "timestamp": "2026-01-15T10:30:00Z", "payload": p})
-    with open("/workspace/.lattice/outbox.jsonl", "a") as out:
-        out.write(line + "\n")
-    print("LATTICE_EVENT " + line, flush=True)
+AGENT = agent(
+    r"""
 if os.path.exists("/workspace/.lattice/resume.json"):
-    resume = json.load(open("/workspace/.lattice/resume.json"))
-    inputs = resume["inputs"]
+    inputs = json.load(open("/workspace/.lattice/resume.json"))["inputs"]
     if inputs.get("status") == "fulfilled":
         path = inputs["path"]
         mode = stat.S_IMODE(os.stat(path).st_mode)
@@ -278,12 +270,11 @@ if os.path.exists("/workspace/.lattice/resume.json"):
 else:
     emit("ACTION_REQUEST", {"action": "FETCH_CREDENTIAL", "parameters": {"name": "gh"},
                             "blocking": True})
-    cp = subprocess.run(["sprite-checkpoint", "--comment", "before waiting"],
-                        capture_output=True, text=True).stdout.strip().split()[-1]
-    emit("WAITING", {"reason": "CREDENTIAL", "checkpoint_id": cp,
+    emit("WAITING", {"reason": "CREDENTIAL", "checkpoint_id": checkpoint("before waiting"),
                      "expected_inputs": {"status": "string", "path": "string",
                                          "reason": "string"}})
 """
+)
 SECRET = "s3cr3t-Value-0f-the-token-9d1c7"
 
 
@@ -353,16 +344,8 @@ def test_ungranted_action_is_refused_and_answered(stack: Stack, namespace: str) 
     assert 'lattice_refused_actions_total{reason="not_granted"}' in text
 
 
-PROPOSER = r"""
-import json, os
-sprite, work = os.environ["LATTICE_SPRITE_ID"], os.environ["LATTICE_WORK_ITEM_ID"]
-os.makedirs("/workspace/.lattice", exist_ok=True)
-def emit(t, p):
-    line = json.dumps({"protocol_version": "v1", "event_type": t, "sprite_id": sprite,
-                       "work_item_id": work, "timestamp": "2026-01-15T10:30:00Z", "payload": p})
-    with open("/workspace/.lattice/outbox.jsonl", "a") as out:
-        out.write(line + "\n")
-    print("LATTICE_EVENT " + line, flush=True)
+PROPOSER = agent(
+    r"""
 emit("ENVIRONMENT_PROPOSAL", {
     "observed_failure": {"phase": "bootstrap", "exit_code": 127, "stderr_hint": "node: not found"},
     "suggested_adjustment": {"type": "runtime_install", "details": {"runtime": "node"}},
@@ -371,6 +354,7 @@ emit("ACTION_REQUEST", {"action": "NOTIFY_USER", "parameters": {"message": "prop
                         "blocking": False})
 emit("COMPLETED", {"status": "success", "summary": "proposed"})
 """
+)
 
 
 def test_environment_proposal_becomes_a_gated_intent(stack: Stack, namespace: str) -> None:

@@ -13,6 +13,7 @@ import pytest
 
 from lattice_operator.protocol import RunEventsStatus, StreamCursor
 from tests.support.admission_cases import build, sample
+from tests.support.agents import agent
 from tests.support.cluster import wait_for
 from tests.support.stack import Stack
 
@@ -214,34 +215,25 @@ def test_sample_agent_waits_resumes_and_completes(
     )
 
 
-BAD_OUTPUT = r"""
-import json, os
-sprite, work = os.environ["LATTICE_SPRITE_ID"], os.environ["LATTICE_WORK_ITEM_ID"]
-os.makedirs("/workspace/.lattice", exist_ok=True)
-def env(t, p, **over):
-    e = {"protocol_version": "v1", "event_type": t, "sprite_id": sprite, "work_item_id": work,
-         "timestamp": "2026-01-15T10:30:00Z", "payload": p}
-    e.update(over)
-    return json.dumps(e)
-lines = [
+BAD_OUTPUT = agent(
+    r"""
+for line in [
     "this is not json {",
     "[1, 2, 3]",
-    env("INFO", {"message": "v2?"}, protocol_version="v2"),
-    env("TELEPORT", {"message": "unknown type"}),
-    env("INFO", {}),
-    env("INFO", {"message": "spoofed"}, sprite_id="someone-else"),
-    env("INFO", {"message": "wrong work"}, work_item_id="other-item"),
-    env("INFO", {"message": "bad time"}, timestamp="yesterday"),
-    env("INFO", {"message": "x" * 70000}),
-    env("INFO", {"message": "still going"}),
-    env("COMPLETED", {"status": "success", "summary": "done despite the noise"}),
-    env("INFO", {"message": "after completion"}),
-]
-with open("/workspace/.lattice/outbox.jsonl", "a") as out:
-    for line in lines:
-        out.write(line + "\n")
-        print("LATTICE_EVENT " + line, flush=True)
+    envelope("INFO", {"message": "v2?"}, protocol_version="v2"),
+    envelope("TELEPORT", {"message": "unknown type"}),
+    envelope("INFO", {}),
+    envelope("INFO", {"message": "spoofed"}, sprite_id="someone-else"),
+    envelope("INFO", {"message": "wrong work"}, work_item_id="other-item"),
+    envelope("INFO", {"message": "bad time"}, timestamp="yesterday"),
+    envelope("INFO", {"message": "x" * 70000}),
+    envelope("INFO", {"message": "still going"}),
+    envelope("COMPLETED", {"status": "success", "summary": "done despite the noise"}),
+    envelope("INFO", {"message": "after completion"}),
+]:
+    emit_raw(line)
 """
+)
 
 
 def test_bad_sprite_output_is_recorded_and_the_run_carries_on(stack: Stack, namespace: str) -> None:
@@ -268,16 +260,8 @@ def test_bad_sprite_output_is_recorded_and_the_run_carries_on(stack: Stack, name
         assert expected in categories, (expected, categories)
 
 
-MISSING_CHECKPOINT_AGENT = r"""
-import json, os
-sprite, work = os.environ["LATTICE_SPRITE_ID"], os.environ["LATTICE_WORK_ITEM_ID"]
-os.makedirs("/workspace/.lattice", exist_ok=True)
-def emit(t, p):
-    line = json.dumps({"protocol_version": "v1", "event_type": t, "sprite_id": sprite,
-                       "work_item_id": work, "timestamp": "2026-01-15T10:30:00Z", "payload": p})
-    with open("/workspace/.lattice/outbox.jsonl", "a") as out:
-        out.write(line + "\n")
-    print("LATTICE_EVENT " + line, flush=True)
+MISSING_CHECKPOINT_AGENT = agent(
+    r"""
 if os.path.exists("/workspace/.lattice/resume.json"):
     inputs = json.load(open("/workspace/.lattice/resume.json"))["inputs"]
     emit("COMPLETED", {"status": "success", "summary": "got %s" % inputs["answer"]})
@@ -287,6 +271,7 @@ else:
     emit("WAITING", {"reason": "QUESTION", "checkpoint_id": "never-created",
                      "expected_inputs": {"answer": "integer"}})
 """
+)
 
 
 def test_missing_checkpoint_is_synthesized_and_resume_works(stack: Stack, namespace: str) -> None:

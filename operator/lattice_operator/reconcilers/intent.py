@@ -18,6 +18,7 @@ from lattice_operator.api.v1alpha1 import (
     AuditEntry,
     Classification,
     Intent,
+    IntentPhase,
     IntentStatus,
     LocalObjectReference,
     Run,
@@ -62,18 +63,7 @@ UNAVAILABLE: dict[str, tuple[str, str]] = {
 }
 WAITING_REASONS = frozenset({"Waiting", *(r for r, _ in UNAVAILABLE.values()), "NotSupported"})
 
-Phase = Literal[
-    "Proposed",
-    "Classified",
-    "AwaitingApproval",
-    "Approved",
-    "Executing",
-    "Waiting",
-    "Succeeded",
-    "Failed",
-    "Rejected",
-    "Canceled",
-]
+Phase = IntentPhase
 
 
 @dataclass(frozen=True)
