@@ -38,7 +38,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from itertools import compress, count, repeat
+from operator import itemgetter
+from typing import Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -52,8 +54,8 @@ from lattice_operator.protocol.merge import (
     line_digest,
 )
 from lattice_operator.protocol.models import EVENT_ADAPTER, EventData, EventType, ProtocolEvent
-from lattice_operator.protocol.outbox import read_lines
-from lattice_operator.protocol.parse import Rejection, line_parser
+from lattice_operator.protocol.outbox import OutboxBatch, read_batch
+from lattice_operator.protocol.parse import Rejection, batch_parser, line_parser
 from lattice_operator.protocol.projection import STATUS_BUDGET_BYTES, Projector, RunEventsStatus
 from lattice_operator.protocol.splitter import EventLine, StdoutSplitter
 from lattice_operator.protocol.violations import (
@@ -67,7 +69,10 @@ from lattice_operator.protocol.violations import (
 Canonical = Literal["outbox", "stdout"]
 
 # CommittedEvent without the NamedTuple constructor's Python frame (it runs per event).
-_committed = tuple.__new__
+_new_tuple = tuple.__new__
+_new_object = object.__new__
+_EVENT_TYPE = itemgetter("event_type")
+_ACTION_REQUEST = EventType.ACTION_REQUEST
 
 # Event types that change the sequence state (the others skip the rules while the gate is open).
 _STATEFUL = frozenset(
@@ -110,6 +115,13 @@ class FeedResult:
     """New stdout copies now waiting for the outbox (see `RunEventEngine.preview`)."""
 
 
+def _feed_result() -> FeedResult:
+    # FeedResult() without the dataclass __init__ and its default factories: one per frame.
+    result: FeedResult = _new_object(FeedResult)
+    result.committed, result.violations, result.provisional = [], [], 0
+    return result
+
+
 class RunEventEngine:
     """Stream assembly, validation, merge and status projection for one Run."""
 
@@ -140,6 +152,11 @@ class RunEventEngine:
         self._blocking_line = c.blocking_request_line
         self._terminal = c.terminal_in_session
         self._parse = line_parser(
+            sprite_id=sprite_id,
+            work_item_id=work_item_id,
+            max_payload_bytes=limits.max_payload_bytes,
+        )
+        self._parse_many = batch_parser(
             sprite_id=sprite_id,
             work_item_id=work_item_id,
             max_payload_bytes=limits.max_payload_bytes,
@@ -249,8 +266,15 @@ class RunEventEngine:
 
     def feed_stdout(self, data: bytes) -> FeedResult:
         """One stdout frame, cut anywhere."""
-        result = FeedResult()
-        self._take_stdout(self._splitter.feed(data), result)
+        result = _feed_result()
+        if self.canonical == "outbox":
+            lines, offsets, bodies, slow = self._splitter.feed_columns(data)
+            if bodies:
+                result.provisional = self._merger.hold(lines, offsets, bodies)
+            elif slow:
+                self._take_stdout(slow, result)
+        else:
+            self._take_stdout(self._splitter.feed(data), result)
         return result
 
     def stdout_reattached(self) -> None:
@@ -278,7 +302,7 @@ class RunEventEngine:
         if offset < expected:
             self._prime(data[: expected - offset], line_start=offset == 0)
             data = data[expected - offset :]
-        read = read_lines(
+        read = read_batch(
             data,
             expected,
             max_line_bytes=self.limits.max_line_bytes,
@@ -286,44 +310,118 @@ class RunEventEngine:
             final=final,
         )
         self._outbox_offset, self._skipping = read.offset, read.skipping
-        result = FeedResult()
-        lines = read.lines
-        if not lines:
+        result = _feed_result()
+        raws = read.raws
+        if not raws:
             return result
-        # Where a stdout copy of the same bytes was already validated, its result is reused.
-        cached = self._merger.commit_lines(lines)
-        parse, apply, committed = self._parse, self._projector.apply, result.committed
-        session, seq, count = self._session, self._line_count, self._event_count
-        ruled = self._gate != "open" or self._blocking_line is not None
-        for (line_offset, raw, too_long), parsed in zip(lines, cached, strict=True):
-            if too_long:
-                self._violate(
-                    result,
-                    ViolationCategory.LINE_TOO_LONG,
-                    "outbox",
-                    seq,
-                    line_offset,
-                    f"line over {self.limits.max_line_bytes} bytes",
-                    raw,
-                )
+        too_long = read.too_long
+        parsed: list[EventData | Rejection | None]
+        if too_long:
+            # Rare: lines over the cap are neither matched nor validated, only reported.
+            parsed = [None] * len(raws)
+            long_lines = set(too_long)
+            kept = [i for i in range(len(raws)) if i not in long_lines]
+            cached = self._merger.commit([raws[i] for i in kept])
+            fresh, _ = self._parse_many([raws[i] for i in kept])
+            for position, (index, result_) in enumerate(zip(kept, fresh, strict=True)):
+                hit = None if cached is None else cached[position]
+                parsed[index] = result_ if hit is None else hit
+            odd = [i for i, p in enumerate(parsed) if type(p) is not dict]
+            self._commit_lines(result, read, parsed, odd)
+        else:
+            # Where a stdout copy of the same bytes was already validated, its result is
+            # reused (only after `preview()`; otherwise the batch is validated at once).
+            cached = self._merger.commit(raws)
+            if cached is None or not any(cached):
+                fresh, rejected = self._parse_many(raws)
             else:
-                if parsed is None:
-                    parsed = parse(raw)
-                if type(parsed) is dict and not ruled and parsed["event_type"] not in _STATEFUL:
-                    # The common case inlined: a valid event no sequence rule concerns.
-                    event = _committed(CommittedEvent, (seq, line_offset, session, raw, parsed))
-                    apply(event)
-                    committed.append(event)
-                    count += 1
-                else:
-                    self._event_count = count
-                    self._accept(result, seq, line_offset, raw, parsed, "outbox")
-                    count = self._event_count
-                    ruled = self._gate != "open" or self._blocking_line is not None
-            seq += 1
-        self._line_count, self._event_count = seq, count
-        self._last_raw = lines[-1][1]
+                todo = [i for i, hit in enumerate(cached) if hit is None]
+                done, _ = self._parse_many([raws[i] for i in todo])
+                for index, result_ in zip(todo, done, strict=True):
+                    cached[index] = result_
+                fresh = cached  # type: ignore[assignment]
+                rejected = [i for i, r in enumerate(fresh) if type(r) is not dict]
+            self._commit_lines(result, read, fresh, rejected)  # type: ignore[arg-type]
+        self._last_raw = raws[-1]
         return result
+
+    def _commit_lines(
+        self,
+        result: FeedResult,
+        read: OutboxBatch,
+        parsed: list[EventData | Rejection | None],
+        odd: list[int],
+    ) -> None:
+        """Commit a read's lines in order; `odd` are the lines that are not valid events.
+
+        Runs of valid events that no sequence rule concerns (most of a stream) are
+        committed and folded in at once; the other lines go one by one through the
+        sequence rules (or are reported, when too long or refused).
+        """
+        raws, offsets = read.raws, read.offsets
+        total = len(raws)
+        if odd:
+            types = [p["event_type"] if type(p) is dict else None for p in parsed]
+        else:
+            types = list(map(_EVENT_TYPE, parsed))  # type: ignore[arg-type]
+        special = [
+            i
+            for i in compress(count(), map(_STATEFUL.__contains__, types))
+            # A non-blocking request changes no sequence state: it can join a run.
+            if types[i] is not _ACTION_REQUEST
+            or cast("EventData", parsed[i])["payload"]["blocking"]
+        ]
+        if odd:
+            special = sorted({*odd, *special})
+        special.append(total)
+        seq0, session = self._line_count, self._session
+        committed, apply_run = result.committed, self._projector.apply_run
+        start = 0
+        for stop in special:
+            # [start, stop): valid events of types the rules do not concern.
+            while start < stop and (self._gate != "open" or self._blocking_line is not None):
+                self._accept(
+                    result,
+                    seq0 + start,
+                    offsets[start],
+                    raws[start],
+                    cast("EventData | Rejection", parsed[start]),  # filled in by the caller
+                    "outbox",
+                )
+                start += 1
+            if start < stop:
+                events = list(
+                    map(
+                        _new_tuple,
+                        repeat(CommittedEvent),
+                        zip(
+                            range(seq0 + start, seq0 + stop),
+                            offsets[start:stop],
+                            repeat(session),
+                            raws[start:stop],
+                            parsed[start:stop],
+                        ),
+                    )
+                )
+                apply_run(events, types[start:stop])  # type: ignore[arg-type]
+                committed += events
+                self._event_count += stop - start
+            if stop < total:
+                item = parsed[stop]
+                if item is None:
+                    self._violate(
+                        result,
+                        ViolationCategory.LINE_TOO_LONG,
+                        "outbox",
+                        seq0 + stop,
+                        offsets[stop],
+                        f"line over {self.limits.max_line_bytes} bytes",
+                        raws[stop],
+                    )
+                else:
+                    self._accept(result, seq0 + stop, offsets[stop], raws[stop], item, "outbox")
+            start = stop + 1
+        self._line_count = seq0 + total
 
     def _prime(self, seen: bytes, *, line_start: bool) -> None:
         # `seen` ends at the cursor, a line boundary; its first piece may be a partial line.
@@ -331,8 +429,8 @@ class RunEventEngine:
         if not line_start:
             parts = parts[1:]
         limit = self.limits.max_line_bytes
-        self._merger.commit_lines(
-            [(0, body, False) for part in parts if len(part) <= limit and (body := part.strip())]
+        self._merger.commit(
+            [body for part in parts if len(part) <= limit and (body := part.strip())]
         )
 
     def end_session(self, exit_code: int | None = None) -> FeedResult:

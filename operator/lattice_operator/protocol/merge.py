@@ -20,8 +20,9 @@ indistinguishable on stdout, and the outbox still commits both.
 from __future__ import annotations
 
 import hashlib
-from collections import OrderedDict
 from datetime import datetime
+from itertools import compress, repeat
+from operator import is_not, lshift, or_
 from typing import Any, Literal, NamedTuple
 
 from pydantic import Field
@@ -39,10 +40,14 @@ def line_digest(raw: bytes) -> str:
 
 
 def match_key(raw: bytes) -> bytes:
-    """The in-memory matching key of a line: its bytes, or a digest when long."""
+    """The in-memory matching key of a (stripped) line: its bytes, or a digest when long.
+
+    A digest key ends with a newline, which no stripped line does: a short line can
+    never be taken for the digest of a long one.
+    """
     if len(raw) <= _INLINE_KEY_BYTES:
         return raw
-    return b"\x00" + hashlib.sha256(raw).digest()
+    return b"\x00" + hashlib.sha256(raw).digest() + b"\n"
 
 
 Gate = Literal["open", "waiting", "completed"]
@@ -137,6 +142,10 @@ _LINE_MASK = (1 << _LINE_BITS) - 1
 _Held = int | tuple[int, bytes]
 """(offset << 40 | line), with the raw bytes beside it when the key is a digest."""
 
+# Endless, so one of each can serve every map() (a new repeat() per call costs more).
+_NONE = repeat(None)
+_BITS = repeat(_LINE_BITS)
+
 
 def _held(key: bytes, value: _Held) -> ProvisionalEvent:
     packed, raw = (value, key) if type(value) is int else value  # type: ignore[misc]
@@ -148,17 +157,25 @@ def _held_size(key: bytes, value: _Held) -> int:
 
 
 class StreamMerger:
-    """The provisional table and the memory of recently committed lines."""
+    """The provisional table and the memory of recently committed lines.
+
+    Both are plain dicts used through bulk operations (`update`, `map(dict.pop, ...)`,
+    key-view intersections), so a batch of lines costs a few C loops, not a Python
+    step per line.
+    """
 
     def __init__(self, *, max_provisional: int, max_provisional_bytes: int, window: int):
-        self._pending: OrderedDict[bytes, _Held] = OrderedDict()
+        # Insertion-ordered: the oldest copy is evicted first.
+        self._pending: dict[bytes, _Held] = {}
         self._parsed: dict[bytes, EventData | Rejection] = {}
         self._pending_bytes = 0
         self._max = max_provisional
         self._max_bytes = max_provisional_bytes
-        # Keys of recently committed lines, oldest first: a plain dict trimmed in batches
-        # (between `window` and twice as many entries) is cheaper than a per-line LRU.
+        # Keys of recently committed lines in two generations: when the current one holds
+        # `window` keys it becomes the older one (and the older is dropped), so at least the
+        # last `window` lines are always remembered, at no per-line cost.
         self._recent: dict[bytes, None] = {}
+        self._older: dict[bytes, None] = {}
         self._window = window
         self.evicted = 0
         """Provisional copies dropped to stay under the caps (their fate is unknown)."""
@@ -183,60 +200,125 @@ class StreamMerger:
 
     def offer(self, lines: list[tuple[int, int, bytes, bool]]) -> tuple[int, int]:
         """stdout event lines: hold each new one; return (new copies held, lines too long)."""
-        pending, recent = self._pending, self._recent
-        held = too_long = 0
-        for line, offset, body, is_long in lines:
-            if is_long:
-                too_long += 1
-                continue
-            packed = offset << _LINE_BITS | line
-            value: _Held
-            if len(body) <= _INLINE_KEY_BYTES:
-                key, value = body, packed
-            else:
-                key, value = match_key(body), (packed, body)
-            if key in pending or key in recent:
-                self.duplicates += 1
-                continue
-            pending[key] = value
-            self._pending_bytes += len(body)
-            held += 1
+        kept = [item for item in lines if not item[3]]
+        held = self.hold(
+            [item[0] for item in kept], [item[1] for item in kept], [item[2] for item in kept]
+        )
+        return held, len(lines) - len(kept)
+
+    def hold(self, lines: list[int], offsets: list[int], bodies: list[bytes]) -> int:
+        """stdout event lines within the cap, as columns: hold each new one; return how many.
+
+        A copy already pending, or of a recently committed line, is a duplicate; so is a
+        second copy within the batch (the first one is held).
+        """
+        if not bodies:
+            return 0
+        packed = list(map(or_, map(lshift, offsets, _BITS), lines))
+        keys: list[bytes]
+        values: list[_Held]
+        inline = max(map(len, bodies)) <= _INLINE_KEY_BYTES
+        if inline:
+            keys, values = bodies, packed
+        else:
+            keys = list(map(match_key, bodies))
+            values = [p if k is b else (p, b) for k, b, p in zip(keys, bodies, packed, strict=True)]
+        pending, recent, older = self._pending, self._recent, self._older
+        if (
+            pending.keys().isdisjoint(keys)
+            and recent.keys().isdisjoint(keys)
+            and older.keys().isdisjoint(keys)
+        ):
+            # The common case: all new (stdout ahead of the outbox).
+            size = len(pending)
+            pending.update(zip(keys, values, strict=True))
+            held = len(pending) - size
+            if held < len(keys):
+                # The same line twice in this batch: its first copy's position is kept (the
+                # dict's order), but update() left the last copy's value.
+                first: dict[bytes, _Held] = {}
+                for key, value in zip(keys, values, strict=True):
+                    first.setdefault(key, value)
+                pending.update(first)
+                self.duplicates += len(keys) - held
+                keys, values = list(first), list(first.values())
+            self._pending_bytes += (
+                sum(map(len, keys)) if inline else sum(map(_held_size, keys, values))
+            )
+            if len(pending) > self._max or self._pending_bytes > self._max_bytes:
+                self._evict()
+            return held
+        new = dict(zip(keys, values, strict=True))
+        if len(new) < len(keys):  # the same line twice in this batch: hold the first copy
+            new = {}
+            for key, value in zip(keys, values, strict=True):
+                new.setdefault(key, value)
+        seen: set[bytes] = set()
+        if pending:
+            seen = new.keys() & pending.keys()
+        if recent:
+            seen |= new.keys() & recent.keys()
+        if older:
+            seen |= new.keys() & older.keys()
+        for key in seen:
+            del new[key]
+        self.duplicates += len(keys) - len(new)
+        pending.update(new)
+        if inline:
+            self._pending_bytes += sum(map(len, new))
+        else:
+            self._pending_bytes += sum(map(_held_size, new.keys(), new.values()))
         if len(pending) > self._max or self._pending_bytes > self._max_bytes:
             self._evict()
-        return held, too_long
+        return len(new)
 
     def _evict(self) -> None:
+        # Oldest first, in one pass (a dict has no cheap "pop the first item").
         pending = self._pending
-        while len(pending) > self._max or self._pending_bytes > self._max_bytes:
-            key, value = pending.popitem(last=False)
+        size, total = len(pending), self._pending_bytes
+        doomed: list[bytes] = []
+        for key, value in pending.items():
+            if size <= self._max and total <= self._max_bytes:
+                break
+            doomed.append(key)
+            size -= 1
+            total -= _held_size(key, value)
+        for key in doomed:
+            del pending[key]
             self._parsed.pop(key, None)
-            self._pending_bytes -= _held_size(key, value)
-            self.evicted += 1
+        self._pending_bytes = total
+        self.evicted += len(doomed)
 
-    def commit_lines(
-        self, lines: list[tuple[int, bytes, bool]]
-    ) -> list[EventData | Rejection | None]:
-        """Outbox lines (offset, raw, too_long) were committed: forget their stdout copies.
+    def commit(self, raws: list[bytes]) -> list[EventData | Rejection | None] | None:
+        """Outbox lines (none over the line cap) were committed: forget their stdout copies.
 
-        Returns, per line, the stdout copy's cached validation result, if there was one.
+        Returns, per line, the stdout copy's cached validation result, if there was one;
+        None (rather than a list of Nones) when no stdout copy had been validated.
         """
-        recent, pending, parsed = self._recent, self._pending, self._parsed
-        results: list[EventData | Rejection | None] = []
-        for _, raw, too_long in lines:
-            if too_long:
-                results.append(None)
-                continue
-            key = raw if len(raw) <= _INLINE_KEY_BYTES else match_key(raw)
-            recent[key] = None
-            value = pending.pop(key, None)
-            if value is None:
-                results.append(None)
-            else:
-                self._pending_bytes -= _held_size(key, value)
-                results.append(parsed.pop(key, None) if parsed else None)
-        if len(recent) > 2 * self._window:
-            self._recent = dict.fromkeys(list(recent)[-self._window :])
-        return results
+        if not raws:
+            return None
+        inline = max(map(len, raws)) <= _INLINE_KEY_BYTES
+        keys = raws if inline else list(map(match_key, raws))
+        recent = self._recent
+        recent.update(dict.fromkeys(keys))
+        if len(recent) >= self._window:
+            if len(recent) > 2 * self._window:  # one huge read: keep only its last lines
+                recent = dict.fromkeys(list(recent)[-self._window :])
+            self._older, self._recent = recent, {}
+        pending = self._pending
+        if not pending:
+            return None
+        parsed = self._parsed
+        # Cached results exist only for pending keys: take them before the copies go.
+        cached = list(map(parsed.pop, keys, _NONE)) if parsed else None
+        values = list(map(pending.pop, keys, _NONE))
+        hits = map(is_not, values, _NONE)
+        if inline:
+            self._pending_bytes -= sum(map(len, compress(keys, hits)))
+        else:
+            held = [value for value in values if value is not None]
+            self._pending_bytes -= sum(map(_held_size, compress(keys, hits), held))
+        return cached
 
     def drain(self) -> list[ProvisionalEvent]:
         """Take every provisional event out (end of session), oldest first."""

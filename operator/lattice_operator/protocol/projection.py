@@ -14,7 +14,10 @@ Two ways in, one implementation:
 - `Projector` is the same reducer holding its state between events, which
   the engine uses so that a million events cost a million cheap updates and
   one snapshot, not a million model copies. `Projector(status)` continues
-  from any earlier snapshot exactly as `reduce` would.
+  from any earlier snapshot exactly as `reduce` would. `apply_run` folds a
+  run of events at once: the INFO events (most of a stream) only change the
+  counts, the recent ring and the progress, which are computed for the run
+  inside C loops; the other events go through `apply`'s handlers, in order.
 
 A `PHASE_FINISHED` with `success: false` is a failed phase. Action requests
 are recorded as Pending; the operator resolves them later with
@@ -27,6 +30,8 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from datetime import datetime
+from itertools import compress, repeat
+from operator import is_, is_not, itemgetter, methodcaller
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints
@@ -350,6 +355,87 @@ def _summary(event: CommittedEvent) -> str:
     return clip(text, SUMMARY_CHARS)
 
 
+_DATA = itemgetter(4)  # CommittedEvent.data, without the named field's descriptor
+_PAYLOAD = itemgetter("payload")
+_KIND = methodcaller("get", "kind")
+
+
+def _artifact_status(committed: CommittedEvent) -> ArtifactStatus:
+    p = committed.data["payload"]
+    ref, url = p.get("ref"), p.get("url")
+    return ArtifactStatus(
+        line=committed.line,
+        session=committed.session,
+        kind=clip(p["kind"], NAME_CHARS),
+        ref=None if ref is None else clip(ref, MESSAGE_CHARS),
+        url=None if url is None else clip(url, 1024),
+        at=committed.data["timestamp"],
+    )
+
+
+def _request_status(committed: CommittedEvent) -> ActionRequestStatus:
+    payload = committed.data["payload"]
+    params = payload.get("parameters") or {}
+    kept = _small_map(params, MAX_PARAMETERS_BYTES)
+    return ActionRequestStatus(
+        request_id=f"req-{committed.line}",
+        line=committed.line,
+        offset=committed.offset if committed.offset >= 0 else None,
+        digest=committed.digest,
+        session=committed.session,
+        action=payload["action"],
+        blocking=payload["blocking"],
+        parameters=kept,
+        parameters_omitted=kept is None and bool(params),
+        requested_at=committed.data["timestamp"],
+    )
+
+
+def _request_state(request: ActionRequestStatus | CommittedEvent) -> RequestState:
+    return request.state if isinstance(request, ActionRequestStatus) else "Pending"
+
+
+def _request_blocking(request: ActionRequestStatus | CommittedEvent) -> bool:
+    if isinstance(request, ActionRequestStatus):
+        return request.blocking
+    blocking: bool = request.data["payload"]["blocking"]
+    return blocking
+
+
+class _Phase:
+    """A phase while the projector runs: a plain record, a `PhaseStatus` at snapshot time."""
+
+    __slots__ = ("finished_at", "name", "session", "started_at", "starts", "state", "success")
+
+    def __init__(self, name: str, session: int) -> None:
+        self.name = name
+        self.state: PhaseState = "Running"
+        self.success: bool | None = None
+        self.started_at: datetime | None = None
+        self.finished_at: datetime | None = None
+        self.starts = 0
+        self.session = session
+
+    @classmethod
+    def of(cls, status: PhaseStatus) -> _Phase:
+        record = cls(status.name, status.session)
+        record.state, record.success = status.state, status.success
+        record.started_at, record.finished_at = status.started_at, status.finished_at
+        record.starts = status.starts
+        return record
+
+    def status(self) -> PhaseStatus:
+        return PhaseStatus(
+            name=self.name,
+            state=self.state,
+            success=self.success,
+            started_at=self.started_at,
+            finished_at=self.finished_at,
+            starts=self.starts,
+            session=self.session,
+        )
+
+
 class Projector:
     """The reducer with its state kept between events (see the module docstring)."""
 
@@ -365,16 +451,21 @@ class Projector:
         self._first_at = s.first_event_at
         self._last_at = s.last_event_at
         self._current_phase = s.current_phase
-        self._phases: dict[str, PhaseStatus] = {p.name: p for p in s.phases}
+        self._phases: dict[str, _Phase] = {p.name: _Phase.of(p) for p in s.phases}
         self._phases_dropped = s.phases_dropped
         # Progress is the hot path (most events are INFO): remember the last report and the
         # last usable percent; the model is built at snapshot time.
         self._progress_restored = s.progress
         self._progress_event: tuple[dict[str, Any], datetime, int] | None = None
         self._percent: float | None = None if s.progress is None else s.progress.percent
-        self._artifacts: deque[ArtifactStatus] = deque(s.artifacts, maxlen=MAX_ARTIFACTS)
+        # Like `_recent`: committed events are rendered only if still here at snapshot time.
+        self._artifacts: deque[ArtifactStatus | CommittedEvent] = deque(
+            s.artifacts, maxlen=MAX_ARTIFACTS
+        )
         self._artifact_count = s.artifact_count
-        self._requests: OrderedDict[str, ActionRequestStatus] = OrderedDict(
+        # A request is kept as its committed event until a snapshot or a resolution needs
+        # the model (most are never resolved before the next status write).
+        self._requests: OrderedDict[str, ActionRequestStatus | CommittedEvent] = OrderedDict(
             (r.request_id, r) for r in s.action_requests
         )
         self._request_count = s.action_request_count
@@ -426,11 +517,53 @@ class Projector:
             return
         self._handlers[event_type](committed)
 
+    def apply_run(self, events: list[CommittedEvent], types: list[EventType]) -> None:
+        """Fold consecutive events in, as `apply` on each in order would; `types` are theirs."""
+        total = len(events)
+        if not total:
+            return
+        counts = self._counts
+        self._event_count += total
+        self._recent.extend(events[-MAX_RECENT:])
+        if self._first_at is None:
+            self._first_at = events[0].data["timestamp"]
+        self._last_at = events[-1].data["timestamp"]
+        infos = types.count(_INFO)
+        if infos:
+            counts[_INFO] += infos
+            if infos < total:
+                events_info = list(compress(events, map(is_, types, repeat(_INFO))))
+            else:
+                events_info = events
+            self._progress_run(events_info)
+        if infos < total:
+            handlers = self._handlers
+            others = compress(zip(events, types, strict=True), map(is_not, types, repeat(_INFO)))
+            for committed, event_type in others:
+                counts[event_type] += 1
+                handlers[event_type](committed)
+
+    def _progress_run(self, infos: list[CommittedEvent]) -> None:
+        # Only the last progress report and the last usable percent survive a run.
+        payloads = list(map(_PAYLOAD, map(_DATA, infos)))
+        kinds = list(map(_KIND, payloads))
+        if "progress" not in kinds:
+            return
+        last = len(kinds) - 1 - kinds[::-1].index("progress")
+        committed = infos[last]
+        self._progress_event = (payloads[last], committed.data["timestamp"], committed.line)
+        for index in range(last, -1, -1):
+            if kinds[index] == "progress":
+                percent: Any = (payloads[index].get("metadata") or _EMPTY).get("percent")
+                if type(percent) in _NUMBERS and 0 <= percent <= 100:
+                    self._percent = percent
+                    return
+
     def _phase_started(self, committed: CommittedEvent) -> None:
         name = clip(committed.data["payload"]["phase"], NAME_CHARS)
         record = self._phases.pop(name, None)
         if record is None:
-            record = PhaseStatus(name=name, state="Running", starts=0, session=self.session)
+            record = _Phase(name, self.session)
         record.state, record.success = "Running", None
         record.started_at, record.finished_at = committed.data["timestamp"], None
         record.starts += 1
@@ -444,7 +577,7 @@ class Projector:
         name = clip(payload["phase"], NAME_CHARS)
         record = self._phases.get(name)
         if record is None:
-            record = PhaseStatus(name=name, state="Running", starts=0, session=self.session)
+            record = _Phase(name, self.session)
             self._phases[name] = record
         success = payload["success"] is True
         record.success = success
@@ -463,48 +596,35 @@ class Projector:
             self._phases_dropped += 1
 
     def _action_request(self, committed: CommittedEvent) -> None:
-        payload = committed.data["payload"]
-        params = payload.get("parameters") or {}
-        kept = _small_map(params, MAX_PARAMETERS_BYTES)
-        request = ActionRequestStatus(
-            request_id=f"req-{committed.line}",
-            line=committed.line,
-            offset=committed.offset if committed.offset >= 0 else None,
-            digest=committed.digest,
-            session=committed.session,
-            action=payload["action"],
-            blocking=payload["blocking"],
-            parameters=kept,
-            parameters_omitted=kept is None and bool(params),
-            requested_at=committed.data["timestamp"],
-        )
-        self._requests[request.request_id] = request
+        requests = self._requests
+        requests[f"req-{committed.line}"] = committed
         self._request_count += 1
-        while len(self._requests) > MAX_ACTION_REQUESTS:
-            resolved = next((k for k, r in self._requests.items() if r.state != "Pending"), None)
-            del self._requests[resolved if resolved is not None else next(iter(self._requests))]
+        while len(requests) > MAX_ACTION_REQUESTS:
+            resolved = next(
+                (k for k, r in requests.items() if _request_state(r) != "Pending"), None
+            )
+            del requests[resolved if resolved is not None else next(iter(requests))]
+
+    def _request(self, request_id: str) -> ActionRequestStatus | None:
+        """The request as its model (built once, then kept), or None."""
+        request = self._requests.get(request_id)
+        if request is None or isinstance(request, ActionRequestStatus):
+            return request
+        model = self._requests[request_id] = _request_status(request)
+        return model
 
     def _artifact(self, committed: CommittedEvent) -> None:
-        p = committed.data["payload"]
-        ref, url = p.get("ref"), p.get("url")
-        self._artifacts.append(
-            ArtifactStatus(
-                line=committed.line,
-                session=committed.session,
-                kind=clip(p["kind"], NAME_CHARS),
-                ref=None if ref is None else clip(ref, MESSAGE_CHARS),
-                url=None if url is None else clip(url, 1024),
-                at=committed.data["timestamp"],
-            )
-        )
+        self._artifacts.append(committed)
         self._artifact_count += 1
 
     def _waiting_event(self, committed: CommittedEvent) -> None:
         p = committed.data["payload"]
         blocking = [
-            r.request_id
-            for r in self._requests.values()
-            if r.blocking and r.state == "Pending" and r.session == committed.session
+            request_id
+            for request_id, r in self._requests.items()
+            if _request_blocking(r)
+            and _request_state(r) == "Pending"
+            and r.session == committed.session
         ]
         self._waiting = WaitingStatus(
             line=committed.line,
@@ -589,7 +709,7 @@ class Projector:
         message: str | None = None,
     ) -> None:
         """Mark a request Answered (or Refused); repeating the same outcome is a no-op."""
-        request = self._requests.get(request_id)
+        request = self._request(request_id)
         if request is None:
             raise UnknownActionRequestError(f"no action request {request_id!r} in the status")
         state: RequestState = "Answered" if answered else "Refused"
@@ -633,12 +753,15 @@ class Projector:
             first_event_at=self._first_at,
             last_event_at=self._last_at,
             current_phase=self._current_phase,
-            phases=[p.model_copy() for p in self._phases.values()],
+            phases=[p.status() for p in self._phases.values()],
             phases_dropped=self._phases_dropped,
             progress=progress,
-            artifacts=list(self._artifacts),
+            artifacts=[
+                item if isinstance(item, ArtifactStatus) else _artifact_status(item)
+                for item in self._artifacts
+            ],
             artifact_count=self._artifact_count,
-            action_requests=[r.model_copy() for r in self._requests.values()],
+            action_requests=[self._request(k).model_copy() for k in list(self._requests)],  # type: ignore[union-attr]
             action_request_count=self._request_count,
             waiting=self._waiting,
             completion=self._completion,

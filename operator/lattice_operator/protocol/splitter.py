@@ -12,18 +12,18 @@ newline, so a hostile stream cannot grow memory.
 from __future__ import annotations
 
 from collections import deque
+from io import BytesIO as _BytesIO
+from itertools import accumulate, compress, count, repeat
+from operator import is_, is_not
 
 from lattice_operator.protocol._text import clip
 from lattice_operator.protocol.models import LINE_PREFIX
 
 _PREFIX_LEN = len(LINE_PREFIX)
-_NL_PREFIX = b"\n" + LINE_PREFIX
-
-
-def _after(found: int) -> int:
-    """The position after a `find` hit, or -1 for none."""
-    return found + 1 if found >= 0 else -1
-
+_removeprefix = bytes.removeprefix
+_strip = bytes.strip
+_NEWLINE = ord("\n")
+_PREFIXES = repeat(LINE_PREFIX)  # endless, so one can serve every map()
 
 EventLine = tuple[int, int, bytes, bool]
 """A `LATTICE_EVENT ` line from stdout: (line, offset, body, too_long).
@@ -33,6 +33,9 @@ offset of its start; `body` is the JSON after the prefix with surrounding
 whitespace removed (only its start when `too_long`: the line was over the cap
 and was not read to its end). A plain tuple: it is built for every event.
 """
+
+EventColumns = tuple[list[int], list[int], list[bytes], list[EventLine]]
+"""`StdoutSplitter.feed_columns`'s result: (lines, offsets, bodies, slow)."""
 
 
 class StdoutSplitter:
@@ -59,21 +62,68 @@ class StdoutSplitter:
 
     def feed(self, data: bytes) -> list[EventLine]:
         """Consume one frame; return the event lines it completed, in order."""
-        out: list[EventLine] = []
+        lines, offsets, bodies, slow = self.feed_columns(data)
+        if slow:
+            return slow
+        return list(zip(lines, offsets, bodies, repeat(False)))
+
+    def feed_columns(self, data: bytes) -> EventColumns:
+        """Consume one frame; return the event lines it completed, as columns.
+
+        (lines, offsets, bodies, slow): the event lines' numbers, offsets and bodies
+        as in `EventLine`. When the buffer was longer than the line cap (so a line
+        may be over it), the frame is split line by line instead and every event
+        line comes as an `EventLine` in `slow`, in order, with empty columns.
+        """
+        if type(data) is not bytes:
+            data = bytes(data)
         if self._skipping:
             newline = data.find(b"\n")
             if newline < 0:
                 self._offset += len(data)
-                return out
+                return [], [], [], []
             self._skipping = False
             self._offset += newline + 1
             self._line += 1
             data = data[newline + 1 :]
         buffer = self._carry + data if self._carry else data
-        if len(buffer) <= self._max:
-            # No line in the buffer can be over the cap: find event lines with the regex
-            # engine instead of looking at every line in Python.
-            return self._feed_short(buffer, out)
+        if len(buffer) > self._max:  # a line in it may be over the cap: line by line
+            return [], [], [], self._feed_long(buffer)
+        # Columns built by C loops over the frame's lines (readlines, map, compress): no
+        # Python-level step per line. `readlines` finds newlines with memchr (`split` looks
+        # at every byte) and keeps them, so each line's length already counts its newline.
+        lines = _BytesIO(buffer).readlines()
+        if not lines:
+            return [], [], [], []
+        if buffer[-1] == _NEWLINE:
+            carry = b""
+        else:
+            carry = lines.pop()
+            if not lines:
+                self._carry = carry
+                return [], [], [], []
+        self._carry = carry
+        line, offset = self._line, self._offset
+        self._line = line + len(lines)
+        self._offset = offset + len(buffer) - len(carry)
+        # removeprefix returns the line itself when it is not an event line.
+        cut = list(map(_removeprefix, lines, _PREFIXES))
+        is_event = list(map(is_not, cut, lines))
+        events = is_event.count(True)
+        if events < len(lines):
+            # Ordinary output, as one segment of its lines: only a bounded tail is kept.
+            self._keep_log(b"".join(compress(lines, map(is_, cut, lines)))[:-1])
+            if not events:
+                return [], [], [], []
+        return (
+            list(compress(count(line), is_event)),
+            list(compress(accumulate(map(len, lines), initial=offset), is_event)),
+            list(map(_strip, compress(cut, is_event))),  # strip() also removes the newline
+            [],
+        )
+
+    def _feed_long(self, buffer: bytes) -> list[EventLine]:
+        out: list[EventLine] = []
         parts = buffer.split(b"\n")
         carry = parts.pop()
         line, offset, limit = self._line, self._offset, self._max
@@ -97,38 +147,10 @@ class StdoutSplitter:
             self._carry = carry
         return out
 
-    def _feed_short(self, buffer: bytes, out: list[EventLine]) -> list[EventLine]:
-        end = buffer.rfind(b"\n") + 1  # the complete lines are buffer[:end]
-        if not end:
-            self._carry = buffer
-            return out
-        line, offset, last = self._line, self._offset, 0
-        logs: list[bytes] = []
-        # Jump from event line to event line with bytes.find (fast); ordinary output in
-        # between is kept as whole segments, never looked at line by line here.
-        start = 0 if buffer.startswith(LINE_PREFIX) else _after(buffer.find(_NL_PREFIX, 0, end))
-        while start >= 0:
-            if start > last:
-                logs.append(buffer[last : start - 1])
-            eol = buffer.find(b"\n", start, end)
-            line += buffer.count(b"\n", last, start)
-            out.append((line, offset + start, buffer[start + _PREFIX_LEN : eol].strip(), False))
-            line += 1
-            last = eol + 1
-            start = _after(buffer.find(_NL_PREFIX, eol, end))
-        if last < end:
-            logs.append(buffer[last : end - 1])
-        if logs:
-            self._keep_log(b"\n".join(logs))
-        self._line += buffer.count(b"\n", 0, end)
-        self._offset += end
-        self._carry = buffer[end:]
-        return out
-
     def _keep_log(self, segment: bytes) -> None:
         """Ordinary output: keep the most recent bytes of it, a few lines' worth."""
-        if not self._log_cap:
-            return
+        if not self._log_cap or not segment:
+            return  # (an empty segment adds nothing to the tail, but would take a slot)
         segment = segment[-self._log_cap :]
         self._log.append(segment)
         self._log_bytes += len(segment)
@@ -170,4 +192,4 @@ class StdoutSplitter:
             self._keep_log(part[: self._log_chars * 4])
 
 
-__all__ = ["EventLine", "StdoutSplitter"]
+__all__ = ["EventColumns", "EventLine", "StdoutSplitter"]
