@@ -79,13 +79,17 @@ class Stack:
         found: dict[str, Any] = wait_for(ready, timeout=timeout, what=f"Sprite {name} Ready")
         return found
 
-    def crash_and_restart(self) -> OperatorProcess:
-        """Kill the operator (no graceful shutdown) and start a new one with the same arguments."""
-        self.operator.kill()
+    def start(self) -> OperatorProcess:
+        """Start a new operator with the same arguments (after `operator.stop()` or a crash)."""
         self.operator = spawn_operator(
             self.cluster.kubeconfig, self.log_dir, *self.args, env=self.env
         )
         return self.operator
+
+    def crash_and_restart(self) -> OperatorProcess:
+        """Kill the operator (no graceful shutdown) and start a new one with the same arguments."""
+        self.operator.kill()
+        return self.start()
 
 
 def write_config(path: Path, metrics_port: int, **overrides: Any) -> Path:

@@ -6,6 +6,7 @@ import logging
 import os
 import socket
 import tempfile
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from lattice_adapters.instrumented import instrumented
 from lattice_adapters.kube import KubeApiError, KubeClient, KubeConfig, resource_path
 from lattice_adapters.kube_events import ReceiptEvents
 from lattice_adapters.sprites import SpritesAdapter, load_credentials
+from lattice_operator.admission_config import webhook_configurations
 from lattice_operator.handlers._context import OperatorContext, context_of
 from lattice_operator.metrics import REGISTRY
 from lattice_operator.policy import compile_policy
@@ -43,8 +45,12 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
 
     if ours.default_policy is not None:
         ctx.default_policy = compile_policy("cluster-default", ours.default_policy)
-    settings.admission.server = _webhook_server(ours.webhook)
-    settings.admission.managed = ours.webhook.managed
+    server: kopf.WebhookServerProtocol = _webhook_server(ours.webhook)
+    if ours.webhook.managed:
+        server = _RegisteringServer(server, ctx, ours.webhook.managed)
+    settings.admission.server = server
+    # We register the configurations ourselves (see lattice_operator.admission_config).
+    settings.admission.managed = None
 
     ctx.kube = KubeClient(KubeConfig.load())
     await ctx.kube.__aenter__()
@@ -75,6 +81,33 @@ async def close(memo: kopf.Memo, **_: Any) -> None:
         await ctx.backend.aclose()
     if ctx.kube is not None:
         await ctx.kube.close()
+
+
+class _RegisteringServer:
+    """kopf's webhook server that registers our webhook configurations once its address is
+    known (and again if it changes). They are left in place on shutdown: fail closed."""
+
+    def __init__(self, inner: kopf.WebhookServerProtocol, ctx: OperatorContext, name: str) -> None:
+        self._inner, self._ctx, self._name = inner, ctx, name
+
+    async def __call__(self, fn: kopf.WebhookFn) -> AsyncIterator[kopf.WebhookClientConfig]:
+        async for client_config in self._inner(fn):
+            await register_webhooks(self._ctx.require_kube(), self._name, dict(client_config))
+            yield client_config
+
+
+async def register_webhooks(kube: KubeClient, name: str, client_config: dict[str, Any]) -> None:
+    """Create or update both configurations; failing here stops the operator (no unchecked
+    approvals)."""
+    for plural, body in webhook_configurations(name, client_config).items():
+        collection = resource_path("admissionregistration.k8s.io", "v1", plural)
+        try:
+            await kube.create(collection, body)
+        except KubeApiError as exc:
+            if exc.status != 409:
+                raise
+            await kube.merge_patch(f"{collection}/{name}", {"webhooks": body["webhooks"]})
+        log.info("registered %s %s", plural, name)
 
 
 def _webhook_server(webhook: WebhookSettings) -> kopf.WebhookServer:

@@ -8,6 +8,7 @@ from typing import Any
 import kopf
 
 from lattice_adapters.kube import resource_path
+from lattice_operator.admission_config import APPROVAL_HANDLER, POLICY_HANDLER
 from lattice_operator.api.v1alpha1.intentpolicy import IntentPolicySpec
 from lattice_operator.handlers._context import context_of
 from lattice_operator.metrics import APPROVALS
@@ -25,7 +26,9 @@ from lattice_operator.reconcilers.approvals import (
 )
 
 
-@kopf.on.mutate("lattice.dev", "v1alpha1", "intents", operations=["CREATE", "UPDATE"])
+@kopf.on.mutate(
+    "lattice.dev", "v1alpha1", "intents", operations=["CREATE", "UPDATE"], id=APPROVAL_HANDLER
+)
 async def stamp_approval(
     body: kopf.Body, userinfo: kopf.UserInfo, patch: kopf.Patch, memo: kopf.Memo, **kwargs: Any
 ) -> None:
@@ -61,7 +64,9 @@ async def stamp_approval(
     patch.metadata.annotations[REQUEST] = None
 
 
-@kopf.on.validate("lattice.dev", "v1alpha1", "intentpolicies", operations=["CREATE", "UPDATE"])
+@kopf.on.validate(
+    "lattice.dev", "v1alpha1", "intentpolicies", operations=["CREATE", "UPDATE"], id=POLICY_HANDLER
+)
 async def check_policy(body: kopf.Body, **_: Any) -> None:
     try:
         spec = IntentPolicySpec.model_validate(dict(body.get("spec") or {}))

@@ -1,0 +1,112 @@
+"""The admission webhook configurations the operator registers for itself.
+
+Two promises shape them:
+
+- **Fail closed for approvals.** A write that touches an approval annotation is
+  refused unless the operator's webhook checked it, also while no operator is
+  running: the configurations stay in place when the operator stops, with
+  `failurePolicy: Fail`. (kopf's own managed mode removes the webhooks on a graceful
+  shutdown, which would let anyone who can edit an Intent write approval records
+  in another person's name while the operator is down.)
+- **Only approval writes depend on the operator.** A `matchConditions` expression
+  sends the API server to the webhook only when an Intent carries, or carried, an
+  approval annotation; creating, editing and cancelling Intents needs no running
+  operator and costs no webhook round trip. Everything else about an Intent is
+  checked by the CRD's schema and CEL rules.
+
+IntentPolicy writes always go through the webhook (rules are compiled there), so
+policies cannot be changed while no operator runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from copy import deepcopy
+from typing import Any
+from urllib.parse import quote
+
+from lattice_operator.reconcilers.approvals import RECORDS, REQUEST
+
+APPROVAL_HANDLER = "stamp-approval"
+"""kopf handler id (and URL path) of the Intent approval webhook."""
+POLICY_HANDLER = "check-policy"
+"""kopf handler id (and URL path) of the IntentPolicy rule check."""
+
+MUTATING = "mutatingwebhookconfigurations"
+VALIDATING = "validatingwebhookconfigurations"
+
+# CEL over the AdmissionRequest. `oldObject` exists only for UPDATE; `&&` stops before
+# touching it on CREATE.
+APPROVAL_MATCH = (
+    "(has(object.metadata.annotations) && "
+    f"('{REQUEST}' in object.metadata.annotations || "
+    f"'{RECORDS}' in object.metadata.annotations)) || "
+    "(request.operation == 'UPDATE' && has(oldObject.metadata.annotations) && "
+    f"'{RECORDS}' in oldObject.metadata.annotations)"
+)
+
+
+def _client_config(base: Mapping[str, Any], handler: str) -> dict[str, Any]:
+    """The server's client config with the handler's path appended (kopf routes by path)."""
+    config = deepcopy(dict(base))
+    if config.get("url") is not None:
+        config["url"] = f"{str(config['url']).rstrip('/')}/{quote(handler)}"
+    if config.get("service") is not None:
+        service = config["service"]
+        service["path"] = f"{service.get('path', '').rstrip('/')}/{quote(handler)}"
+    return config
+
+
+def _webhook(
+    name: str, handler: str, plural: str, base: Mapping[str, Any], **extra: Any
+) -> dict[str, Any]:
+    return {
+        "name": f"{handler}.{name}",
+        "clientConfig": _client_config(base, handler),
+        "rules": [
+            {
+                "apiGroups": ["lattice.dev"],
+                "apiVersions": ["v1alpha1"],
+                "resources": [plural],
+                "operations": ["CREATE", "UPDATE"],
+                "scope": "Namespaced",
+            }
+        ],
+        "failurePolicy": "Fail",
+        "matchPolicy": "Equivalent",
+        "sideEffects": "None",
+        "timeoutSeconds": 10,
+        "admissionReviewVersions": ["v1"],
+        **extra,
+    }
+
+
+def webhook_configurations(name: str, client_config: Mapping[str, Any]) -> dict[str, Any]:
+    """The Mutating and Validating configuration objects, keyed by their plural.
+
+    `client_config` is what the webhook server reports (`url` or `service`, `caBundle`).
+    """
+    meta = {"name": name, "labels": {"app.kubernetes.io/managed-by": "lattice-operator"}}
+    approval = _webhook(
+        name,
+        APPROVAL_HANDLER,
+        "intents",
+        client_config,
+        reinvocationPolicy="Never",
+        matchConditions=[{"name": "approval-annotations", "expression": APPROVAL_MATCH}],
+    )
+    policy = _webhook(name, POLICY_HANDLER, "intentpolicies", client_config)
+    return {
+        MUTATING: {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": meta,
+            "webhooks": [approval],
+        },
+        VALIDATING: {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": deepcopy(meta),
+            "webhooks": [policy],
+        },
+    }

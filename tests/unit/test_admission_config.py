@@ -1,0 +1,89 @@
+"""The webhook configurations the operator registers: paths, fail-closed, and which writes
+reach the approval webhook (the matchConditions expression, evaluated with CEL here)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import celpy
+import pytest
+from celpy.adapter import json_to_cel
+
+from lattice_operator.admission_config import (
+    APPROVAL_HANDLER,
+    APPROVAL_MATCH,
+    MUTATING,
+    POLICY_HANDLER,
+    VALIDATING,
+    webhook_configurations,
+)
+
+CLIENT = {"url": "https://127.0.0.1:9443", "caBundle": "Q0E="}
+
+
+def test_each_webhook_points_at_its_handler_and_fails_closed() -> None:
+    configs = webhook_configurations("lattice.dev", CLIENT)
+    (approval,) = configs[MUTATING]["webhooks"]
+    (policy,) = configs[VALIDATING]["webhooks"]
+    assert approval["clientConfig"] == {
+        "url": f"https://127.0.0.1:9443/{APPROVAL_HANDLER}",
+        "caBundle": "Q0E=",
+    }
+    assert policy["clientConfig"]["url"] == f"https://127.0.0.1:9443/{POLICY_HANDLER}"
+    assert approval["rules"][0]["resources"] == ["intents"]
+    assert policy["rules"][0]["resources"] == ["intentpolicies"]
+    assert {approval["failurePolicy"], policy["failurePolicy"]} == {"Fail"}
+    assert approval["matchConditions"][0]["expression"] == APPROVAL_MATCH
+    assert "matchConditions" not in policy  # every policy write is checked
+    assert CLIENT == {"url": "https://127.0.0.1:9443", "caBundle": "Q0E="}  # not mutated
+
+
+def test_a_service_reference_gets_the_handler_path() -> None:
+    configs = webhook_configurations(
+        "x", {"service": {"name": "op", "namespace": "lattice-system", "path": "/hooks/"}}
+    )
+    service = configs[MUTATING]["webhooks"][0]["clientConfig"]["service"]
+    assert service == {"name": "op", "namespace": "lattice-system", "path": "/hooks/stamp-approval"}
+
+
+def _sends(operation: str, new: dict[str, str] | None, old: dict[str, str] | None) -> bool:
+    def obj(annotations: dict[str, str] | None) -> dict[str, Any]:
+        meta: dict[str, Any] = {"name": "i"}
+        if annotations is not None:
+            meta["annotations"] = annotations
+        return {"metadata": meta}
+
+    env = celpy.Environment()
+    program = env.program(env.compile(APPROVAL_MATCH))
+    activation = {
+        "object": json_to_cel(obj(new)),
+        "oldObject": json_to_cel(obj(old) if operation == "UPDATE" else None),
+        "request": json_to_cel({"operation": operation}),
+    }
+    return bool(program.evaluate(activation))
+
+
+REQUEST = {"approval.lattice.dev/request": "{}"}
+RECORDS = {"approval.lattice.dev/records": "[]"}
+OTHER = {"note": "x"}
+
+
+@pytest.mark.parametrize(
+    ("operation", "new", "old", "sent"),
+    [
+        ("CREATE", None, None, False),
+        ("CREATE", OTHER, None, False),
+        ("CREATE", REQUEST, None, True),
+        ("CREATE", RECORDS, None, True),  # a forged record at creation
+        ("UPDATE", OTHER, None, False),
+        ("UPDATE", OTHER, OTHER, False),
+        ("UPDATE", REQUEST, None, True),
+        ("UPDATE", {**RECORDS, **OTHER}, RECORDS, True),  # any edit of an approved Intent
+        ("UPDATE", None, RECORDS, True),  # records removed
+        ("UPDATE", OTHER, RECORDS, True),
+    ],
+)
+def test_only_writes_touching_approvals_reach_the_webhook(
+    operation: str, new: dict[str, str] | None, old: dict[str, str] | None, sent: bool
+) -> None:
+    assert _sends(operation, new, old) is sent
