@@ -6,11 +6,18 @@ process's metrics that `test_intents.test_intent_metrics` reads.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from tests.e2e.test_intents import APPROVER_ROLE, EDITOR_ROLE, _as, _bind, _intent, _request, _setup
+from tests.e2e.test_intents import (
+    APPROVER_ROLE,
+    EDITOR_ROLE,
+    _as,
+    _bind,
+    _forge_approval,
+    _intent,
+    _request,
+    _setup,
+)
 from tests.support.stack import Stack
 
 pytestmark = pytest.mark.e2e
@@ -36,19 +43,7 @@ def test_without_an_operator_intents_are_written_but_approvals_fail_closed(
         assert refused.returncode != 0
         assert "failed calling webhook" in refused.stderr, refused.stderr
         # ... and above all a forged record.
-        forged = json.dumps(
-            [{"user": "alice", "decision": "approve", "reason": "", "time": "2026-01-01T00:00:00Z"}]
-        )
-        forgery = _as(
-            stack,
-            "mallory",
-            "annotate",
-            "intent",
-            "offline",
-            "-n",
-            namespace,
-            f"approval.lattice.dev/records={forged}",
-        )
+        forgery = _forge_approval(stack, namespace, "offline", forger="mallory", name="alice")
         assert forgery.returncode != 0
         annotations = stack.get(namespace, "intents", "offline")["metadata"].get("annotations")
         assert not any(key.startswith("approval.lattice.dev/") for key in annotations or {})

@@ -105,6 +105,15 @@ def _as(stack: Stack, user: str, *args: str) -> subprocess.CompletedProcess[str]
     return stack.cluster.kubectl("--as", user, *args, check=False)
 
 
+def _forge_approval(
+    stack: Stack, namespace: str, intent: str, *, forger: str, name: str
+) -> subprocess.CompletedProcess[str]:
+    """`forger` writes an approval record in `name`'s name straight into the annotation."""
+    record = {"user": name, "decision": "approve", "reason": "", "time": "2026-01-01T00:00:00Z"}
+    annotation = f"approval.lattice.dev/records={json.dumps([record])}"
+    return _as(stack, forger, "annotate", "intent", intent, "-n", namespace, annotation)
+
+
 def _request(decision: str, reason: str = "") -> str:
     return "approval.lattice.dev/request=" + json.dumps({"decision": decision, "reason": reason})
 
@@ -150,19 +159,7 @@ def test_approval_by_an_authorised_user_lets_it_run(stack: Stack, namespace: str
     assert refused.returncode != 0
     assert "mallory may not approve or reject intents" in refused.stderr
     # ... nor write an approval record in someone else's name.
-    forged = json.dumps(
-        [{"user": "alice", "decision": "approve", "reason": "", "time": "2026-01-01T00:00:00Z"}]
-    )
-    forgery = _as(
-        stack,
-        "mallory",
-        "annotate",
-        "intent",
-        "gated",
-        "-n",
-        namespace,
-        f"approval.lattice.dev/records={forged}",
-    )
+    forgery = _forge_approval(stack, namespace, "gated", forger="mallory", name="alice")
     assert forgery.returncode != 0
     assert "written only by the operator's admission webhook" in forgery.stderr
     assert stack.get(namespace, "intents", "gated")["status"]["phase"] == "AwaitingApproval"
