@@ -146,6 +146,9 @@ class RunEventEngine:
         self._event_count = c.event_count
         self._last_digest = c.last_digest
         self._last_raw: bytes | None = None
+        # A restored engine checks, on its first read that includes the bytes before the
+        # cursor, that the outbox still ends there with the line the cursor recorded.
+        self._verify = cursor is not None and c.last_digest is not None and c.outbox_offset > 0
         self._skipping = c.skipping
         self._gate = c.gate
         self._checkpoint_id = c.checkpoint_id
@@ -264,9 +267,19 @@ class RunEventEngine:
 
     # -- input --------------------------------------------------------------------------------
 
-    def feed_stdout(self, data: bytes) -> FeedResult:
-        """One stdout frame, cut anywhere."""
+    def feed_stdout(self, data: bytes, *, replay: bool = False) -> FeedResult:
+        """One stdout frame, cut anywhere.
+
+        `replay` marks scrollback replayed on attach: output from before this attachment,
+        whose events the outbox has (or will have) already. Its lines are only used to
+        find where lines start; none is held as a provisional copy or committed, so a
+        replay longer than what the merger remembers cannot be mistaken for stdout-only
+        events.
+        """
         result = _feed_result()
+        if replay:
+            self._splitter.feed(data)
+            return result
         if self.canonical == "outbox":
             lines, offsets, bodies, slow = self._splitter.feed_columns(data)
             if bodies:
@@ -299,9 +312,14 @@ class RunEventEngine:
             offset = expected
         if offset > expected:
             raise OutboxGapError(expected, offset)
+        result = _feed_result()
         if offset < expected:
-            self._prime(data[: expected - offset], line_start=offset == 0)
+            seen = data[: expected - offset]
+            if self._verify and len(seen) == expected - offset:
+                self._check_cursor_line(seen, line_start=offset == 0, result=result)
+            self._prime(seen, line_start=offset == 0)
             data = data[expected - offset :]
+        self._verify = False
         read = read_batch(
             data,
             expected,
@@ -310,7 +328,6 @@ class RunEventEngine:
             final=final,
         )
         self._outbox_offset, self._skipping = read.offset, read.skipping
-        result = _feed_result()
         raws = read.raws
         if not raws:
             return result
@@ -423,6 +440,32 @@ class RunEventEngine:
             start = stop + 1
         self._line_count = seq0 + total
 
+    def _check_cursor_line(self, seen: bytes, *, line_start: bool, result: FeedResult) -> None:
+        """Compare the last line before the cursor with the digest the cursor recorded."""
+        if not seen.endswith(b"\n"):
+            return  # the cursor is inside an over-long line: nothing to compare
+        parts = seen.split(b"\n")[:-1]
+        first_complete = 0 if line_start else 1
+        for index in range(len(parts) - 1, first_complete - 1, -1):
+            body = parts[index].strip()
+            if not body:
+                continue
+            if len(parts[index]) > self.limits.max_line_bytes:
+                return  # recorded by its first KiB only; not worth re-deriving
+            if line_digest(body) != self._last_digest:
+                self._violate(
+                    result,
+                    ViolationCategory.OUTBOX_REWRITTEN,
+                    "outbox",
+                    max(self._line_count - 1, 0),
+                    len(seen) - len(parts[index]) - 1,
+                    f"the outbox no longer ends at byte {self._outbox_offset} with the line "
+                    f"last read there ({self._last_digest}): it was rewritten or replaced "
+                    "behind the operator; reading continues at that byte",
+                    body,
+                )
+            return
+
     def _prime(self, seen: bytes, *, line_start: bool) -> None:
         # `seen` ends at the cursor, a line boundary; its first piece may be a partial line.
         parts = seen.split(b"\n")[:-1]
@@ -519,6 +562,9 @@ class RunEventEngine:
         if outbox_offset != self._outbox_offset:
             self._outbox_offset = outbox_offset
             self._skipping = False
+            # The line before the new offset was never read in this file: no digest for it.
+            self._last_digest, self._last_raw = None, None
+        self._verify = False
         self._splitter.reset()
         self._merger.drain()
 

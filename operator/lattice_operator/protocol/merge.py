@@ -68,7 +68,9 @@ class StreamCursor(ApiModel):
     event_count: int = Field(default=0, ge=0)
     """Valid events committed over the whole Run."""
     last_digest: str | None = Field(default=None, max_length=80)
-    """Digest of the last consumed outbox line (of its first KiB if it was over the cap)."""
+    """Digest of the line that ends at `outbox_offset` (of its first KiB if it was over the
+    cap); None when unknown. A restored engine checks it on its first read from before the
+    offset (see `RunEventEngine.feed_outbox`)."""
     skipping: bool = False
     """The outbox read stopped inside an over-long line (skip to its newline)."""
     gate: Gate = "open"

@@ -55,6 +55,8 @@ class ViolationCategory(StrEnum):
     """The session ended without COMPLETED, WAITING or ERROR."""
     CHECKPOINT_MISSING = "checkpoint_missing"
     """WAITING names a checkpoint the backend does not have (found by the operator)."""
+    OUTBOX_REWRITTEN = "outbox_rewritten"
+    """The outbox before the cursor is not what was read there (found after a restart)."""
 
 
 ViolationSource = Literal["outbox", "stdout", "session"]

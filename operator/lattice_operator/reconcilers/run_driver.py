@@ -60,6 +60,8 @@ LATTICE_DIR = "/workspace/.lattice"
 OUTBOX_PATH = f"{LATTICE_DIR}/outbox.jsonl"
 RESUME_PATH = f"{LATTICE_DIR}/resume.json"
 EXIT_DIR = f"{LATTICE_DIR}/exit"
+REREAD_BYTES = 1024 * 1024
+"""How much of the outbox before the cursor a restarted operator reads again."""
 CREDENTIALS_DIR = f"{LATTICE_DIR}/credentials"
 FORGE_ACTIONS = frozenset({"OPEN_PR", "POST_COMMENT", "LABEL_ISSUE"})
 
@@ -288,10 +290,28 @@ class RunDriver:
             return
         self.sprite_name = self.sprite_name or self.status.sprite_name
         self._engine(run)
+        # The stdout stream was lost with the previous operator process.
+        self._emit(
+            self.receipts.for_transition(
+                RunTransition.STDOUT_LOST,
+                key=f"{self._tag()}:restart:{self._clock.monotonic()}",
+                evidence="the operator restarted while the session was running",
+            )
+        )
+        # Re-read the outbox tail before the cursor: checks the cursor's digest and lets
+        # the merger recognise stdout copies of those lines in an unmarked replay.
+        await self._read_outbox(reread=REREAD_BYTES)
         session = await self._reattach(run)
         if session is None:
             await self._session_over(run, _SessionEnd(await self._read_exit_code()))
             return
+        self._emit(
+            self.receipts.for_transition(
+                RunTransition.STDOUT_RESTORED,
+                key=f"{self._tag()}:restart:{self._clock.monotonic()}",
+                evidence=f"re-attached to session {session.session_id} after a restart",
+            )
+        )
         await self._run_session(run, session, resumed=False, attached=True)
 
     async def _waiting(self, run: Run) -> None:
@@ -434,6 +454,8 @@ class RunDriver:
                 kind, value = "tick", None
             if kind == "out":
                 self._absorb(engine.feed_stdout(value))
+            elif kind == "replay":
+                self._absorb(engine.feed_stdout(value, replay=True))
             elif kind == "exit":
                 await self._read_outbox()
                 return _SessionEnd(int(value))
@@ -917,10 +939,11 @@ class RunDriver:
         except NotFound:
             return 0
 
-    async def _read_outbox(self, *, final: bool = False) -> None:
+    async def _read_outbox(self, *, final: bool = False, reread: int = 0) -> None:
+        """Consume the outbox from the cursor (from `reread` bytes before it, if given)."""
         engine = self._require_engine()
         assert self.sprite_name is not None
-        offset = engine.cursor.outbox_offset
+        offset = max(0, engine.cursor.outbox_offset - reread)
         try:
             data = await self._backend.read_file(self.sprite_name, OUTBOX_PATH, offset=offset)
         except NotFound:
@@ -983,7 +1006,7 @@ async def _pump(session: ExecSession, queue: asyncio.Queue[tuple[str, Any]]) -> 
     try:
         async for chunk in session:
             if chunk.stream == "stdout":
-                await queue.put(("out", chunk.data))
+                await queue.put(("replay" if chunk.replay else "out", chunk.data))
         code = session.exit_code
         await queue.put(("exit", code) if code is not None else ("lost", None))
     except ExitStatusUnknown:

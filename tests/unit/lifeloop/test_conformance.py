@@ -135,6 +135,29 @@ def test_mid_session_capability_loss_is_surfaced() -> None:
     assert change.current_support.value == "unavailable"
 
 
+# The contract's "Default mapping" table, copied here by hand so that an edit of the
+# implementation's table cannot change both sides of the check.
+CONTRACT_DEFAULT_RETRY = {
+    "adapter_unavailable": "retry_after_reconfigure",
+    "capability_unsupported": "do_not_retry",
+    "capability_degraded": "retry_after_reread",
+    "placement_unavailable": "retry_after_reconfigure",
+    "payload_too_large": "do_not_retry",
+    "payload_rejected": "retry_after_reconfigure",
+    "identity_unavailable": "retry_after_reconfigure",
+    "transport_error": "safe_retry",
+    "timeout": "safe_retry",
+    "operator_required": "retry_after_operator",
+    "state_conflict": "retry_after_reread",
+    "invalid_request": "do_not_retry",
+    "internal_error": "retry_after_reread",
+}
+
+
+def test_default_retry_table_is_the_contracts() -> None:
+    assert {f.value: r.value for f, r in DEFAULT_RETRY.items()} == CONTRACT_DEFAULT_RETRY
+
+
 def test_failure_class_mapping_for_every_adapter() -> None:
     assert len(FailureClass) == 13
     assert len(RetryClass) == 5

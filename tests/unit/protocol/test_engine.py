@@ -282,6 +282,92 @@ def test_restoring_from_the_cursor_continues_exactly() -> None:
     assert second.status().progress.percent == 9
 
 
+def _restored(lines: list[bytes], upto: int) -> tuple[RunEventEngine, StreamCursor]:
+    first = engine()
+    first.feed_outbox(outbox(*lines[:upto]))
+    cursor = StreamCursor.model_validate_json(first.cursor.model_dump_json(by_alias=True))
+    return engine(cursor=cursor, status=first.status()), cursor
+
+
+def test_a_restored_engine_checks_the_line_before_its_cursor() -> None:
+    lines = [info(f"e{i}", at=i) for i in range(6)]
+    same, _ = _restored(lines, 3)
+    assert same.feed_outbox(outbox(*lines), 0).violations == []
+
+    # The same number of bytes, other content: the file was replaced behind the operator.
+    other = [info(f"x{i}", at=i) for i in range(6)]
+    replaced, cursor = _restored(lines, 3)
+    result = replaced.feed_outbox(outbox(*other), 0)
+    assert categories(result.violations) == [V.OUTBOX_REWRITTEN]
+    violation = result.violations[0]
+    assert (violation.source, violation.line) == ("outbox", 2)
+    assert violation.offset == len(outbox(*other[:2]))
+    assert f"byte {cursor.outbox_offset}" in violation.reason
+    # Processing carries on at the cursor; the check is made once.
+    assert [c.line for c in result.committed] == [3, 4, 5]
+    assert replaced.feed_outbox(outbox(*other), 0).violations == []
+
+
+def test_the_digest_check_needs_the_whole_line_and_a_restored_cursor() -> None:
+    lines = [info(f"e{i}", at=i) for i in range(4)]
+    other = [info(f"x{i}", at=i) for i in range(4)]
+    restored, cursor = _restored(lines, 2)
+    # Fed from the cursor: there is nothing before it to compare.
+    assert restored.feed_outbox(outbox(*other)[cursor.outbox_offset :]).violations == []
+    # Fed from the middle of the last line: it cannot be checked.
+    restored, cursor = _restored(lines, 2)
+    assert (
+        restored.feed_outbox(
+            outbox(*other)[cursor.outbox_offset - 5 :], cursor.outbox_offset - 5
+        ).violations
+        == []
+    )
+    # An engine that read the lines itself never checks (no restore).
+    fresh = engine()
+    fresh.feed_outbox(outbox(*lines[:2]))
+    assert fresh.feed_outbox(outbox(*other), 0).violations == []
+
+
+def test_after_a_resume_to_a_shorter_outbox_the_old_digest_is_not_checked() -> None:
+    data = outbox(info("a"), BLOCKING_PR, WAITING)
+    e = engine()
+    e.feed_outbox(data)
+    e.end_session(0)
+    restored = outbox(info("a"), BLOCKING_PR)
+    e.resumed("chk_1", outbox_size=len(restored))
+    assert e.cursor.last_digest is None
+    cursor = StreamCursor.model_validate_json(e.cursor.model_dump_json(by_alias=True))
+    again = engine(cursor=cursor, status=e.status())
+    assert again.feed_outbox(restored + outbox(COMPLETED), 0).violations == []
+
+
+def test_replayed_scrollback_is_never_held_however_long() -> None:
+    lines = [info(f"e{i}", at=i) for i in range(50)]
+    limits = EngineLimits(committed_window=4)
+    e = engine(limits=limits)
+    e.feed_outbox(outbox(*lines))
+    e.stdout_reattached()
+    replay = b"".join(PREFIX + item + b"\n" for item in lines)
+    # The replay starts inside a line and its last line is finished by live output.
+    assert e.feed_stdout(replay[7:-10], replay=True).provisional == 0
+    live = info("live", at=99)
+    e.feed_stdout(replay[-10:] + PREFIX + live + b"\n")
+    e.feed_outbox(outbox(live, COMPLETED), len(outbox(*lines)))  # read on from the cursor
+    assert e.end_session(0).violations == []
+    assert e.status().event_count == 52
+
+
+def test_an_unmarked_replay_beyond_the_window_is_reported() -> None:
+    # Why replays must be marked: the merger remembers only a window of committed lines.
+    lines = [info(f"e{i}", at=i) for i in range(50)]
+    e = engine(limits=EngineLimits(committed_window=4))
+    e.feed_outbox(outbox(*lines))
+    e.stdout_reattached()
+    e.feed_stdout(b"".join(PREFIX + item + b"\n" for item in lines))
+    e.feed_outbox(outbox(COMPLETED), len(outbox(*lines)))  # read on from the cursor
+    assert V.STDOUT_ONLY_EVENT in categories(e.end_session(0).violations)
+
+
 def test_cursor_is_small() -> None:
     e = engine()
     e.feed_outbox(outbox(*[info(f"e{i}") for i in range(100)], BLOCKING_PR))
