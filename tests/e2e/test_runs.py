@@ -274,6 +274,42 @@ else:
 )
 
 
+def test_a_checkpoint_listing_failure_is_not_blamed_on_the_sprite(
+    stack: Stack, namespace: str
+) -> None:
+    sprite = _sprite(stack, namespace)
+    # The listing gets a 429 whose Retry-After is beyond the adapter's retry deadline.
+    stack.sprites.set_faults(
+        rate_limit={
+            "remaining": 1,
+            "retry_after": 600,
+            "method": "GET",
+            "path_prefix": f"/v1/sprites/{sprite}/checkpoints",
+        }
+    )
+    try:
+        _run(
+            stack,
+            namespace,
+            "unlisted",
+            ["python3", "-c", MISSING_CHECKPOINT_AGENT],
+            workItemId="q-2",
+        )
+        status = stack.wait_phase(namespace, "runs", "unlisted", {"Waiting", "Failed"})["status"]
+        faults = stack.sprites.set_faults()
+    finally:
+        stack.sprites.reset_faults()
+    assert faults["rate_limit"]["remaining"] == 0, "the listing was tried and refused"
+    assert status["phase"] == "Waiting", status
+    # A resume stays possible, and the sprite is not charged with a violation.
+    assert status["resume"]["synthesized"] is True
+    assert "checkpoint_missing" not in (status["events"].get("violationCounts") or {})
+    receipts = json.loads(
+        lattice(stack, "logs", "unlisted", "-n", namespace, "--receipts", "--json").stdout
+    )
+    assert any("could not be listed" in json.dumps(r) for r in receipts)
+
+
 def test_missing_checkpoint_is_synthesized_and_resume_works(stack: Stack, namespace: str) -> None:
     sprite = _sprite(stack, namespace)
     _run(stack, namespace, "asks", ["python3", "-c", MISSING_CHECKPOINT_AGENT], workItemId="q-1")

@@ -28,7 +28,7 @@ from typing import Any, Literal
 from lattice_adapters.errors import AdapterError, ExitStatusUnknown, NotFound
 from lattice_operator.api.v1alpha1 import Run, RunAttempt, RunStatus, set_condition
 from lattice_operator.api.v1alpha1.run import ActionResult, ResumeStatus, RunReceiptsStatus
-from lattice_operator.backend import ExecSession, SpriteBackend
+from lattice_operator.backend import CheckpointInfo, ExecSession, SpriteBackend
 from lattice_operator.builders import ObjectRef, environment_change_intent
 from lattice_operator.lifeloop.builder import RunReceipts
 from lattice_operator.lifeloop.classes import FailureClass, RetryClass
@@ -60,6 +60,8 @@ LATTICE_DIR = "/workspace/.lattice"
 OUTBOX_PATH = f"{LATTICE_DIR}/outbox.jsonl"
 RESUME_PATH = f"{LATTICE_DIR}/resume.json"
 EXIT_DIR = f"{LATTICE_DIR}/exit"
+CHECKPOINT_ATTEMPTS = 3
+"""Tries at taking a checkpoint for a WAITING before the pass gives up (and is retried)."""
 REREAD_BYTES = 1024 * 1024
 """How much of the outbox before the cursor a restarted operator reads again."""
 CREDENTIALS_DIR = f"{LATTICE_DIR}/credentials"
@@ -529,34 +531,63 @@ class RunDriver:
         resume = self.status.resume or ResumeStatus()
         resume.checkpoint_id = checkpoint
         resume.synthesized = False
+        unlisted: str | None = None
         try:
             known = {c.id for c in await self._backend.list_checkpoints(self.sprite_name)}
         except AdapterError as exc:
-            known = set()
+            known, unlisted = set(), str(exc)
             log.warning("run %s: cannot list checkpoints: %s", self.ref.name, exc)
         if checkpoint not in known:
-            # The sprite named a checkpoint that does not exist: take one now, so that a
-            # resume is always possible (a synthesized capability; the receipt says so).
-            engine.record_violation(
-                "checkpoint_missing",
-                f"WAITING names checkpoint {checkpoint!r}, which the backend does not have",
-            )
-            info = await self._backend.create_checkpoint(
-                self.sprite_name, f"lattice: synthesized for WAITING of {self.ref.name}"
-            )
+            # Take a checkpoint now, so that a resume is always possible (a synthesized
+            # capability; the receipt says so). Only a listing that worked and lacks the
+            # checkpoint is the sprite's fault.
+            if unlisted is None:
+                engine.record_violation(
+                    "checkpoint_missing",
+                    f"WAITING names checkpoint {checkpoint!r}, which the backend does not have",
+                )
+            info = await self._synthesize_checkpoint()
             resume.checkpoint_id = info.id
             resume.synthesized = True
+            evidence = (
+                f"WAITING named {checkpoint!r}; the operator took {info.id}"
+                if unlisted is None
+                else f"checkpoints could not be listed ({unlisted}); the operator took {info.id}"
+            )
             self._emit(
                 self.receipts.for_transition(
                     RunTransition.CHECKPOINT_SYNTHESIZED,
                     key=f"{self._tag()}:{info.id}",
-                    evidence=f"WAITING named {checkpoint!r}; the operator took {info.id}",
+                    evidence=evidence,
                 )
             )
         self.status.resume = resume
         self._finish_attempt("Waiting", f"waiting: {waiting.reason}")
         self._set("Unknown", "Waiting", f"waiting for input: {waiting.reason}")
         await self._flush(force=True)
+
+    async def _synthesize_checkpoint(self) -> CheckpointInfo:
+        """A checkpoint taken by the operator, retried a few times before giving up (the
+        daemon then retries the whole pass: the session is over, so it comes back here)."""
+        assert self.sprite_name is not None
+        delay = 0.5
+        for attempt in range(1, CHECKPOINT_ATTEMPTS + 1):
+            try:
+                return await self._backend.create_checkpoint(
+                    self.sprite_name, f"lattice: synthesized for WAITING of {self.ref.name}"
+                )
+            except AdapterError as exc:
+                if attempt == CHECKPOINT_ATTEMPTS:
+                    self._set(
+                        "Unknown",
+                        "CheckpointPending",
+                        f"the WAITING needs a checkpoint and taking one failed: {exc}",
+                    )
+                    await self._flush(force=True)
+                    raise
+                await self._sleep(delay)
+                delay *= 2
+        raise AssertionError("unreachable")
 
     async def _request_resume(self, run: Run, digest: str) -> None:
         engine = self._require_engine()
@@ -764,6 +795,12 @@ class RunDriver:
         self._finish_attempt("Failed", message, failure, retry)
         attempts = len(self.status.attempts)
         if retry in RETRYABLE and reason not in NOT_RETRIED and attempts <= run.spec.retries:
+            if reason == "SessionLost" and self.status.session_id and self.sprite_name:
+                # It may still be running where we cannot see it: never two copies at once.
+                with contextlib.suppress(AdapterError):
+                    await self._backend.kill_session(
+                        self.sprite_name, self.status.session_id, grace=5.0
+                    )
             self.status.session_id = None
             self._set(
                 "Unknown",
