@@ -389,9 +389,6 @@ def test_environment_proposal_becomes_a_gated_intent(stack: Stack, namespace: st
         ).stdout
     )["items"]
     assert any("proposed node 20" in e.get("note", "") for e in events)
-    import pathlib
-
-    pathlib.Path("/tmp/ev.json").write_text(json.dumps(events))
     assert any(e["regarding"]["name"] == "proposer" for e in events)
 
 
