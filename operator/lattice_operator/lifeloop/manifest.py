@@ -211,11 +211,18 @@ SPRITES_MANIFEST = validate_manifest(
             harness_run_id=SupportState.NATIVE,
             harness_task_id=SupportState.NATIVE,
         ),
+        # Every class a receipt or a backend error of this adapter can carry (receipts
+        # from the Run driver's failure table; errors from lattice_adapters.errors).
         failure_modes=[
             FailureClass.TRANSPORT_ERROR,
             FailureClass.TIMEOUT,
             FailureClass.CAPABILITY_DEGRADED,
             FailureClass.STATE_CONFLICT,
+            FailureClass.ADAPTER_UNAVAILABLE,
+            FailureClass.INTERNAL_ERROR,
+            FailureClass.OPERATOR_REQUIRED,
+            FailureClass.INVALID_REQUEST,
+            FailureClass.PAYLOAD_TOO_LARGE,
         ],
         telemetry_sources=[
             TelemetrySource(
@@ -233,6 +240,12 @@ SPRITES_MANIFEST = validate_manifest(
                 previous_support=SupportState.NATIVE,
                 current_support=SupportState.UNAVAILABLE,
                 evidence="the exec WebSocket drops; events still arrive through the outbox",
+            ),
+            KnownDegradation(
+                capability="outbox",
+                previous_support=SupportState.NATIVE,
+                current_support=SupportState.UNAVAILABLE,
+                evidence="the outbox file cannot be read; events only from stdout, not durable",
             ),
             KnownDegradation(
                 capability="checkpoint",

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from lattice_adapters.errors import AdapterError
 from lattice_operator.lifeloop import (
     SPRITES_MANIFEST,
     AdapterManifest,
@@ -23,7 +24,9 @@ from lattice_operator.lifeloop import (
     validate_manifest,
 )
 from lattice_operator.lifeloop.manifest import manifest_problems
+from lattice_operator.lifeloop.mapping import LIFECYCLE_MAP
 from lattice_operator.protocol import EventType, RunEventEngine
+from lattice_operator.reconcilers.run_driver import FAILURE_CLASSES
 from tests.unit.lifeloop.support import committed, receipts
 from tests.unit.protocol.streams import PREFIX, SPRITE, WORK, ev, info
 
@@ -155,20 +158,57 @@ def test_session_identity_claims() -> None:
     assert started.harness_task_id == "issue-17"  # the work item the sprite echoes
 
 
-def test_each_listed_failure_mode_is_produced() -> None:
-    produced = {r.failure_class for r in PRODUCED}
-    for failure in SPRITES_MANIFEST.failure_modes:
-        assert failure in produced, failure
+def _adapter_failure_classes() -> set[FailureClass]:
+    """The failure class of every exception in lattice_adapters' one exception tree."""
+    classes: set[FailureClass] = set()
+    pending: list[type[AdapterError]] = [AdapterError]
+    while pending:
+        cls = pending.pop()
+        classes.add(cls.failure_class)
+        pending.extend(cls.__subclasses__())
+    return classes
+
+
+def test_failure_modes_are_exactly_what_the_adapter_and_driver_can_report() -> None:
+    reportable = (
+        {r.failure_class for r in PRODUCED if r.failure_class is not None}
+        | set(FAILURE_CLASSES.values())
+        | _adapter_failure_classes()
+    )
+    assert set(SPRITES_MANIFEST.failure_modes) == reportable
+
+
+def _degrading_steps() -> set[tuple[str, SupportState]]:
+    return {
+        (step.capability, step.support)
+        for steps in LIFECYCLE_MAP.values()
+        for step in steps
+        if step.capability is not None
+        and step.support is not None
+        and step.support is not SupportState.NATIVE
+    }
+
+
+def test_known_degradations_are_exactly_the_degrading_transitions() -> None:
+    listed = {(k.capability, k.current_support) for k in SPRITES_MANIFEST.known_degradations}
+    assert listed == _degrading_steps()
+    assert all(
+        k.previous_support is SupportState.NATIVE for k in SPRITES_MANIFEST.known_degradations
+    )
 
 
 @pytest.mark.parametrize(
-    ("index", "transition"),
-    [(0, RunTransition.STDOUT_LOST), (1, RunTransition.CHECKPOINT_SYNTHESIZED)],
+    ("capability", "transition"),
+    [
+        ("stdout_stream", RunTransition.STDOUT_LOST),
+        ("outbox", RunTransition.OUTBOX_UNREADABLE),
+        ("checkpoint", RunTransition.CHECKPOINT_SYNTHESIZED),
+    ],
 )
 def test_each_known_degradation_is_what_its_transition_reports(
-    index: int, transition: RunTransition
+    capability: str, transition: RunTransition
 ) -> None:
-    known = SPRITES_MANIFEST.known_degradations[index]
+    (known,) = [k for k in SPRITES_MANIFEST.known_degradations if k.capability == capability]
     (receipt,) = receipts().for_transition(transition, key="1")
     (change,) = receipt.capability_degradations
     assert (change.capability, change.previous_support, change.current_support) == (
@@ -176,7 +216,6 @@ def test_each_known_degradation_is_what_its_transition_reports(
         known.previous_support,
         known.current_support,
     )
-    assert len(SPRITES_MANIFEST.known_degradations) == 2
 
 
 def test_both_telemetry_sources_feed_the_engine() -> None:
