@@ -108,6 +108,12 @@ def replay(
                     f"{session_file}: the previous session did not end with WAITING",
                     param_hint="--outbox",
                 )
+            # The WAITING session is over (session.ended), as the operator records it.
+            produced.extend(
+                receipts.for_transition(
+                    RunTransition.EXEC_EXITED, key=f"waiting:{start}", exit_code=exit_code
+                )
+            )
             engine.resumed(waiting.checkpoint_id, outbox_size=start)
             produced.extend(receipts.for_transition(RunTransition.RESUME_STARTING, key=str(start)))
             produced.extend(receipts.for_transition(RunTransition.RESUME_STARTED, key=str(start)))

@@ -67,6 +67,35 @@ def test_waiting_session() -> None:
     assert status["waiting"]["requestId"] == status["actionRequests"][0]["requestId"]
 
 
+def test_a_resumed_run_ends_the_waiting_session_before_the_resume(tmp_path: Path) -> None:
+    first = (DATA / "waiting" / "outbox.jsonl").read_bytes()
+    # The checkpoint was taken before WAITING: the restored file lacks that line.
+    restored = first[: first.rstrip(b"\n").rfind(b"\n") + 1]
+    done = {
+        "protocol_version": "v1",
+        "event_type": "COMPLETED",
+        "sprite_id": "sprite-42",
+        "work_item_id": "issue-17",
+        "timestamp": "2026-01-15T10:40:00Z",
+        "payload": {"status": "success", "summary": "merged"},
+    }
+    second = restored + json.dumps(done).encode() + b"\n"
+    (tmp_path / "s1.jsonl").write_bytes(first)
+    (tmp_path / "s2.jsonl").write_bytes(second)
+    code, output = replay(
+        "--outbox", str(tmp_path / "s1.jsonl"), "--outbox", str(tmp_path / "s2.jsonl"), "--json"
+    )
+    assert code == 0, output
+    doc = json.loads(output)
+    assert doc["status"]["state"] == "Completed"
+    events = [r["event"] for r in doc["receipts"]]
+    resumed = events.index("session.starting", 1)  # the resume starts a session
+    before = events[:resumed]
+    assert before[-2:] == ["session.ending", "session.ended"], before
+    assert events.count("session.ended") == 2
+    assert [r["sequence"] for r in doc["receipts"]] == list(range(1, len(events) + 1))
+
+
 def test_malformed_corpus_reports_every_violation() -> None:
     doc = replay_json("malformed")
     assert [(v["category"], v["source"]) for v in doc["violations"]] == [
