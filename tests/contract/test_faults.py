@@ -209,3 +209,35 @@ async def test_dropped_socket_then_reattach_while_process_runs(
 async def _collect(session: WsExecSession, into: bytearray) -> None:
     async for chunk in session:
         into += chunk.data
+
+
+async def test_atomic_write_goes_through_a_temporary_file(
+    target: Target, local_sprites: LocalSprites
+) -> None:
+    async with SpritesAdapter(target.credentials, retry=RetryPolicy(deadline=5)) as adapter:
+        await adapter.create_sprite("ct-atomic")
+        try:
+            await adapter.write_file("ct-atomic", "/workspace/state.json", b'{"v": 1}')
+            root = local_sprites.host_root("ct-atomic")
+            # The rename is refused (Retry-After beyond the deadline): the target keeps its
+            # old content, and the temporary file the write went to is removed again.
+            local_sprites.set_faults(
+                rate_limit={
+                    "remaining": 10,
+                    "retry_after": 600,
+                    "method": "POST",
+                    "path_prefix": "/v1/sprites/ct-atomic/fs/rename",
+                }
+            )
+            with pytest.raises(errors.RateLimited):
+                await adapter.write_file("ct-atomic", "/workspace/state.json", b'{"v": 2}')
+            local_sprites.reset_faults()
+            assert (root / "state.json").read_bytes() == b'{"v": 1}'
+            assert sorted(p.name for p in root.iterdir() if "tmp" in p.name) == []
+            # Without the fault the new content lands, and nothing is left behind.
+            await adapter.write_file("ct-atomic", "/workspace/state.json", b'{"v": 3}')
+            assert (root / "state.json").read_bytes() == b'{"v": 3}'
+            assert sorted(p.name for p in root.iterdir() if "tmp" in p.name) == []
+        finally:
+            local_sprites.reset_faults()
+            await adapter.delete_sprite("ct-atomic")
