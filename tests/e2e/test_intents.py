@@ -341,6 +341,41 @@ def test_ungranted_action_is_refused_and_answered(stack: Stack, namespace: str) 
     assert 'lattice_refused_actions_total{reason="not_granted"}' in text
 
 
+ASKS_THEN_WAITS = agent(
+    r"""
+if os.path.exists("/workspace/.lattice/resume.json"):
+    context = json.load(open("/workspace/.lattice/resume.json"))["context"]
+    seen = ",".join("%s:%s" % (r["action"], r["status"]) for r in context["action_results"])
+    emit("COMPLETED", {"status": "success", "summary": seen})
+else:
+    emit("ACTION_REQUEST", {"action": "LABEL_ISSUE", "parameters": {"label": "bug"},
+                            "blocking": False})
+    emit("WAITING", {"reason": "QUESTION", "checkpoint_id": checkpoint("before asking"),
+                     "expected_inputs": {"go": "boolean"}})
+"""
+)
+
+
+def test_a_refused_non_blocking_request_is_answered_on_the_next_resume(
+    stack: Stack, namespace: str
+) -> None:
+    _setup(stack, namespace)
+    stack.apply(namespace, _intent("asker", ["python3", "-c", ASKS_THEN_WAITS], trusted=True))
+    stack.wait_phase(namespace, "intents", "asker", {"Waiting"})
+    run = stack.wait_phase(namespace, "runs", "asker-run", {"Waiting"})
+    [result] = run["status"]["actionResults"]
+    assert (result["action"], result["status"], result["resumed"]) == (
+        "LABEL_ISSUE",
+        "refused",
+        False,
+    )
+    lattice(stack, "resume", "asker-run", "-n", namespace, "-i", "go=true")
+    done = stack.wait_phase(namespace, "runs", "asker-run", {"Succeeded", "Failed"})
+    assert done["status"]["phase"] == "Succeeded", done["status"]
+    assert done["status"]["events"]["completion"]["summary"] == "LABEL_ISSUE:refused"
+    assert done["status"]["actionResults"][0]["resumed"] is True
+
+
 PROPOSER = agent(
     r"""
 emit("ENVIRONMENT_PROPOSAL", {

@@ -647,6 +647,11 @@ class RunDriver:
             )
             if result is not None:
                 context["action_result"] = result.to_wire()
+        # Every answer the sprite has not been given yet, refusals of non-blocking requests
+        # included: a resume is the only way the operator can reach a running program.
+        undelivered = [r for r in self.status.action_results if not r.resumed]
+        if undelivered:
+            context["action_results"] = [r.to_wire() for r in undelivered]
         try:
             await self._backend.restore_checkpoint(self.sprite_name, checkpoint)
             payload = {
@@ -668,10 +673,8 @@ class RunDriver:
         state.applied_digest = state.requested_digest
         state.applied_at = self._clock.now()
         state.count += 1
-        if state.answer is not None:
-            for result in self.status.action_results:
-                if result.request_id == state.answer:
-                    result.resumed = True
+        for result in undelivered:
+            result.resumed = True
         self._begin_attempt(resume=True)
         argv = list(run.spec.continuation_command or run.spec.command)
         try:

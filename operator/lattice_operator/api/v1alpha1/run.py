@@ -165,7 +165,7 @@ class ActionResult(ApiModel):
     path: str | None = Field(default=None, max_length=512)
     """For FETCH_CREDENTIAL: where inside the sprite the credential was written."""
     resumed: bool = False
-    """A blocking request's answer was delivered by resuming the sprite."""
+    """The answer was delivered to the sprite in a resume's `context.action_results`."""
 
 
 class RunReceiptsStatus(ApiModel):
