@@ -38,7 +38,9 @@ async def test_sprite_is_created_and_converged(stack: Stack, namespace: str) -> 
     async with SpritesAdapter(stack.sprites.credentials) as backend:
         info = await backend.get_sprite(name)
         assert info.url_auth == "sprite"
-        assert sorted(info.labels) == ["repo-work", "sample"]
+        owner = f"lattice-owner-{obj['metadata']['uid']}"
+        # spec.labels, plus the label that marks the backend sprite as this object's.
+        assert sorted(info.labels) == sorted(["repo-work", "sample", owner])
         rules = await backend.get_network_policy(name)
         assert [r.domain for r in rules] == [None, "*.internal.example"]
 
@@ -63,7 +65,7 @@ async def test_sprite_is_created_and_converged(stack: Stack, namespace: str) -> 
     async with SpritesAdapter(stack.sprites.credentials) as backend:
         info = await backend.get_sprite(name)
     assert info.url_auth == "public"
-    assert list(info.labels) == ["changed"]
+    assert sorted(info.labels) == sorted(["changed", owner])
 
 
 async def test_existing_sprite_is_adopted_only_when_allowed(stack: Stack, namespace: str) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from lattice_adapters.errors import AdapterError, NotFound
+from lattice_adapters.errors import AdapterError
 from lattice_adapters.kube import KubeApiError, resource_path
 from lattice_operator.api.v1alpha1 import Sprite
 from lattice_operator.handlers._context import OperatorContext, context_of
@@ -19,10 +19,11 @@ from lattice_operator.metrics import RECONCILE_SECONDS, RECONCILES, STATUS_PATCH
 from lattice_operator.ports import SpriteView
 from lattice_operator.reconcilers.fleet import FleetObserver
 from lattice_operator.reconcilers.sprite import (
+    SpriteBackendError,
     SpriteReconcileError,
-    backend_error_reason,
+    delete_backend_sprite,
     deletion_blocked_status,
-    failed_status,
+    error_status,
     reconcile_sprite,
     unknown_status,
 )
@@ -111,14 +112,14 @@ async def sprite_reconcile(
     try:
         result = await reconcile_sprite(sprite, ctx.backend, now)
     except SpriteReconcileError as exc:
-        patch.status.update(failed_status(sprite, exc.reason, str(exc), now).to_patch())
+        patch.status.update(error_status(sprite, exc, now).to_patch())
         RECONCILES.labels(kind="Sprite", outcome="blocked").inc()
         raise kopf.PermanentError(str(exc)) from exc
-    except AdapterError as exc:
-        reason_text = backend_error_reason(exc)
-        patch.status.update(failed_status(sprite, reason_text, str(exc), now).to_patch())
+    except SpriteBackendError as exc:
+        # The status records the backend sprite if it exists, so the retry knows it is ours.
+        patch.status.update(error_status(sprite, exc, now).to_patch())
         RECONCILES.labels(kind="Sprite", outcome="error").inc()
-        raise kopf.TemporaryError(f"backend: {exc}", delay=_retry_delay(exc)) from exc
+        raise kopf.TemporaryError(f"backend: {exc}", delay=_retry_delay(exc.error)) from exc
     finally:
         RECONCILE_SECONDS.labels(kind="Sprite").observe(time.monotonic() - started)
     patch.status.update(result.status.to_patch())
@@ -132,13 +133,13 @@ async def sprite_delete(
 ) -> None:
     ctx = context_of(memo)
     sprite = parse_sprite(body)
-    if sprite.spec.deletion_policy == "Orphan" or sprite.status.sprite_id is None:
-        return  # nothing of ours at the backend, or the user asked to keep it
+    if sprite.spec.deletion_policy == "Orphan":
+        return  # the user asked to keep the backend sprite
+    if ctx.backend is None and sprite.status.sprite_id is None:
+        return  # never reconciled against a backend: nothing of ours there
     name = sprite.backend_name()
     try:
-        await ctx.require_backend().delete_sprite(name)
-    except NotFound:
-        return
+        await delete_backend_sprite(sprite, ctx.require_backend())
     except AdapterError as exc:
         timings = ctx.settings.sprites
         if retry + 1 < timings.delete_attempts:

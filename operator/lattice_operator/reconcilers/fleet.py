@@ -14,13 +14,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from lattice_adapters.errors import AdapterError
+from lattice_adapters.errors import AdapterError, NotFound
 from lattice_operator.api.v1alpha1 import Sprite
 from lattice_operator.backend import SpriteBackend, SpriteInfo
 from lattice_operator.clock import Clock
 from lattice_operator.reconcilers.sprite import (
+    SpriteBackendError,
     SpriteReconcileError,
-    failed_status,
+    error_status,
     missing_status,
     reconcile_sprite,
 )
@@ -95,17 +96,33 @@ class FleetObserver:
             info = fleet.get(sprite.backend_name())
             if info is None:
                 await self._vanished(sprite, result)
-            elif info.status != sprite.status.backend_status or info.url != sprite.status.url:
-                status = sprite.status.model_copy(
-                    update={"backend_status": info.status, "url": info.url}
-                )
-                await self._patch(sprite, status.to_patch())
-                result.patched += 1
+            else:
+                await self._observed(sprite, info, result)
         return result
+
+    async def _observed(self, sprite: Sprite, info: SpriteInfo, result: FleetObservation) -> None:
+        if info.status != sprite.status.backend_status or info.url != sprite.status.url:
+            status = sprite.status.model_copy(
+                update={"backend_status": info.status, "url": info.url}
+            )
+            await self._patch(sprite, status.to_patch())
+            result.patched += 1
 
     async def _vanished(self, sprite: Sprite, result: FleetObservation) -> None:
         now = self._clock.now()
         if not sprite.spec.recreate:
+            # A paged LIST can miss a sprite (pages shift under concurrent creates and
+            # deletes): only a GET's NotFound makes it Missing.
+            try:
+                info = await self._backend.get_sprite(sprite.backend_name())
+            except NotFound:
+                pass
+            except AdapterError as exc:
+                log.warning("cannot confirm %s is gone: %s", sprite.backend_name(), exc)
+                return
+            else:
+                await self._observed(sprite, info, result)
+                return
             if sprite.status.phase != "Missing":
                 await self._patch(sprite, missing_status(sprite, now).to_patch())
                 result.patched += 1
@@ -114,9 +131,8 @@ class FleetObserver:
         log.info("backend sprite %s vanished: recreating it", sprite.backend_name())
         try:
             outcome = await reconcile_sprite(sprite, self._backend, now)
-        except (SpriteReconcileError, AdapterError) as exc:
-            reason = getattr(exc, "reason", "RecreateFailed")
-            await self._patch(sprite, failed_status(sprite, reason, str(exc), now).to_patch())
+        except (SpriteReconcileError, SpriteBackendError) as exc:
+            await self._patch(sprite, error_status(sprite, exc, now).to_patch())
             result.patched += 1
             return
         await self._patch(sprite, outcome.status.to_patch())

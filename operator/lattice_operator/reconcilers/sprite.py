@@ -4,6 +4,13 @@ Level-based: `reconcile_sprite` reads the backend, converges it to the spec and
 returns the status to write. It never asks which event woke it up. Only changed
 fields cause backend writes; an unchanged spec costs reads only (and no calls at
 all when the handler sees the generation was already reconciled).
+
+Ownership survives partial failure: the operator labels every backend sprite it
+creates (or adopts) with `lattice-owner-<object uid>`, and a backend error raised
+after the backend sprite is known carries it (`SpriteBackendError.info`), so the
+status written on failure records `spriteId`. A retry, or a deletion, then
+recognises the backend sprite as this object's even if `status.spriteId` was never
+written (e.g. the operator stopped between the create and the status patch).
 """
 
 from __future__ import annotations
@@ -17,6 +24,8 @@ from lattice_operator.api.v1alpha1.sprite import SpriteServiceStatus
 from lattice_operator.backend import SpriteBackend, SpriteInfo
 from lattice_operator.errors import LatticeError
 
+OWNER_LABEL_PREFIX = "lattice-owner-"
+
 
 class SpriteReconcileError(LatticeError):
     """The sprite cannot be reconciled until something changes (not a transient failure)."""
@@ -24,6 +33,43 @@ class SpriteReconcileError(LatticeError):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
         self.reason = reason
+
+
+class SpriteBackendError(LatticeError):
+    """A backend call failed during a reconcile (transient: retry).
+
+    `info` is the backend sprite when it was known before the failing call (found,
+    adopted or created by this reconcile), so the failure status can record it.
+    """
+
+    def __init__(self, error: AdapterError, info: SpriteInfo | None) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.info = info
+        self.reason = backend_error_reason(error)
+
+
+def owner_label(sprite: Sprite) -> str | None:
+    """The backend label that marks a backend sprite as this object's (None without a UID)."""
+    uid = sprite.metadata.uid
+    return f"{OWNER_LABEL_PREFIX}{uid.lower()}" if uid else None
+
+
+def desired_labels(sprite: Sprite) -> list[str]:
+    """The spec's labels plus this object's owner label."""
+    labels = list(sprite.spec.labels)
+    owner = owner_label(sprite)
+    if owner is not None and owner not in labels:
+        labels.append(owner)
+    return labels
+
+
+def owns(sprite: Sprite, info: SpriteInfo) -> bool:
+    """Whether the backend sprite is this object's: its id is in status, or it has our label."""
+    if sprite.status.sprite_id is not None and sprite.status.sprite_id == info.id:
+        return True
+    owner = owner_label(sprite)
+    return owner is not None and owner in info.labels
 
 
 def unknown_status(sprite: Sprite, reason: str, message: str, now: datetime) -> SpriteStatus:
@@ -53,10 +99,23 @@ class SpriteReconcileResult:
 async def reconcile_sprite(
     sprite: Sprite, backend: SpriteBackend, now: datetime
 ) -> SpriteReconcileResult:
-    """Converge the backend sprite to the spec and return the resulting status."""
+    """Converge the backend sprite to the spec and return the resulting status.
+
+    Raises SpriteReconcileError (blocked until something changes) or
+    SpriteBackendError (a backend call failed; retry).
+    """
+    info: SpriteInfo | None = None
+    try:
+        info, created = await _ensure_sprite(sprite, backend)
+        return await _converge(sprite, backend, info, int(created), now)
+    except AdapterError as exc:
+        raise SpriteBackendError(exc, info) from exc
+
+
+async def _ensure_sprite(sprite: Sprite, backend: SpriteBackend) -> tuple[SpriteInfo, bool]:
+    """The backend sprite (ours or adoptable, or created now) and whether it was created."""
     name = sprite.backend_name()
     spec = sprite.spec
-    writes = 0
     info = await _get(backend, name)
     if info is None:
         if sprite.status.sprite_id is not None and not spec.recreate:
@@ -65,16 +124,27 @@ async def reconcile_sprite(
                 f"backend sprite {name!r} is gone and spec.recreate is false; "
                 "set spec.recreate: true to create it again",
             )
-        info = await backend.create_sprite(name, url_auth=spec.url_auth, labels=spec.labels)
-        writes += 1
-    elif sprite.status.sprite_id is None and not spec.adopt:
+        created = await backend.create_sprite(
+            name, url_auth=spec.url_auth, labels=desired_labels(sprite)
+        )
+        return created, True
+    if sprite.status.sprite_id is None and not spec.adopt and not owns(sprite, info):
         raise SpriteReconcileError(
             "AlreadyExists",
             f"a sprite named {name!r} already exists at the backend; "
             "set spec.adopt: true to adopt it, or choose another spec.spriteName",
         )
-    if info.url_auth != spec.url_auth or sorted(info.labels) != sorted(spec.labels):
-        info = await backend.update_sprite(name, url_auth=spec.url_auth, labels=spec.labels)
+    return info, False
+
+
+async def _converge(
+    sprite: Sprite, backend: SpriteBackend, info: SpriteInfo, writes: int, now: datetime
+) -> SpriteReconcileResult:
+    name = sprite.backend_name()
+    spec = sprite.spec
+    labels = desired_labels(sprite)
+    if info.url_auth != spec.url_auth or sorted(info.labels) != sorted(labels):
+        info = await backend.update_sprite(name, url_auth=spec.url_auth, labels=labels)
         writes += 1
     if spec.network_policy is not None:
         current = await backend.get_network_policy(name)
@@ -84,6 +154,27 @@ async def reconcile_sprite(
     services, service_writes = await _converge_services(sprite, backend)
     writes += service_writes
     return SpriteReconcileResult(ready_status(sprite, info, services, now), writes)
+
+
+async def delete_backend_sprite(sprite: Sprite, backend: SpriteBackend) -> bool:
+    """Delete the backend sprite per spec.deletionPolicy if it is this object's.
+
+    True when a delete call was made. Without `status.spriteId` (a reconcile that
+    created the sprite but never recorded it) the sprite is deleted only if it
+    carries this object's owner label. Raises AdapterError (retry).
+    """
+    if sprite.spec.deletion_policy == "Orphan":
+        return False
+    name = sprite.backend_name()
+    if sprite.status.sprite_id is None:
+        info = await _get(backend, name)
+        if info is None or not owns(sprite, info):
+            return False  # nothing of ours at the backend
+    try:
+        await backend.delete_sprite(name)
+    except NotFound:
+        return False
+    return True
 
 
 async def _get(backend: SpriteBackend, name: str) -> SpriteInfo | None:
@@ -164,8 +255,18 @@ def ready_status(
     )
 
 
-def failed_status(sprite: Sprite, reason: str, message: str, now: datetime) -> SpriteStatus:
-    """Status of a sprite that could not be reconciled (Ready=False unless it was ready)."""
+def failed_status(
+    sprite: Sprite,
+    reason: str,
+    message: str,
+    now: datetime,
+    info: SpriteInfo | None = None,
+) -> SpriteStatus:
+    """Status of a sprite that could not be reconciled (Ready=False unless it was ready).
+
+    `info` is the backend sprite when the failure came after it was found or created:
+    its id and name are recorded so a retry and a deletion know it is this object's.
+    """
     generation = sprite.metadata.generation
     ready = "False" if reason in ("Missing", "AlreadyExists") else None
     conditions = set_condition(
@@ -189,7 +290,23 @@ def failed_status(sprite: Sprite, reason: str, message: str, now: datetime) -> S
             now=now,
         )
         phase = "Missing" if reason == "Missing" else "NotReady"
-    return sprite.status.model_copy(update={"conditions": conditions, "phase": phase})
+    update: dict[str, object] = {"conditions": conditions, "phase": phase}
+    if info is not None:
+        update |= {
+            "sprite_name": info.name,
+            "sprite_id": info.id,
+            "url": info.url,
+            "backend_status": info.status,
+        }
+    return sprite.status.model_copy(update=update)
+
+
+def error_status(
+    sprite: Sprite, error: SpriteReconcileError | SpriteBackendError, now: datetime
+) -> SpriteStatus:
+    """The status to write for a failed reconcile."""
+    info = error.info if isinstance(error, SpriteBackendError) else None
+    return failed_status(sprite, error.reason, str(error), now, info)
 
 
 def deletion_blocked_status(sprite: Sprite, message: str, now: datetime) -> SpriteStatus:

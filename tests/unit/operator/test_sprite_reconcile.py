@@ -1,0 +1,262 @@
+"""The Sprite reconciler against an in-memory backend: partial failures keep ownership."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any, cast
+
+import pytest
+
+from lattice_adapters.errors import AdapterError, NotFound, TransportError
+from lattice_operator.api.v1alpha1 import Sprite
+from lattice_operator.api.v1alpha1.sprite import NetworkRule, SpriteService, UrlAuth
+from lattice_operator.backend import ServiceInfo, SpriteBackend, SpriteInfo, SpritePage
+from lattice_operator.reconcilers.fleet import FleetObserver
+from lattice_operator.reconcilers.sprite import (
+    SpriteBackendError,
+    SpriteReconcileError,
+    delete_backend_sprite,
+    error_status,
+    owner_label,
+    reconcile_sprite,
+)
+from lattice_operator.settings import BackendSettings
+from tests.support.admission_cases import sample
+from tests.support.clock import FakeClock
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+UID = "0b6f3a52-3c1e-4d8e-9a43-5f2d7f0c9e11"
+
+
+class FakeBackend:
+    """The sprite, policy and service calls the Sprite reconciler makes, kept in memory."""
+
+    def __init__(self) -> None:
+        self.sprites: dict[str, SpriteInfo] = {}
+        self.policies: dict[str, list[NetworkRule]] = {}
+        self.services: dict[str, dict[str, SpriteService]] = {}
+        self.calls: list[tuple[str, str]] = []
+        self.fail_next: dict[str, AdapterError] = {}
+        """Method name → the error its next call raises (once)."""
+        self.hidden_from_list: set[str] = set()
+        """Names LIST leaves out (a page that shifted under concurrent writes)."""
+        self._ids = 0
+
+    def _call(self, method: str, name: str) -> None:
+        self.calls.append((method, name))
+        error = self.fail_next.pop(method, None)
+        if error is not None:
+            raise error
+
+    def _info(self, name: str) -> SpriteInfo:
+        try:
+            return self.sprites[name]
+        except KeyError:
+            raise NotFound(f"sprite {name!r} not found", status=404) from None
+
+    async def create_sprite(
+        self, name: str, *, url_auth: UrlAuth = "sprite", labels: Sequence[str] = ()
+    ) -> SpriteInfo:
+        self._call("create_sprite", name)
+        self._ids += 1
+        info = SpriteInfo(
+            id=f"sprite-{self._ids}",
+            name=name,
+            url=f"https://{name}.example",
+            url_auth=url_auth,
+            status="cold",
+            labels=tuple(labels),
+        )
+        self.sprites[name] = info
+        return info
+
+    async def get_sprite(self, name: str) -> SpriteInfo:
+        self._call("get_sprite", name)
+        return self._info(name)
+
+    async def list_sprites(
+        self,
+        *,
+        prefix: str | None = None,
+        page_size: int = 50,
+        continuation_token: str | None = None,
+    ) -> SpritePage:
+        self._call("list_sprites", prefix or "")
+        listed = [s for n, s in self.sprites.items() if n not in self.hidden_from_list]
+        return SpritePage(sprites=listed, has_more=False)
+
+    async def update_sprite(
+        self,
+        name: str,
+        *,
+        url_auth: UrlAuth | None = None,
+        labels: Sequence[str] | None = None,
+    ) -> SpriteInfo:
+        self._call("update_sprite", name)
+        info = self._info(name)
+        update: dict[str, Any] = {}
+        if url_auth is not None:
+            update["url_auth"] = url_auth
+        if labels is not None:
+            update["labels"] = tuple(labels)
+        self.sprites[name] = info.model_copy(update=update)
+        return self.sprites[name]
+
+    async def delete_sprite(self, name: str) -> None:
+        self._call("delete_sprite", name)
+        self._info(name)
+        del self.sprites[name]
+
+    async def get_network_policy(self, name: str) -> list[NetworkRule]:
+        self._call("get_network_policy", name)
+        self._info(name)
+        return list(self.policies.get(name, []))
+
+    async def set_network_policy(self, name: str, rules: Sequence[NetworkRule]) -> None:
+        self._call("set_network_policy", name)
+        self._info(name)
+        self.policies[name] = list(rules)
+
+    async def list_services(self, name: str) -> list[ServiceInfo]:
+        self._call("list_services", name)
+        return [ServiceInfo(spec=s, status="running") for s in self.services.get(name, {}).values()]
+
+    async def put_service(self, name: str, service: SpriteService) -> list[Any]:
+        self._call("put_service", name)
+        self.services.setdefault(name, {})[service.name] = service
+        return []
+
+    async def delete_service(self, name: str, service_name: str) -> None:
+        self._call("delete_service", name)
+        self.services.get(name, {}).pop(service_name, None)
+
+
+def _sprite(**spec: Any) -> Sprite:
+    doc = sample("sprite.yaml")
+    doc["metadata"] = {"name": "box", "namespace": "team-a", "uid": UID, "generation": 1}
+    doc["spec"] |= spec
+    doc["spec"]["services"] = [{"name": "web", "cmd": "python", "args": ["-m", "http.server"]}]
+    return Sprite.model_validate(doc)
+
+
+def _backend(fake: FakeBackend) -> SpriteBackend:
+    return cast(SpriteBackend, fake)
+
+
+async def _reconcile(sprite: Sprite, fake: FakeBackend) -> tuple[Sprite, Exception | None]:
+    """What the kopf handler does: reconcile, write the resulting status (success or not)."""
+    try:
+        result = await reconcile_sprite(sprite, _backend(fake), NOW)
+    except (SpriteReconcileError, SpriteBackendError) as exc:
+        status = error_status(sprite, exc, NOW)
+        return sprite.model_copy(update={"status": status}), exc
+    return sprite.model_copy(update={"status": result.status}), None
+
+
+def _condition(sprite: Sprite, type_: str) -> tuple[str, str]:
+    c = next(c for c in sprite.status.conditions if c.type == type_)
+    return c.status, c.reason
+
+
+async def test_policy_failure_after_create_is_retried_to_ready_and_deleted() -> None:
+    fake = FakeBackend()
+    fake.fail_next["set_network_policy"] = TransportError("connection reset")
+    sprite = _sprite()
+
+    sprite, error = await _reconcile(sprite, fake)
+    assert isinstance(error, SpriteBackendError)
+    assert "team-a-box" in fake.sprites  # created before the policy call failed
+    created = fake.sprites["team-a-box"]
+    assert sprite.status.sprite_id == created.id  # the failure status records it as ours
+    assert _condition(sprite, "Synced")[0] == "False"
+
+    sprite, error = await _reconcile(sprite, fake)
+    assert error is None, error
+    assert sprite.status.phase == "Ready"
+    assert sprite.status.sprite_id == created.id
+    assert _condition(sprite, "Ready") == ("True", "Ready")
+    assert fake.policies["team-a-box"] == sprite.spec.network_policy.rules  # type: ignore[union-attr]
+    assert set(fake.services["team-a-box"]) == {"web"}
+    assert [c for c in fake.calls if c[0] == "create_sprite"] == [("create_sprite", "team-a-box")]
+
+    assert await delete_backend_sprite(sprite, _backend(fake))
+    assert ("delete_sprite", "team-a-box") in fake.calls
+    assert "team-a-box" not in fake.sprites
+
+
+async def test_owner_label_recognises_a_sprite_whose_status_was_never_written() -> None:
+    # The operator stopped between the create and the status patch: status has no spriteId.
+    fake = FakeBackend()
+    fake.fail_next["set_network_policy"] = TransportError("connection reset")
+    sprite = _sprite()
+    _, error = await _reconcile(sprite, fake)
+    assert isinstance(error, SpriteBackendError)
+    assert owner_label(sprite) in fake.sprites["team-a-box"].labels
+    assert sprite.status.sprite_id is None
+
+    converged, error = await _reconcile(sprite, fake)
+    assert error is None, error
+    assert converged.status.phase == "Ready"
+    # The owner label is not drift from spec.labels: a converged sprite costs reads only.
+    assert (await reconcile_sprite(converged, _backend(fake), NOW)).writes == 0
+
+    # Deleting the object without spriteId in its status still deletes the backend sprite.
+    assert await delete_backend_sprite(sprite, _backend(fake))
+    assert "team-a-box" not in fake.sprites
+
+
+async def test_a_foreign_sprite_is_neither_adopted_nor_deleted() -> None:
+    fake = FakeBackend()
+    await fake.create_sprite("team-a-box", labels=["someone-else"])
+    sprite, error = await _reconcile(_sprite(), fake)
+    assert isinstance(error, SpriteReconcileError)
+    assert error.reason == "AlreadyExists"
+    assert sprite.status.sprite_id is None
+    assert not await delete_backend_sprite(sprite, _backend(fake))
+    assert "team-a-box" in fake.sprites
+
+    # Another object's owner label is not ours either.
+    other = _sprite()
+    other.metadata.uid = "11111111-2222-3333-4444-555555555555"
+    await fake.update_sprite("team-a-box", labels=[owner_label(other) or ""])
+    _, error = await _reconcile(_sprite(), fake)
+    assert isinstance(error, SpriteReconcileError)
+
+
+async def test_orphan_policy_keeps_the_backend_sprite() -> None:
+    fake = FakeBackend()
+    sprite, error = await _reconcile(_sprite(deletionPolicy="Orphan"), fake)
+    assert error is None
+    assert not await delete_backend_sprite(sprite, _backend(fake))
+    assert "team-a-box" in fake.sprites
+
+
+@pytest.mark.parametrize("listed", [True, False])
+async def test_fleet_confirms_with_get_before_marking_missing(listed: bool) -> None:
+    fake = FakeBackend()
+    sprite, _ = await _reconcile(_sprite(recreate=False), fake)
+    assert sprite.status.phase == "Ready"
+    if listed:
+        fake.hidden_from_list.add("team-a-box")  # LIST misses it, GET still finds it
+    else:
+        del fake.sprites["team-a-box"]
+    patches: list[dict[str, Any]] = []
+
+    async def patch(_: Sprite, status: dict[str, Any]) -> None:
+        patches.append(status)
+
+    observer = FleetObserver(
+        backend=_backend(fake),
+        sprites=lambda: [sprite],
+        patch_status=patch,
+        clock=FakeClock(NOW),
+        settings=BackendSettings(),
+    )
+    result = await observer.observe_once()
+    if listed:
+        assert result.missing == 0
+        assert patches == []
+    else:
+        assert result.missing == 1
+        assert patches[0]["phase"] == "Missing"
