@@ -42,8 +42,13 @@ class ReceiptEvents:
         return self._dropped.get(uid, 0)
 
     def forget(self, uid: str) -> None:
+        """Drop the object's bucket and count (its Run daemon has ended; status keeps the total)."""
         self._buckets.pop(uid, None)
         self._dropped.pop(uid, None)
+
+    def tracked(self) -> int:
+        """Objects with rate-limit state held in memory."""
+        return len(self._buckets.keys() | self._dropped.keys())
 
     async def published_sequences(self, regarding: ObjectRef) -> set[int]:
         """Sequence numbers of the receipts posted as Events regarding the object (still kept)."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -98,6 +100,31 @@ REFUSED_ACTIONS = Counter(
 )
 
 
+RECONCILE_OUTCOMES = ("ok", "error", "blocked")
+"""ok: done; error: failed, retried (or cut short); blocked: failed for good until the spec
+changes (invalid object, a permanent refusal)."""
+
+
+@contextmanager
+def reconcile_timer(kind: str, *, blocked: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
+    """Count one reconciliation of `kind` and observe its duration, whatever its end.
+
+    A normal exit is `ok`, one of the `blocked` exception types is `blocked`, anything else
+    (cancellation included) is `error`; the exception is re-raised.
+    """
+    started = time.monotonic()
+    outcome = "error"
+    try:
+        yield
+        outcome = "ok"
+    except blocked:
+        outcome = "blocked"
+        raise
+    finally:
+        RECONCILES.labels(kind=kind, outcome=outcome).inc()
+        RECONCILE_SECONDS.labels(kind=kind).observe(time.monotonic() - started)
+
+
 class PhaseCollector(Collector):
     """Objects by phase (and kind label), counted at scrape time from an in-memory view."""
 
@@ -128,10 +155,12 @@ __all__ = [
     "OUTBOX_LAG",
     "RECEIPTS",
     "RECONCILES",
+    "RECONCILE_OUTCOMES",
     "RECONCILE_SECONDS",
     "REFUSED_ACTIONS",
     "REGISTRY",
     "STATUS_PATCHES",
     "VIOLATIONS",
     "PhaseCollector",
+    "reconcile_timer",
 ]

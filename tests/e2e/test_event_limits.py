@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -70,3 +74,17 @@ def test_receipt_events_are_rate_limited_per_run(
             x for x in metrics.splitlines() if x.startswith("lattice_kube_events_dropped_total")
         )
         assert float(line.split()[-1]) == dropped
+
+        # `lattice logs --receipts` shows what was posted and says how many were dropped.
+        args = ["logs", "chatty", "-n", namespace, "--receipts", "--json"]
+        cli = subprocess.run(
+            [sys.executable, "-m", "lattice_operator", *args],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
+            timeout=120,
+            check=True,
+            cwd=Path(__file__).resolve().parents[2],
+        )
+        assert len(json.loads(cli.stdout)) == posted
+        assert f"{dropped} receipt(s) of this Run were not posted" in cli.stderr

@@ -452,5 +452,7 @@ def test_intent_metrics(stack: Stack) -> None:
         'lattice_approvals_total{outcome="unauthorized"}',
         "lattice_intent_awaiting_approval_seconds_count",
         'lattice_refused_actions_total{reason="not_granted"}',
+        'lattice_reconcile_total{kind="Intent",outcome="ok"}',
+        'lattice_reconcile_duration_seconds_count{kind="Intent"}',
     ):
         assert series in text, series

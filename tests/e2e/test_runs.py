@@ -346,17 +346,41 @@ def test_missing_checkpoint_is_synthesized_and_resume_works(stack: Stack, namesp
     assert (stack.sprites.host_root(sprite) / "kept.txt").read_text() == "work before waiting"
 
 
-def test_metrics_have_no_per_run_labels(stack: Stack, namespace: str) -> None:
+def _scrape(stack: Stack) -> str:
     import httpx
 
+    return httpx.get(f"http://127.0.0.1:{stack.metrics_port}/metrics", trust_env=False).text
+
+
+def _sample_value(text: str, name: str, labels: dict[str, str]) -> float:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == name and s.labels == labels:
+                return float(s.value)
+    return 0.0
+
+
+def test_metrics_have_no_per_run_labels(stack: Stack, namespace: str) -> None:
+    run_ok = {"kind": "Run", "outcome": "ok"}
+    before = _sample_value(_scrape(stack), "lattice_reconcile_total", run_ok)
     _sprite(stack, namespace)
     _run(stack, namespace, "measured", ["sh", "-c", "echo measured"])
     stack.wait_phase(namespace, "runs", "measured", {"Succeeded"})
-    text = httpx.get(f"http://127.0.0.1:{stack.metrics_port}/metrics", trust_env=False).text
+
+    # The Run's daemon pass is counted once the daemon has ended, just after the phase.
+    def run_counted() -> str | None:
+        text = _scrape(stack)
+        return text if _sample_value(text, "lattice_reconcile_total", run_ok) > before else None
+
+    text = wait_for(run_counted, timeout=30, what="the Run reconcile to be counted")
+    assert _sample_value(text, "lattice_reconcile_duration_seconds_count", {"kind": "Run"}) > 0
     for series in (
         'lattice_runs{phase="Succeeded"}',
         'lattice_reconcile_total{kind="Sprite",outcome="ok"}',
-        "lattice_reconcile_duration_seconds_count",
+        'lattice_reconcile_total{kind="Run",outcome="ok"}',
+        'lattice_reconcile_duration_seconds_count{kind="Sprite"}',
         'lattice_backend_call_duration_seconds_count{operation="exec"}',
         'lattice_backend_call_duration_seconds_count{operation="list_sprites"}',
         'lattice_status_patches_total{kind="Run"}',

@@ -202,14 +202,18 @@ def logs(
         time.sleep(1)
 
 
-def fetch_receipts(namespace: str, run: str) -> list[dict[str, Any]]:
-    """The Run's receipts, from the annotations of its Events, in sequence order."""
-    from lattice_adapters.kube import resource_path
+def receipt_event_params(run: dict[str, Any]) -> dict[str, str]:
+    """List parameters for the receipt Events of exactly this Run: by its uid, not its name,
+    so a Run deleted and created again under the same name never shows the old one's."""
+    from lattice_operator.builders import RUN_UID_LABEL
+
+    return {"labelSelector": f"{RUN_UID_LABEL}={run['metadata']['uid']}"}
+
+
+def receipts_from_events(listing: dict[str, Any]) -> list[dict[str, Any]]:
+    """The receipts carried by a listing of Events, in sequence order."""
     from lattice_operator.builders import RECEIPT_ANNOTATION
 
-    path = resource_path("events.k8s.io", "v1", "events", namespace)
-    params = {"fieldSelector": f"regarding.name={run},regarding.kind=Run"}
-    listing = kube_call(lambda kube: kube.get(path, params))
     receipts = [
         json.loads(item["metadata"]["annotations"][RECEIPT_ANNOTATION])
         for item in listing.get("items", [])
@@ -218,15 +222,38 @@ def fetch_receipts(namespace: str, run: str) -> list[dict[str, Any]]:
     return sorted(receipts, key=lambda r: (r.get("sequence") or 0, r.get("receipt_id", "")))
 
 
-def _print_receipts(namespace: str, run: str, as_json: bool) -> None:
+def dropped_receipts(run: dict[str, Any]) -> int:
+    """Receipts the operator did not post as Events (the per-Run rate limit), from the status."""
+    receipts = (run.get("status") or {}).get("receipts") or {}
+    return int(receipts.get("eventsDropped") or 0)
+
+
+def fetch_receipts(namespace: str, run: dict[str, Any]) -> list[dict[str, Any]]:
+    """The Run's receipts, from the annotations of its Events, in sequence order."""
+    from lattice_adapters.kube import resource_path
+
+    path = resource_path("events.k8s.io", "v1", "events", namespace)
+    params = receipt_event_params(run)
+    return receipts_from_events(kube_call(lambda kube: kube.get(path, params)))
+
+
+def _print_receipts(namespace: str, name: str, as_json: bool) -> None:
+    run = _get(namespace, "runs", name)
     receipts = fetch_receipts(namespace, run)
+    dropped = dropped_receipts(run)
+    note = (
+        f"{dropped} receipt(s) of this Run were not posted as Events (rate limit); "
+        "they are missing here"
+    )
     if as_json:
         typer.echo(json.dumps(receipts, indent=2))
+        if dropped:
+            typer.echo(note, err=True)
         return
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"receipts of {namespace}/{run}")
+    table = Table(title=f"receipts of {namespace}/{name}")
     for column in ("seq", "event", "status", "failure", "session", "receipt"):
         table.add_column(column)
     for r in receipts:
@@ -239,3 +266,5 @@ def _print_receipts(namespace: str, run: str, as_json: bool) -> None:
             r["receipt_id"],
         )
     Console().print(table)
+    if dropped:
+        typer.echo(note)

@@ -22,6 +22,7 @@ from lattice_operator.metrics import (
     REGISTRY,
     STATUS_PATCHES,
     PhaseCollector,
+    reconcile_timer,
 )
 from lattice_operator.policy import CompiledPolicy, PolicyInvalid, compile_policy
 from lattice_operator.ports import Grants
@@ -173,27 +174,29 @@ async def _drive_intent(
     written: dict[str, Any] | None = None
     while not stopped:
         wakeup.clear()
-        intent = parse_intent(body)
-        namespace = intent.metadata.namespace or ""
-        status = intent.status
-        run_name = status.run_ref.name if status.run_ref else None
-        sprite_name = status.sprite_ref.name if status.sprite_ref else None
-        world = IntentWorld(
-            intent=intent,
-            policies=[p for _, p in sorted(policies.get(namespace, []), key=lambda x: x[0])],
-            default_policy=ctx.default_policy,
-            approvals=parse_records(dict(body.metadata.annotations)),
-            run=_one(runs.get((namespace, run_name))) if run_name else None,
-            sprite=_one(sprites.get((namespace, sprite_name))) if sprite_name else None,
-            now=ctx.clock.now(),
-        )
-        plan = reconcile_intent(world)
-        snapshot = plan.status.to_patch()
-        if snapshot != written and snapshot != intent.status.to_patch():
-            await _apply(ctx, intent, plan, body)
-            written = snapshot
-        elif plan.create or plan.run_patch:
-            await _apply(ctx, intent, plan, body)
+        # Each pass is one kind="Intent" reconcile in the metrics.
+        with reconcile_timer("Intent", blocked=(kopf.PermanentError,)):
+            intent = parse_intent(body)
+            namespace = intent.metadata.namespace or ""
+            status = intent.status
+            run_name = status.run_ref.name if status.run_ref else None
+            sprite_name = status.sprite_ref.name if status.sprite_ref else None
+            world = IntentWorld(
+                intent=intent,
+                policies=[p for _, p in sorted(policies.get(namespace, []), key=lambda x: x[0])],
+                default_policy=ctx.default_policy,
+                approvals=parse_records(dict(body.metadata.annotations)),
+                run=_one(runs.get((namespace, run_name))) if run_name else None,
+                sprite=_one(sprites.get((namespace, sprite_name))) if sprite_name else None,
+                now=ctx.clock.now(),
+            )
+            plan = reconcile_intent(world)
+            snapshot = plan.status.to_patch()
+            if snapshot != written and snapshot != intent.status.to_patch():
+                await _apply(ctx, intent, plan, body)
+                written = snapshot
+            elif plan.create or plan.run_patch:
+                await _apply(ctx, intent, plan, body)
         if plan.phase in TERMINAL:
             return
         with contextlib.suppress(TimeoutError):

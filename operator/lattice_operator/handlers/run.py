@@ -18,7 +18,7 @@ from lattice_operator.api.v1alpha1 import API_VERSION, TERMINAL_RUN_PHASES, Run,
 from lattice_operator.builders import ObjectRef, notice_event
 from lattice_operator.handlers._context import OperatorContext, context_of
 from lattice_operator.handlers.sprite import IndexedSprites
-from lattice_operator.metrics import REGISTRY, PhaseCollector
+from lattice_operator.metrics import REGISTRY, PhaseCollector, reconcile_timer
 from lattice_operator.ports import Grants
 from lattice_operator.reconcilers.run_driver import RunDriver
 from lattice_operator.reconcilers.sprite_claims import RunClaim
@@ -146,7 +146,24 @@ async def run_daemon(
     stopped: kopf.DaemonStopped,
     **kwargs: Any,
 ) -> None:
+    """One pass: from the daemon's start to the Run's end (or the daemon being stopped).
+
+    The pass is one `kind="Run"` reconcile in the metrics. Whatever ends it, the Run's
+    Event rate-limit state is forgotten: the driver's final flush has written the dropped count
+    into the status, which a later daemon for the same Run starts from.
+    """
     ctx = context_of(memo)
+    try:
+        with reconcile_timer("Run", blocked=(kopf.PermanentError,)):
+            await _drive_run(ctx, body, stopped, kwargs)
+    finally:
+        if ctx.events is not None:
+            ctx.events.forget(str(body.metadata.uid or ""))
+
+
+async def _drive_run(
+    ctx: OperatorContext, body: kopf.Body, stopped: kopf.DaemonStopped, kwargs: dict[str, Any]
+) -> None:
     sprite_directory: kopf.Index[tuple[str, str], Sprite] = kwargs["sprite_directory"]
     claims: kopf.Index[tuple[str, str], RunClaim] = kwargs["run_claims"]
     grants: kopf.Index[tuple[str, str], tuple[str, Grants]] = kwargs["intent_grants"]
@@ -182,16 +199,15 @@ async def run_daemon(
 async def run_delete(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     """Kill the Run's session so that nothing keeps running for a deleted Run."""
     ctx = context_of(memo)
-    run = parse_run(body)
-    if run.is_done() or not run.status.session_id or not run.status.sprite_name:
-        return
-    try:
-        await ctx.require_backend().kill_session(
-            run.status.sprite_name, run.status.session_id, grace=5.0
-        )
-    except NotFound:
-        return
-    except AdapterError as exc:
-        raise kopf.TemporaryError(f"could not kill session: {exc}", delay=5) from exc
-    if ctx.events is not None:
-        ctx.events.forget(run.metadata.uid or "")
+    with reconcile_timer("Run", blocked=(kopf.PermanentError,)):
+        run = parse_run(body)
+        if run.is_done() or not run.status.session_id or not run.status.sprite_name:
+            return
+        try:
+            await ctx.require_backend().kill_session(
+                run.status.sprite_name, run.status.session_id, grace=5.0
+            )
+        except NotFound:
+            return
+        except AdapterError as exc:
+            raise kopf.TemporaryError(f"could not kill session: {exc}", delay=5) from exc

@@ -1,0 +1,38 @@
+"""`lattice logs RUN --receipts`: the Run's own Events (by uid), and what was dropped."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from lattice_operator.builders import RECEIPT_ANNOTATION, RUN_UID_LABEL
+from lattice_operator.cli._runs import dropped_receipts, receipt_event_params, receipts_from_events
+
+
+def _event(sequence: int, receipt_id: str) -> dict[str, Any]:
+    receipt = {"sequence": sequence, "receipt_id": receipt_id, "event": "x", "status": "observed"}
+    return {"metadata": {"annotations": {RECEIPT_ANNOTATION: json.dumps(receipt)}}}
+
+
+def test_events_are_selected_by_the_runs_uid_not_its_name() -> None:
+    run = {"metadata": {"name": "fix-17", "uid": "0b1c-new"}}
+    assert receipt_event_params(run) == {"labelSelector": f"{RUN_UID_LABEL}=0b1c-new"}
+
+
+def test_receipts_come_in_sequence_order_and_notices_are_skipped() -> None:
+    listing = {
+        "items": [
+            _event(3, "c"),
+            {"metadata": {"annotations": {"other": "1"}}},  # e.g. a NotifyUser notice
+            _event(1, "a"),
+            {"metadata": {}},
+            _event(2, "b"),
+        ]
+    }
+    assert [r["receipt_id"] for r in receipts_from_events(listing)] == ["a", "b", "c"]
+
+
+def test_dropped_receipts_are_read_from_the_status() -> None:
+    assert dropped_receipts({}) == 0
+    assert dropped_receipts({"status": {"receipts": {"state": {}}}}) == 0
+    assert dropped_receipts({"status": {"receipts": {"eventsDropped": 7}}}) == 7

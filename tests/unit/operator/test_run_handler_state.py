@@ -1,0 +1,150 @@
+"""Run handlers: the per-Run Event rate-limit state lives only as long as the Run's daemon,
+and every daemon pass is one `kind="Run"` reconcile in the metrics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+import pytest
+
+import lattice_operator.handlers.run as run_handlers
+from lattice_adapters.kube_events import ReceiptEvents
+from lattice_operator.builders import ObjectRef
+from lattice_operator.handlers._context import OperatorContext
+from lattice_operator.lifeloop import LifecycleReceipt
+from lattice_operator.metrics import REGISTRY
+from tests.support.admission_cases import sample
+from tests.support.clock import FakeClock
+
+
+def _receipt(sequence: int) -> LifecycleReceipt:
+    return LifecycleReceipt(
+        receipt_id=f"lfr-{sequence}",
+        idempotency_key=None,
+        client_id="lattice",
+        adapter_id="sprites",
+        invocation_id="inv-1",
+        event="session.started",
+        event_id=f"evt-{sequence}",
+        sequence=sequence,
+        parent_receipt_id=None,
+        integration_mode="launcher_wrapper",
+        status="observed",
+        at_epoch_s=1778100000,
+        harness_session_id=None,
+        harness_run_id=None,
+        harness_task_id=None,
+        failure_class=None,
+        retry_class=None,
+    )
+
+
+class FakeKube:
+    def __init__(self) -> None:
+        self.created = 0
+
+    async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.created += 1
+        return body
+
+    async def get(self, path: str, params: dict[str, str] | None = None) -> dict[str, Any]:
+        return {"items": []}
+
+
+class NeverStopped:
+    async def wait(self) -> None:
+        import asyncio
+
+        await asyncio.Event().wait()
+
+
+class ChattyDriver:
+    """Stands in for RunDriver: posts more receipts than the burst allows, then ends."""
+
+    fail = False
+
+    def __init__(self, run: Any, **kwargs: Any) -> None:
+        self.ref = ObjectRef(
+            "lattice.dev/v1alpha1", "Run", "ns", run.metadata.name, run.metadata.uid
+        )
+        self.publisher: ReceiptEvents = kwargs["publisher"]
+
+    async def drive(self) -> None:
+        await self.publisher.publish(self.ref, [_receipt(i) for i in range(1, 6)])
+        assert self.publisher.dropped(self.ref.uid) == 3  # burst 2: the other 3 were dropped
+        if self.fail:
+            raise RuntimeError("backend went away")
+
+
+def _body(i: int) -> kopf.Body:
+    doc = sample("run.yaml")
+    doc["metadata"] = {"name": f"run-{i}", "namespace": "ns", "uid": f"uid-{i}", "generation": 1}
+    return kopf.Body(doc)
+
+
+def _sample(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def _context(kube: FakeKube) -> tuple[kopf.Memo, ReceiptEvents]:
+    events = ReceiptEvents(kube, FakeClock(), rate=0.001, burst=2)  # type: ignore[arg-type]
+    memo = kopf.Memo()
+    memo.lattice = OperatorContext(backend=object(), kube=kube, events=events)  # type: ignore[arg-type]
+    return memo, events
+
+
+async def _pass(memo: kopf.Memo, i: int) -> None:
+    await run_handlers.run_daemon(
+        body=_body(i),
+        memo=memo,
+        stopped=NeverStopped(),  # type: ignore[arg-type]
+        sprite_directory={},
+        run_claims={},
+        intent_grants={},
+    )
+
+
+async def test_rate_limit_state_is_forgotten_when_each_run_daemon_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(run_handlers, "RunDriver", ChattyDriver)
+    kube = FakeKube()
+    memo, events = _context(kube)
+    ok_before = _sample("lattice_reconcile_total", kind="Run", outcome="ok")
+    for i in range(200):
+        await _pass(memo, i)
+        assert events.tracked() == 0  # bounded: nothing outlives the Run's daemon
+    assert kube.created == 2 * 200  # each Run had a fresh bucket of its own
+    assert _sample("lattice_reconcile_total", kind="Run", outcome="ok") == ok_before + 200
+
+
+async def test_a_failed_daemon_pass_forgets_too_and_counts_as_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(ChattyDriver, "fail", True)
+    monkeypatch.setattr(run_handlers, "RunDriver", ChattyDriver)
+    memo, events = _context(FakeKube())
+    errors_before = _sample("lattice_reconcile_total", kind="Run", outcome="error")
+    durations_before = _sample("lattice_reconcile_duration_seconds_count", kind="Run")
+    with pytest.raises(RuntimeError):
+        await _pass(memo, 1)
+    assert events.tracked() == 0
+    assert _sample("lattice_reconcile_total", kind="Run", outcome="error") == errors_before + 1
+    assert _sample("lattice_reconcile_duration_seconds_count", kind="Run") == durations_before + 1
+
+
+async def test_an_invalid_run_is_a_blocked_reconcile() -> None:
+    memo, _ = _context(FakeKube())
+    body = kopf.Body({"apiVersion": "lattice.dev/v1alpha1", "kind": "Run", "metadata": {}})
+    blocked_before = _sample("lattice_reconcile_total", kind="Run", outcome="blocked")
+    with pytest.raises(kopf.PermanentError):
+        await run_handlers.run_daemon(
+            body=body,
+            memo=memo,
+            stopped=NeverStopped(),  # type: ignore[arg-type]
+            sprite_directory={},
+            run_claims={},
+            intent_grants={},
+        )
+    assert _sample("lattice_reconcile_total", kind="Run", outcome="blocked") == blocked_before + 1
