@@ -21,6 +21,7 @@ from lattice_operator.reconcilers.approvals import (
     check_records_untouched,
     parse_records,
     parse_request,
+    raw_spec_digest,
     record_for,
     records_json,
 )
@@ -55,7 +56,11 @@ async def stamp_approval(
                 403,
             )
         records = record_for(
-            request, dict(userinfo), parse_records(old_annotations), ctx.clock.now()
+            request,
+            dict(userinfo),
+            parse_records(old_annotations),
+            ctx.clock.now(),
+            raw_spec_digest(body.get("spec")),
         )
     except ApprovalRefused as exc:
         raise kopf.AdmissionError(str(exc), code=exc.code) from exc

@@ -94,19 +94,30 @@ def classify(
     """Policies in order (then the cluster default); the first matching rule decides.
 
     A rule that cannot be evaluated for this Intent (say, a missing field not guarded
-    with has()) does not match; the error is reported with the decision.
+    with has()) fails closed: evaluation stops there and the Intent needs approval (at
+    least as many approvers as that rule asks), with the rule and the error in the
+    message. Skipping it instead would let a later, laxer rule decide for an Intent
+    that an erroring deny rule was meant to stop.
     """
-    errors: list[str] = []
     chain: Iterable[CompiledPolicy] = [*policies, *([default] if default else [])]
     for policy in chain:
         for rule in policy.rules:
+            spec_rule = policy.spec.rules[rule.index]
             try:
                 matched = evaluate(rule, intent)
             except EvaluationError as exc:
-                errors.append(f"{policy.name}/{rule.name}: {exc}")
-                continue
+                error = f"{policy.name}/{rule.name}: {exc}"
+                return Decision(
+                    risk="dangerous" if spec_rule.risk == "dangerous" else "controlled",
+                    outcome="require_approval",
+                    approvers=spec_rule.approvers,
+                    policy=policy.name,
+                    rule=rule.name,
+                    message=f"rule {policy.name}/{rule.name} could not be evaluated ({exc}); "
+                    "failing closed: approval required",
+                    evaluation_errors=(error,),
+                )
             if matched:
-                spec_rule = policy.spec.rules[rule.index]
                 return Decision(
                     risk=spec_rule.risk,
                     outcome=spec_rule.outcome,
@@ -114,6 +125,5 @@ def classify(
                     policy=policy.name,
                     rule=rule.name,
                     message=spec_rule.message or f"rule {policy.name}/{rule.name} matched",
-                    evaluation_errors=tuple(errors),
                 )
-    return Decision(**{**DEFAULT_DECISION.__dict__, "evaluation_errors": tuple(errors)})
+    return DEFAULT_DECISION

@@ -3,20 +3,27 @@
 `lattice approve` asks by setting the annotation REQUEST; the operator's mutating
 admission webhook sees the identity the API server authenticated, checks it may
 `approve` intents.lattice.dev in the namespace (a SubjectAccessReview), and turns
-the request into a record in RECORDS, stamped with that identity. RECORDS is
-written only by the webhook: any other change to it is refused.
+the request into a record in RECORDS, stamped with that identity and with the
+digest of the spec as it is at that moment (`spec_digest`). RECORDS is written only
+by the webhook: any other change to it is refused.
+
+An approval is bound to the spec it was given for: the gate counts only records
+whose digest is the current spec's (`for_spec`), so an edit after an approval (by
+anyone who may edit the Intent) resets the approvals instead of inheriting them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from lattice_operator.api.v1alpha1.intent import ApprovalRecord
+from lattice_operator.api.v1alpha1.intent import UNFROZEN_FIELDS, ApprovalRecord, IntentSpec
 from lattice_operator.errors import LatticeError
 
 REQUEST = "approval.lattice.dev/request"
@@ -49,6 +56,50 @@ def parse_records(annotations: dict[str, str] | None) -> list[ApprovalRecord]:
         return _RECORDS.validate_json(raw)
     except ValidationError:
         return []  # not ours: the webhook never writes anything else
+
+
+def spec_digest(spec: IntentSpec) -> str:
+    """sha256 of the spec's canonical JSON, without the fields that stay mutable after
+    approval (cancel, resume): what an approval is given for."""
+    wire = spec.model_dump(
+        mode="json", by_alias=True, exclude_none=True, exclude=set(UNFROZEN_FIELDS)
+    )
+    canonical = json.dumps(wire, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def raw_spec_digest(spec: Mapping[str, Any] | None) -> str:
+    """`spec_digest` of a spec as the webhook sees it (a dict); an invalid one is refused."""
+    try:
+        return spec_digest(IntentSpec.model_validate(dict(spec or {})))
+    except ValidationError as exc:
+        raise ApprovalRefused(f"cannot decide on an invalid spec: {exc}", 422) from exc
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """The records that count for the current spec, and the ones an edit made stale."""
+
+    current: list[ApprovalRecord]
+    stale: list[ApprovalRecord]
+
+    def stale_approvers(self) -> list[str]:
+        """Who approved an earlier spec and has not decided on this one (sorted)."""
+        now = {r.user for r in self.current}
+        return sorted({r.user for r in self.stale if r.decision == "approve"} - now)
+
+
+def for_spec(records: Sequence[ApprovalRecord], digest: str) -> Decisions:
+    """Split the records by whether they were made for the spec with this digest.
+
+    Records without a digest (written before approvals were bound to the spec) count as
+    stale. So does a rejection of an earlier spec: each decision is about the spec its
+    author saw, and the edited spec needs fresh approvals anyway, so nothing unreviewed
+    runs; an approver who still objects rejects again.
+    """
+    current = [r for r in records if r.spec_digest == digest]
+    stale = [r for r in records if r.spec_digest != digest]
+    return Decisions(current=current, stale=stale)
 
 
 def parse_request(annotations: dict[str, str] | None) -> ApprovalRequest | None:
@@ -84,8 +135,10 @@ def record_for(
     userinfo: dict[str, Any],
     previous: list[ApprovalRecord],
     now: datetime,
+    digest: str,
 ) -> list[ApprovalRecord]:
-    """The records after this request, stamped with the authenticated identity."""
+    """The records after this request, stamped with the authenticated identity and the
+    digest of the spec it decides on."""
     user = str(userinfo.get("username") or "")
     if not user:
         raise ApprovalRefused("the request carries no authenticated user", 403)
@@ -97,6 +150,7 @@ def record_for(
         decision=request.decision,
         reason=request.reason,
         time=now,
+        spec_digest=digest,
     )
     return [*previous, record]
 

@@ -37,6 +37,7 @@ from lattice_operator.api.v1alpha1.intent import (
 from lattice_operator.api.v1alpha1.run import RunTemplate
 from lattice_operator.builders import run_for_intent, sprite_for_intent
 from lattice_operator.policy import CompiledPolicy, Decision, classify, intent_document
+from lattice_operator.reconcilers.approvals import for_spec, spec_digest
 
 OPERATOR = "lattice-operator"
 AUDIT_LIMIT = 64
@@ -221,7 +222,14 @@ def _classified(step: _Pass) -> bool:
     )
     for error in decision.evaluation_errors:
         step.plan.notices.append(Notice("PolicyRuleError", error, warning=True))
-    reason = "PolicyRule" if decision.policy else "NoRuleMatched"
+    stale = for_spec(step.world.approvals, spec_digest(intent.spec)).stale_approvers()
+    if stale:
+        message = f"the spec changed after approval by {', '.join(stale)}; approvals reset"
+        step.plan.notices.append(Notice("ApprovalsReset", message, warning=True))
+    if decision.evaluation_errors:
+        reason = "PolicyRuleError"  # failed closed: the message names the rule and the error
+    else:
+        reason = "PolicyRule" if decision.policy else "NoRuleMatched"
     step.set("Classified", "True", reason, f"{decision.risk}: {decision.message}")
     return True
 
@@ -235,14 +243,22 @@ def _gate(step: _Pass) -> bool:
         if classification.policy
         else "default (no rule matched)"
     )
-    latest: dict[str, ApprovalRecord] = {}
-    for record in step.world.approvals:
-        latest[record.user] = record  # a later decision by the same person replaces theirs
-    rejections = [r for r in latest.values() if r.decision == "reject"]
-    approvers = sorted(r.user for r in latest.values() if r.decision == "approve")
     approved = find_condition(step.status.conditions, "Approved")
     if approved is not None and approved.status == "True":
         return True
+    # Only decisions on this very spec count: an edit after an approval resets it.
+    decisions = for_spec(step.world.approvals, spec_digest(step.intent.spec))
+    latest: dict[str, ApprovalRecord] = {}
+    for record in decisions.current:
+        latest[record.user] = record  # a later decision by the same person replaces theirs
+    rejections = [r for r in latest.values() if r.decision == "reject"]
+    approvers = sorted(r.user for r in latest.values() if r.decision == "approve")
+    stale = decisions.stale_approvers()
+    reset = (
+        f"; the spec changed after approval by {', '.join(stale)}: those approvals were reset"
+        if stale
+        else ""
+    )
     if classification.outcome == "deny":
         step.set("Approved", "False", "Denied", f"denied by policy rule {rule}", actor=_actor(rule))
         return False
@@ -277,8 +293,9 @@ def _gate(step: _Pass) -> bool:
         "Approved",
         "Unknown",
         "AwaitingApproval",
-        f"rule {rule} requires {needed} approval(s); {len(approvers)} so far"
-        + (f" ({', '.join(approvers)})" if approvers else ""),
+        f"rule {rule} requires {needed} approval(s) of the current spec; {len(approvers)} so far"
+        + (f" ({', '.join(approvers)})" if approvers else "")
+        + reset,
         actor=_actor(rule),
     )
     return False

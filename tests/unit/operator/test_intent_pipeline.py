@@ -9,6 +9,7 @@ from lattice_operator.api.v1alpha1 import Intent, Run
 from lattice_operator.api.v1alpha1.intent import ApprovalRecord
 from lattice_operator.api.v1alpha1.intentpolicy import IntentPolicySpec
 from lattice_operator.policy import compile_policy
+from lattice_operator.reconcilers.approvals import spec_digest
 from lattice_operator.reconcilers.intent import IntentWorld, reconcile_intent
 from tests.support.admission_cases import sample
 
@@ -60,8 +61,15 @@ def world(
     )
 
 
-def approval(user: str, decision: str = "approve") -> ApprovalRecord:
-    return ApprovalRecord(user=user, decision=decision, reason="", time=NOW)  # type: ignore[arg-type]
+def approval(user: str, decision: str = "approve", digest: str | None = None) -> ApprovalRecord:
+    """A record as the webhook writes it: for the sample spec unless told otherwise."""
+    return ApprovalRecord(
+        user=user,
+        decision=decision,  # type: ignore[arg-type]
+        reason="",
+        time=NOW,
+        spec_digest=digest or spec_digest(intent().spec),
+    )
 
 
 def advance(it: Intent, plan: Any) -> Intent:

@@ -87,19 +87,29 @@ def test_policies_are_tried_in_order_then_the_default() -> None:
     assert (decision.policy, decision.rule) == ("d", "all")
 
 
-def test_unguarded_missing_field_does_not_match_and_is_reported() -> None:
+def test_a_rule_that_cannot_be_evaluated_fails_closed() -> None:
     policy = _policy(
         {
             "name": "needs-field",
             "match": "intent.spec.params.fileops.id == 'x'",
-            "risk": "safe",
-            "outcome": "allow",
-        }
+            "risk": "dangerous",
+            "outcome": "deny",
+            "approvers": 2,
+        },
+        {"name": "later-allow", "match": "true", "risk": "safe", "outcome": "allow"},
     )
     decision = classify(_intent("sprite_task_exec", params={}), [policy])
-    assert decision.rule == "default"
-    assert decision.evaluation_errors
-    assert "needs-field" in decision.evaluation_errors[0]
+    # The erroring deny rule is not skipped for the later allow rule: evaluation stops.
+    assert (decision.policy, decision.rule) == ("p", "needs-field")
+    assert (decision.outcome, decision.risk, decision.approvers) == (
+        "require_approval",
+        "dangerous",
+        2,
+    )
+    assert "p/needs-field could not be evaluated" in decision.message
+    assert "failing closed" in decision.message
+    [error] = decision.evaluation_errors
+    assert error.startswith("p/needs-field: ")
 
 
 @pytest.mark.parametrize(

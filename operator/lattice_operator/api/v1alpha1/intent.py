@@ -381,6 +381,9 @@ class ApprovalRecord(ApiModel):
     """Why, in the approver's words."""
     time: datetime
     """When the API server admitted it."""
+    spec_digest: str | None = Field(default=None, max_length=80)
+    """sha256 of the spec (without cancel and resume) the decision was made on. Only
+    decisions on the current spec count: an edit after an approval resets it."""
 
 
 class IntentWaiting(ApiModel):

@@ -1,0 +1,105 @@
+"""An approval is bound to the spec it was given for: an edit after it resets it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.e2e.test_intents import (
+    APPROVER_ROLE,
+    EDITOR_ROLE,
+    _as,
+    _bind,
+    _intent,
+    _request,
+    _setup,
+)
+from tests.support.cluster import wait_for
+from tests.support.stack import Stack
+
+pytestmark = pytest.mark.e2e
+
+TWO_APPROVERS = {
+    "apiVersion": "lattice.dev/v1alpha1",
+    "kind": "IntentPolicy",
+    "metadata": {"name": "two-approvers"},
+    "spec": {
+        "rules": [
+            {
+                "name": "exec-needs-two",
+                "match": "intent.spec.kind == 'sprite_task_exec'",
+                "risk": "controlled",
+                "outcome": "require_approval",
+                "approvers": 2,
+            }
+        ]
+    },
+}
+
+
+def _approved_condition(stack: Stack, namespace: str, name: str) -> dict[str, Any]:
+    intent = stack.get(namespace, "intents", name)
+    conditions = (intent.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c["type"] == "Approved"), {})
+
+
+def _wait_message(stack: Stack, namespace: str, name: str, *fragments: str) -> dict[str, Any]:
+    def shown() -> dict[str, Any] | None:
+        cond = _approved_condition(stack, namespace, name)
+        message = cond.get("message", "")
+        return cond if all(f in message for f in fragments) else None
+
+    found: dict[str, Any] = wait_for(shown, timeout=60, what=f"Approved message {fragments}")
+    return found
+
+
+def _approve(stack: Stack, namespace: str, user: str, name: str) -> None:
+    done = _as(stack, user, "annotate", "intent", name, "-n", namespace, _request("approve"))
+    assert done.returncode == 0, done.stderr
+
+
+def test_an_edit_after_an_approval_resets_it(stack: Stack, namespace: str) -> None:
+    stack.apply(namespace, TWO_APPROVERS)
+    _setup(stack, namespace)
+    for user in ("alice", "bob"):
+        _bind(stack, namespace, user, APPROVER_ROLE)
+    _bind(stack, namespace, "mallory", EDITOR_ROLE)
+    stack.apply(namespace, _intent("bound", ["sh", "-c", "echo reviewed"]))
+    intent = stack.wait_phase(namespace, "intents", "bound", {"AwaitingApproval"})
+    assert intent["status"]["classification"]["rule"] == "exec-needs-two"
+
+    _approve(stack, namespace, "alice", "bound")
+    _wait_message(stack, namespace, "bound", "1 so far (alice)")
+
+    # Someone who may only edit Intents changes the command after alice's approval.
+    edit = {"spec": {"params": {"spriteTaskExec": {"command": ["sh", "-c", "echo edited"]}}}}
+    edited = _as(
+        stack, "mallory", "patch", "intent", "bound", "-n", namespace,
+        "--type", "merge", "-p", json.dumps(edit),
+    )  # fmt: skip
+    assert edited.returncode == 0, edited.stderr
+
+    _approve(stack, namespace, "bob", "bound")
+    cond = _wait_message(
+        stack, namespace, "bound", "1 so far (bob)", "spec changed after approval by alice"
+    )
+    assert (cond["status"], cond["reason"]) == ("Unknown", "AwaitingApproval")
+    intent = stack.get(namespace, "intents", "bound")
+    assert intent["status"]["phase"] == "AwaitingApproval"
+    assert "runRef" not in intent["status"]
+    # Both records stay in the audit trail, each with the spec it was given for.
+    records = intent["status"]["approvals"]
+    assert [r["user"] for r in records] == ["alice", "bob"]
+    assert records[0]["specDigest"] != records[1]["specDigest"]
+
+    # Alice approves the spec as it is now: two approvals of the current spec, and it runs.
+    _approve(stack, namespace, "alice", "bound")
+    intent = stack.wait_phase(namespace, "intents", "bound", {"Succeeded", "Failed"})
+    status = intent["status"]
+    assert status["phase"] == "Succeeded", status
+    approved = next(e for e in status["auditLog"] if e["to"] == "Approved")
+    assert approved["actor"] == "alice, bob"
+    run = stack.get(namespace, "runs", status["runRef"]["name"])
+    assert run["spec"]["command"] == ["sh", "-c", "echo edited"]
