@@ -59,6 +59,12 @@ class Grants:
     """ACTION_REQUEST actions the sprite may ask for."""
     credentials: dict[str, tuple[str, str]]
     """Credential name → (Secret name, key) the sprite may FETCH."""
+    uid: str = ""
+    """The Intent's uid: its own Run has a controller ownerReference to it."""
+    phase: str = "Proposed"
+    """The Intent's phase: grants apply only while it is approved and executing."""
+    run: str | None = None
+    """The Run the Intent created (its status.runRef): the only Run its grants apply to."""
 
 
 class ActionServices(Protocol):

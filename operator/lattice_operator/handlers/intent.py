@@ -15,6 +15,7 @@ from lattice_adapters.kube import KubeApiError, resource_path
 from lattice_operator.api.v1alpha1 import Intent, Run, Sprite, set_condition
 from lattice_operator.api.v1alpha1.intentpolicy import IntentPolicy, IntentPolicySpec
 from lattice_operator.builders import INTENT_LABEL
+from lattice_operator.builders import run_name as run_name_of
 from lattice_operator.handlers._context import OperatorContext, context_of
 from lattice_operator.metrics import (
     AWAITING_APPROVAL_SECONDS,
@@ -69,10 +70,14 @@ async def intent_grants(body: kopf.Body, **_: Any) -> dict[tuple[str, str], tupl
         c["name"]: (c["secretKeyRef"]["name"], c["secretKeyRef"]["key"])
         for c in spec.get("credentials", [])
     }
+    status = body.get("status", {})
     grants = Grants(
         intent=body.metadata.name or "",
         allowed_actions=frozenset(spec.get("allowedActions", [])),
         credentials=credentials,
+        uid=str(body.metadata.uid or ""),
+        phase=str(status.get("phase") or "Proposed"),
+        run=(status.get("runRef") or {}).get("name"),
     )
     return {
         (body.metadata.namespace or "", body.metadata.name or ""): (str(body.metadata.uid), grants)
@@ -179,7 +184,9 @@ async def _drive_intent(
             intent = parse_intent(body)
             namespace = intent.metadata.namespace or ""
             status = intent.status
-            run_name = status.run_ref.name if status.run_ref else None
+            # Before runRef is set, by the deterministic name: a Run someone else made under
+            # that name is seen, and refused.
+            run_name = status.run_ref.name if status.run_ref else run_name_of(intent)
             sprite_name = status.sprite_ref.name if status.sprite_ref else None
             world = IntentWorld(
                 intent=intent,
@@ -215,6 +222,10 @@ async def _apply(ctx: OperatorContext, intent: Intent, plan: IntentPlan, body: k
         try:
             await kube.create(resource_path(GROUP, VERSION, plural, namespace), manifest)
         except KubeApiError as exc:
+            if exc.conflict and manifest["kind"] == "Run":
+                # Already there: ours from a retried pass, or someone else's. Write nothing
+                # until a pass sees it (the reconciler adopts only a Run this Intent owns).
+                return
             if not exc.conflict:  # already there (a retried pass): that is success
                 raise kopf.TemporaryError(
                     f"cannot create {manifest['kind']}: {exc}", delay=5

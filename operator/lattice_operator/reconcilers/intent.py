@@ -38,6 +38,7 @@ from lattice_operator.api.v1alpha1.run import RunTemplate
 from lattice_operator.builders import run_for_intent, sprite_for_intent
 from lattice_operator.policy import CompiledPolicy, Decision, classify, intent_document
 from lattice_operator.reconcilers.approvals import for_spec, spec_digest
+from lattice_operator.reconcilers.grants import adoption_refusal, owned_by
 
 OPERATOR = "lattice-operator"
 AUDIT_LIMIT = 64
@@ -192,7 +193,8 @@ def reconcile_intent(world: IntentWorld) -> IntentPlan:
 
 def _cancel(step: _Pass) -> None:
     run = step.world.run
-    if run is not None and not run.is_done() and not run.spec.cancel:
+    ours = run is not None and owned_by(run, step.intent.metadata.uid)
+    if run is not None and ours and not run.is_done() and not run.spec.cancel:
         step.plan.run_patch = {"spec": {"cancel": True}}
     step.status.result = IntentResult(status="canceled", summary="canceled by spec.cancel")
     step.status.waiting = None
@@ -338,8 +340,16 @@ def _execute(step: _Pass) -> None:
 def _through_run(step: _Pass, template: RunTemplate) -> None:
     manifest = run_for_intent(step.intent, template)
     name = manifest["metadata"]["name"]
-    step.status.run_ref = LocalObjectReference(name=name)
     run = step.world.run
+    refusal = adoption_refusal(step.intent, template, run) if run is not None else None
+    if refusal is not None:
+        # Someone made a Run with this Intent's name first: never execute through it (it
+        # would run their command with this Intent's grants).
+        step.status.run_ref = None
+        step.status.result = IntentResult(status="failure", summary=refusal[:1024])
+        step.set("Succeeded", "False", "RunNameTaken", refusal)
+        return
+    step.status.run_ref = LocalObjectReference(name=name)
     if run is None:
         step.plan.create.append(manifest)
         step.set("Succeeded", "Unknown", "Executing", f"created Run {name}")

@@ -52,6 +52,7 @@ from lattice_operator.ports import (
 from lattice_operator.protocol.engine import FeedResult, RunEventEngine
 from lattice_operator.protocol.inputs import validate_resume_inputs
 from lattice_operator.protocol.projection import ActionRequestStatus, RunEventsStatus
+from lattice_operator.reconcilers.grants import decide_grants
 from lattice_operator.settings import RunTimings
 
 log = logging.getLogger(__name__)
@@ -722,7 +723,9 @@ class RunDriver:
         assert self._actions is not None and self.sprite_name is not None
         action = request.action.value
         intent = run.spec.intent_ref.name if run.spec.intent_ref else None
-        grants = self._actions.grants(self.ref.namespace, intent) if intent else None
+        claimed = self._actions.grants(self.ref.namespace, intent) if intent else None
+        decision = decide_grants(run, claimed)  # intentRef alone grants nothing
+        grants = decision.grants
 
         def refuse(reason: str, why: str) -> ActionResult:
             REFUSED_ACTIONS.labels(reason=reason).inc()
@@ -731,7 +734,7 @@ class RunDriver:
             )
 
         if grants is None:
-            return refuse("no_intent", "no Intent governs this Run: nothing is granted")
+            return refuse(decision.reason, decision.message)
         if action not in grants.allowed_actions:
             return refuse("not_granted", f"{action} is not in Intent {intent}'s allowedActions")
         if action in FORGE_ACTIONS:

@@ -8,6 +8,8 @@ from typing import Any
 from lattice_operator.api.v1alpha1 import Intent, Run
 from lattice_operator.api.v1alpha1.intent import ApprovalRecord
 from lattice_operator.api.v1alpha1.intentpolicy import IntentPolicySpec
+from lattice_operator.api.v1alpha1.run import RunTemplate
+from lattice_operator.builders import run_for_intent
 from lattice_operator.policy import compile_policy
 from lattice_operator.reconcilers.approvals import spec_digest
 from lattice_operator.reconcilers.intent import IntentWorld, reconcile_intent
@@ -161,8 +163,10 @@ def test_run_outcome_flows_up() -> None:
 
 
 def _run(phase: str, summary: str) -> dict[str, Any]:
-    doc = sample("run.yaml")
-    doc["metadata"] = {"name": "i-run", "namespace": "ns"}
+    it = intent()
+    template = it.spec.kind_params()
+    assert isinstance(template, RunTemplate)
+    doc = run_for_intent(it, template)  # the Run the Intent creates (and so owns)
     doc["status"] = {
         "phase": phase,
         "conditions": [

@@ -1,0 +1,94 @@
+"""An Intent's grants go only to the Run the Intent created: `spec.intentRef` on a Run anyone
+may create borrows nothing, and a Run made first under the Intent's Run name is not adopted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.test_intents import AGENT, _intent, _secret, _setup
+from tests.support.admission_cases import build
+from tests.support.stack import Stack
+
+pytestmark = pytest.mark.e2e
+
+GRANT: dict[str, Any] = {
+    "allowedActions": ["FETCH_CREDENTIAL"],
+    "credentials": [{"name": "gh", "secretKeyRef": {"name": "tokens", "key": "gh"}}],
+}
+
+
+def _user_run(name: str, intent: str) -> dict[str, Any]:
+    """A Run a user makes by hand, claiming an Intent with spec.intentRef."""
+    doc = build(
+        "run.yaml", name, {"spec.command": ["python3", "-c", AGENT], "spec.spriteRef.name": "box"}
+    )
+    doc["spec"].pop("retries", None)
+    doc["spec"]["intentRef"] = {"name": intent}
+    return doc
+
+
+def _credentials_dir(stack: Stack, namespace: str) -> Path:
+    sprite = str(stack.get(namespace, "sprites", "box")["status"]["spriteName"])
+    return stack.sprites.host_root(sprite) / ".lattice" / "credentials"
+
+
+def _refused_for_the_credential(stack: Stack, namespace: str, run: str) -> dict[str, Any]:
+    done = stack.wait_phase(namespace, "runs", run, {"Succeeded", "Failed"})
+    status = done["status"]
+    assert status["phase"] == "Succeeded", status
+    [result] = status["actionResults"]
+    assert result["status"] == "refused", result
+    assert result.get("path") is None
+    [request] = status["events"]["actionRequests"]
+    assert request["state"] == "Refused"
+    return status
+
+
+def test_intent_ref_alone_borrows_no_grants(stack: Stack, namespace: str) -> None:
+    _setup(stack, namespace)
+    _secret(stack, namespace)
+    # An Intent granting the credential, still awaiting approval.
+    stack.apply(namespace, _intent("vault", ["sh", "-c", "echo approved work"], **GRANT))
+    stack.wait_phase(namespace, "intents", "vault", {"AwaitingApproval"})
+
+    # Someone who can create Runs points one at it.
+    stack.apply(namespace, _user_run("borrow", "vault"))
+    status = _refused_for_the_credential(stack, namespace, "borrow")
+    [result] = status["actionResults"]
+    assert "the Run is not the one its Intent created" in result["reason"]
+    assert status["events"]["completion"]["summary"].startswith(
+        "refused: the Run is not the one its Intent created"
+    )
+    credentials = _credentials_dir(stack, namespace)
+    assert not credentials.exists() or not any(credentials.iterdir())
+    # The Intent is untouched: still waiting for its approver, no Run of its own.
+    assert stack.get(namespace, "intents", "vault")["status"]["phase"] == "AwaitingApproval"
+
+
+def test_a_run_made_under_the_intents_run_name_is_not_adopted(stack: Stack, namespace: str) -> None:
+    _setup(stack, namespace)
+    _secret(stack, namespace)
+    # The attacker takes the name the Intent's Run will have, with their own command ...
+    stack.apply(namespace, _user_run("taken-run", "taken"))
+    stack.wait_phase(namespace, "runs", "taken-run", {"Running", "Waiting", "Succeeded"})
+    # ... then an auto-approved Intent granting the credential arrives.
+    stack.apply(
+        namespace, _intent("taken", ["sh", "-c", "echo the real work"], trusted=True, **GRANT)
+    )
+    intent = stack.wait_phase(namespace, "intents", "taken", {"Succeeded", "Failed"})
+    status = intent["status"]
+    assert status["phase"] == "Failed", status
+    cond = next(c for c in status["conditions"] if c["type"] == "Succeeded")
+    assert cond["reason"] == "RunNameTaken"
+    assert "Run taken-run already exists and was not created by this Intent" in cond["message"]
+    assert status.get("runRef") is None
+
+    run = stack.get(namespace, "runs", "taken-run")
+    assert run["metadata"].get("ownerReferences") is None  # never adopted
+    assert run["spec"]["command"] == ["python3", "-c", AGENT]
+    _refused_for_the_credential(stack, namespace, "taken-run")
+    credentials = _credentials_dir(stack, namespace)
+    assert not credentials.exists() or not any(credentials.iterdir())
