@@ -15,7 +15,8 @@ Two promises shape them:
   checked by the CRD's schema and CEL rules.
 
 IntentPolicy writes always go through the webhook (rules are compiled there), so
-policies cannot be changed while no operator runs.
+policies cannot be changed while no operator runs. Intent writes that add credential grants
+go through a third webhook checking that their author may read those Secrets.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ APPROVAL_HANDLER = "stamp-approval"
 """kopf handler id (and URL path) of the Intent approval webhook."""
 POLICY_HANDLER = "check-policy"
 """kopf handler id (and URL path) of the IntentPolicy rule check."""
+GRANTS_HANDLER = "check-grants"
+"""kopf handler id (and URL path) of the check that an Intent's author may read the Secrets
+it grants."""
 
 MUTATING = "mutatingwebhookconfigurations"
 VALIDATING = "validatingwebhookconfigurations"
@@ -43,6 +47,14 @@ APPROVAL_MATCH = (
     f"'{RECORDS}' in object.metadata.annotations)) || "
     "(request.operation == 'UPDATE' && has(oldObject.metadata.annotations) && "
     f"'{RECORDS}' in oldObject.metadata.annotations)"
+)
+
+
+# Only writes that add or change credential grants.
+GRANTS_MATCH = (
+    "has(object.spec.credentials) && size(object.spec.credentials) > 0 && "
+    "(request.operation == 'CREATE' || !has(oldObject.spec.credentials) || "
+    "object.spec.credentials != oldObject.spec.credentials)"
 )
 
 
@@ -96,6 +108,13 @@ def webhook_configurations(name: str, client_config: Mapping[str, Any]) -> dict[
         matchConditions=[{"name": "approval-annotations", "expression": APPROVAL_MATCH}],
     )
     policy = _webhook(name, POLICY_HANDLER, "intentpolicies", client_config)
+    grants = _webhook(
+        name,
+        GRANTS_HANDLER,
+        "intents",
+        client_config,
+        matchConditions=[{"name": "credential-grants", "expression": GRANTS_MATCH}],
+    )
     return {
         MUTATING: {
             "apiVersion": "admissionregistration.k8s.io/v1",
@@ -107,6 +126,6 @@ def webhook_configurations(name: str, client_config: Mapping[str, Any]) -> dict[
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "ValidatingWebhookConfiguration",
             "metadata": deepcopy(meta),
-            "webhooks": [policy],
+            "webhooks": [policy, grants],
         },
     }

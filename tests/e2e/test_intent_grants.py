@@ -3,12 +3,13 @@ may create borrows nothing, and a Run made first under the Intent's Run name is 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.test_intents import AGENT, _intent, _secret, _setup
+from tests.e2e.test_intents import AGENT, _as, _bind, _intent, _secret, _setup
 from tests.support.admission_cases import build
 from tests.support.stack import Stack
 
@@ -92,3 +93,64 @@ def test_a_run_made_under_the_intents_run_name_is_not_adopted(stack: Stack, name
     _refused_for_the_credential(stack, namespace, "taken-run")
     credentials = _credentials_dir(stack, namespace)
     assert not credentials.exists() or not any(credentials.iterdir())
+
+
+INTENT_AUTHOR = {
+    "apiVersion": "rbac.authorization.k8s.io/v1",
+    "kind": "ClusterRole",
+    "metadata": {"name": "lattice-intent-author-test"},
+    "rules": [
+        {
+            "apiGroups": ["lattice.dev"],
+            "resources": ["intents"],
+            "verbs": ["get", "list", "create", "update", "patch"],
+        }
+    ],
+}
+SECRET_READER = {
+    "apiVersion": "rbac.authorization.k8s.io/v1",
+    "kind": "ClusterRole",
+    "metadata": {"name": "lattice-secret-reader-test"},
+    "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}],
+}
+
+
+def test_only_someone_who_can_read_a_secret_can_grant_it(stack: Stack, namespace: str) -> None:
+    _setup(stack, namespace)
+    _secret(stack, namespace)
+    for user in ("mallory", "alice"):
+        _bind(stack, namespace, user, INTENT_AUTHOR)
+    _bind(stack, namespace, "alice", SECRET_READER)
+
+    # mallory may create Intents but not read the Secret: granting it is refused ...
+    greedy = _intent("greedy-grant", ["python3", "-c", AGENT], trusted=True, **GRANT)
+    refused = _as(stack, "mallory", "create", "-n", namespace, "-f", "-", input=json.dumps(greedy))
+    assert refused.returncode != 0
+    assert "spec.credentials[0] (gh): mallory may not read Secret tokens" in refused.stderr
+    # ... also by adding it to an Intent afterwards.
+    plain = _intent("plain", ["true"])
+    made = _as(stack, "mallory", "create", "-n", namespace, "-f", "-", input=json.dumps(plain))
+    assert made.returncode == 0, made.stderr
+    added = _as(
+        stack,
+        "mallory",
+        "patch",
+        "intent",
+        "plain",
+        "-n",
+        namespace,
+        "--type",
+        "merge",
+        "-p",
+        json.dumps({"spec": {"credentials": GRANT["credentials"]}}),
+    )
+    assert added.returncode != 0
+    assert "may not read Secret tokens" in added.stderr
+    # Editing an Intent without touching its grants needs no such right.
+    labelled = _as(stack, "mallory", "label", "intent", "plain", "-n", namespace, "team=a")
+    assert labelled.returncode == 0, labelled.stderr
+
+    # alice can read it, so she may grant it.
+    fine = _intent("fine-grant", ["python3", "-c", AGENT], trusted=True, **GRANT)
+    made = _as(stack, "alice", "create", "-n", namespace, "-f", "-", input=json.dumps(fine))
+    assert made.returncode == 0, made.stderr

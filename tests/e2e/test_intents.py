@@ -100,9 +100,11 @@ def _bind(stack: Stack, namespace: str, user: str, role: dict[str, Any]) -> None
     stack.cluster.kubectl("apply", "-f", "-", input=json.dumps(binding))
 
 
-def _as(stack: Stack, user: str, *args: str) -> subprocess.CompletedProcess[str]:
+def _as(
+    stack: Stack, user: str, *args: str, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
     """kubectl as another identity (impersonated: works on any cluster the admin controls)."""
-    return stack.cluster.kubectl("--as", user, *args, check=False)
+    return stack.cluster.kubectl("--as", user, *args, input=input, check=False)
 
 
 def _forge_approval(

@@ -12,11 +12,14 @@ from celpy.adapter import json_to_cel
 from lattice_operator.admission_config import (
     APPROVAL_HANDLER,
     APPROVAL_MATCH,
+    GRANTS_HANDLER,
+    GRANTS_MATCH,
     MUTATING,
     POLICY_HANDLER,
     VALIDATING,
     webhook_configurations,
 )
+from lattice_operator.reconcilers.grants import new_secret_grants
 
 CLIENT = {"url": "https://127.0.0.1:9443", "caBundle": "Q0E="}
 
@@ -24,7 +27,7 @@ CLIENT = {"url": "https://127.0.0.1:9443", "caBundle": "Q0E="}
 def test_each_webhook_points_at_its_handler_and_fails_closed() -> None:
     configs = webhook_configurations("lattice.dev", CLIENT)
     (approval,) = configs[MUTATING]["webhooks"]
-    (policy,) = configs[VALIDATING]["webhooks"]
+    policy = configs[VALIDATING]["webhooks"][0]
     assert approval["clientConfig"] == {
         "url": f"https://127.0.0.1:9443/{APPROVAL_HANDLER}",
         "caBundle": "Q0E=",
@@ -87,3 +90,61 @@ def test_only_writes_touching_approvals_reach_the_webhook(
     operation: str, new: dict[str, str] | None, old: dict[str, str] | None, sent: bool
 ) -> None:
     assert _sends(operation, new, old) is sent
+
+
+def _grants_sent(operation: str, new: list[Any] | None, old: list[Any] | None) -> bool:
+    def obj(credentials: list[Any] | None) -> dict[str, Any]:
+        spec: dict[str, Any] = {"kind": "sprite_task_exec"}
+        if credentials is not None:
+            spec["credentials"] = credentials
+        return {"metadata": {"name": "i"}, "spec": spec}
+
+    env = celpy.Environment()
+    program = env.program(env.compile(GRANTS_MATCH))
+    activation = {
+        "object": json_to_cel(obj(new)),
+        "oldObject": json_to_cel(obj(old) if operation == "UPDATE" else None),
+        "request": json_to_cel({"operation": operation}),
+    }
+    return bool(program.evaluate(activation))
+
+
+GH = {"name": "gh", "secretKeyRef": {"name": "tokens", "key": "gh"}}
+NPM = {"name": "npm", "secretKeyRef": {"name": "npm", "key": "token"}}
+
+
+@pytest.mark.parametrize(
+    ("operation", "new", "old", "sent"),
+    [
+        ("CREATE", None, None, False),
+        ("CREATE", [], None, False),
+        ("CREATE", [GH], None, True),
+        ("UPDATE", [GH], None, True),
+        ("UPDATE", [GH], [GH], False),  # labels, annotations, cancel: no check needed
+        ("UPDATE", [GH, NPM], [GH], True),
+        ("UPDATE", [], [GH], False),  # removing a grant takes nothing
+    ],
+)
+def test_only_writes_adding_grants_reach_the_grants_webhook(
+    operation: str, new: list[Any] | None, old: list[Any] | None, sent: bool
+) -> None:
+    assert _grants_sent(operation, new, old) is sent
+
+
+def test_grants_webhook_is_registered_and_fails_closed() -> None:
+    webhooks = webhook_configurations("lattice.dev", CLIENT)[VALIDATING]["webhooks"]
+    (grants,) = [w for w in webhooks if w["clientConfig"]["url"].endswith(GRANTS_HANDLER)]
+    assert grants["rules"][0]["resources"] == ["intents"]
+    assert grants["failurePolicy"] == "Fail"
+    assert grants["matchConditions"][0]["expression"] == GRANTS_MATCH
+
+
+def test_new_secret_grants_names_only_secrets_not_granted_before() -> None:
+    assert new_secret_grants({"credentials": [GH]}, None) == [(0, "gh", "tokens")]
+    assert new_secret_grants({"credentials": [GH, NPM]}, {"credentials": [GH]}) == [
+        (1, "npm", "npm")
+    ]
+    # Renaming a grant of the same Secret is no new access.
+    renamed = {"name": "github", "secretKeyRef": {"name": "tokens", "key": "gh"}}
+    assert new_secret_grants({"credentials": [renamed]}, {"credentials": [GH]}) == []
+    assert new_secret_grants({}, {"credentials": [GH]}) == []

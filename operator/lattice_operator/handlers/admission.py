@@ -1,5 +1,6 @@
 """Admission webhooks served by the operator: approvals stamped with the real identity,
-and IntentPolicy rules checked before they are stored."""
+credential grants checked against their author's own access, and IntentPolicy rules
+checked before they are stored."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 import kopf
 
 from lattice_adapters.kube import resource_path
-from lattice_operator.admission_config import APPROVAL_HANDLER, POLICY_HANDLER
+from lattice_operator.admission_config import APPROVAL_HANDLER, GRANTS_HANDLER, POLICY_HANDLER
 from lattice_operator.api.v1alpha1.intentpolicy import IntentPolicySpec
 from lattice_operator.handlers._context import context_of
 from lattice_operator.metrics import APPROVALS
@@ -24,7 +25,9 @@ from lattice_operator.reconcilers.approvals import (
     raw_spec_digest,
     record_for,
     records_json,
+    subject_access_review,
 )
+from lattice_operator.reconcilers.grants import new_secret_grants
 
 
 @kopf.on.mutate(
@@ -67,6 +70,32 @@ async def stamp_approval(
     APPROVALS.labels(outcome=request.decision).inc()
     patch.metadata.annotations[RECORDS] = records_json(records)
     patch.metadata.annotations[REQUEST] = None
+
+
+@kopf.on.validate(
+    "lattice.dev", "v1alpha1", "intents", operations=["CREATE", "UPDATE"], id=GRANTS_HANDLER
+)
+async def check_grants(
+    body: kopf.Body, userinfo: kopf.UserInfo, memo: kopf.Memo, **kwargs: Any
+) -> None:
+    ctx = context_of(memo)
+    old: kopf.Body | None = kwargs.get("old")
+    namespace = body.metadata.namespace or ""
+    added = new_secret_grants(
+        dict(body.get("spec") or {}), dict(old.get("spec") or {}) if old else None
+    )
+    for index, grant, secret in added:
+        attributes = {"namespace": namespace, "verb": "get", "resource": "secrets", "name": secret}
+        review = await ctx.require_kube().create(
+            resource_path("authorization.k8s.io", "v1", "subjectaccessreviews"),
+            subject_access_review(dict(userinfo), attributes),
+        )
+        if not review.get("status", {}).get("allowed"):
+            raise kopf.AdmissionError(
+                f"spec.credentials[{index}] ({grant}): {userinfo.get('username')} may not read "
+                f"Secret {secret} in namespace {namespace}, so may not grant it to a sprite",
+                code=403,
+            )
 
 
 @kopf.on.validate(

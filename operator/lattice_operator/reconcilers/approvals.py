@@ -161,16 +161,18 @@ def records_json(records: list[ApprovalRecord]) -> str:
 
 def access_review(userinfo: dict[str, Any], namespace: str, name: str) -> dict[str, Any]:
     """The SubjectAccessReview asking whether this user may approve this Intent."""
+    attributes = {"verb": "approve", "group": "lattice.dev", "resource": "intents"}
+    return subject_access_review(userinfo, {"namespace": namespace, "name": name, **attributes})
+
+
+def subject_access_review(
+    userinfo: dict[str, Any], resource_attributes: dict[str, str]
+) -> dict[str, Any]:
+    """A SubjectAccessReview for the identity the API server authenticated."""
     spec: dict[str, Any] = {
         "user": userinfo.get("username", ""),
         "groups": list(userinfo.get("groups") or []),
-        "resourceAttributes": {
-            "namespace": namespace,
-            "verb": "approve",
-            "group": "lattice.dev",
-            "resource": "intents",
-            "name": name,
-        },
+        "resourceAttributes": resource_attributes,
     }
     if userinfo.get("uid"):
         spec["uid"] = userinfo["uid"]

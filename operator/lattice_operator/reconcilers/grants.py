@@ -14,6 +14,7 @@ Otherwise the Run gets nothing: every ACTION_REQUEST is refused with the reason.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from lattice_operator.api.v1alpha1 import Intent, Run
 from lattice_operator.api.v1alpha1.run import RunTemplate
@@ -84,11 +85,39 @@ def adoption_refusal(intent: Intent, template: RunTemplate, run: Run) -> str | N
     return None
 
 
+def new_secret_grants(
+    spec: dict[str, Any], old_spec: dict[str, Any] | None
+) -> list[tuple[int, str, str]]:
+    """`(index, grant name, Secret name)` of credential grants whose Secret the old spec did
+    not already grant: what the author of this write must be allowed to read.
+
+    Checked at admission (the `check-grants` webhook): an Intent may only hand a sprite a
+    Secret that whoever wrote the grant can `get` themselves, or anyone allowed to create
+    Intents could read every Secret the operator can through a sprite.
+    """
+
+    def secrets(source: dict[str, Any] | None) -> list[tuple[str, str]]:
+        grants = (source or {}).get("credentials") or []
+        return [
+            (str(g.get("name", "")), str((g.get("secretKeyRef") or {}).get("name", "")))
+            for g in grants
+            if isinstance(g, dict)
+        ]
+
+    before = {secret for _, secret in secrets(old_spec)}
+    return [
+        (index, grant, secret)
+        for index, (grant, secret) in enumerate(secrets(spec))
+        if secret and secret not in before
+    ]
+
+
 __all__ = [
     "GRANTING_PHASES",
     "GrantDecision",
     "adoption_refusal",
     "controller_uid",
     "decide_grants",
+    "new_secret_grants",
     "owned_by",
 ]
