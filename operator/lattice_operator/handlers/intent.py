@@ -200,8 +200,8 @@ async def _drive_intent(
             plan = reconcile_intent(world)
             snapshot = plan.status.to_patch()
             if snapshot != written and snapshot != intent.status.to_patch():
-                await _apply(ctx, intent, plan, body)
-                written = snapshot
+                if await _apply(ctx, intent, plan, body):
+                    written = snapshot
             elif plan.create or plan.run_patch:
                 await _apply(ctx, intent, plan, body)
         if plan.phase in TERMINAL:
@@ -214,9 +214,31 @@ def _one(entries: Any) -> Any:
     return next(iter(entries)) if entries else None
 
 
-async def _apply(ctx: OperatorContext, intent: Intent, plan: IntentPlan, body: kopf.Body) -> None:
+async def _apply(ctx: OperatorContext, intent: Intent, plan: IntentPlan, body: kopf.Body) -> bool:
+    """Write a pass's plan. False: the Intent changed since the pass read it (nothing written;
+    the next pass decides again on the new version)."""
     kube = ctx.require_kube()
     namespace = intent.metadata.namespace or ""
+    path = resource_path(GROUP, VERSION, "intents", namespace, intent.metadata.name, "status")
+    status_written = False
+    if plan.phase != (intent.status.phase or "Proposed"):
+        # A phase change (above all into Approved, after which the spec is frozen) was
+        # decided on this version of the object: write it only if that is still the stored
+        # one, so an edit made meanwhile (after the last approval, say) is decided again.
+        # And write it before creating anything from the spec.
+        guarded = {
+            # The version the pass parsed (`body` is live and may be newer already).
+            "metadata": {"resourceVersion": intent.metadata.resource_version},
+            "status": plan.status.to_patch(),
+        }
+        try:
+            await kube.merge_patch(path, guarded)
+        except KubeApiError as exc:
+            if exc.conflict:
+                log.info("intent %s changed while deciding; deciding again", intent.metadata.name)
+                return False
+            raise
+        status_written = True
     for manifest in plan.create:
         plural = "runs" if manifest["kind"] == "Run" else "sprites"
         try:
@@ -224,8 +246,8 @@ async def _apply(ctx: OperatorContext, intent: Intent, plan: IntentPlan, body: k
         except KubeApiError as exc:
             if exc.conflict and manifest["kind"] == "Run":
                 # Already there: ours from a retried pass, or someone else's. Write nothing
-                # until a pass sees it (the reconciler adopts only a Run this Intent owns).
-                return
+                # more until a pass sees it (the reconciler adopts only a Run this Intent owns).
+                return status_written
             if not exc.conflict:  # already there (a retried pass): that is success
                 raise kopf.TemporaryError(
                     f"cannot create {manifest['kind']}: {exc}", delay=5
@@ -234,8 +256,8 @@ async def _apply(ctx: OperatorContext, intent: Intent, plan: IntentPlan, body: k
         path = resource_path(GROUP, VERSION, "runs", namespace, plan.status.run_ref.name)
         with contextlib.suppress(KubeApiError):
             await kube.merge_patch(path, plan.run_patch)
-    path = resource_path(GROUP, VERSION, "intents", namespace, intent.metadata.name, "status")
-    await kube.merge_patch(path, {"status": plan.status.to_patch()})
+    if not status_written:
+        await kube.merge_patch(path, {"status": plan.status.to_patch()})
     STATUS_PATCHES.labels(kind="Intent").inc()
     if plan.decision is not None:
         INTENT_DECISIONS.labels(
@@ -249,6 +271,7 @@ async def _apply(ctx: OperatorContext, intent: Intent, plan: IntentPlan, body: k
         (kopf.warn if notice.warning else kopf.info)(
             body, reason=notice.reason, message=notice.message
         )
+    return True
 
 
 # -- IntentPolicy status --------------------------------------------------------------------
