@@ -84,7 +84,12 @@ class FakeBackend:
     ) -> SpritePage:
         self._call("list_sprites", prefix or "")
         listed = [s for n, s in self.sprites.items() if n not in self.hidden_from_list]
-        return SpritePage(sprites=listed, has_more=False)
+        start = int(continuation_token or 0)
+        end = start + page_size
+        more = end < len(listed)
+        return SpritePage(
+            sprites=listed[start:end], has_more=more, next_token=str(end) if more else None
+        )
 
     async def update_sprite(
         self,
@@ -132,9 +137,9 @@ class FakeBackend:
         self.services.get(name, {}).pop(service_name, None)
 
 
-def _sprite(**spec: Any) -> Sprite:
+def _sprite(name: str = "box", uid: str = UID, **spec: Any) -> Sprite:
     doc = sample("sprite.yaml")
-    doc["metadata"] = {"name": "box", "namespace": "team-a", "uid": UID, "generation": 1}
+    doc["metadata"] = {"name": name, "namespace": "team-a", "uid": uid, "generation": 1}
     doc["spec"] |= spec
     doc["spec"]["services"] = [{"name": "web", "cmd": "python", "args": ["-m", "http.server"]}]
     return Sprite.model_validate(doc)
@@ -260,3 +265,38 @@ async def test_fleet_confirms_with_get_before_marking_missing(listed: bool) -> N
     else:
         assert result.missing == 1
         assert patches[0]["phase"] == "Missing"
+
+
+async def test_a_fleet_pass_costs_one_list_page_per_hundred_sprites_and_nothing_else() -> None:
+    fake = FakeBackend()
+    sprites = []
+    for i in range(250):
+        sprite, error = await _reconcile(_sprite(f"box-{i}", uid=f"uid-{i}"), fake)
+        assert error is None
+        sprites.append(sprite)
+    fake.calls.clear()
+    patches: list[dict[str, Any]] = []
+
+    async def patch(_: Sprite, status: dict[str, Any]) -> None:
+        patches.append(status)
+
+    observer = FleetObserver(
+        backend=_backend(fake),
+        sprites=lambda: sprites,
+        patch_status=patch,
+        clock=FakeClock(NOW),
+        settings=BackendSettings(page_size=100),
+    )
+    result = await observer.observe_once()
+    assert (result.list_calls, result.listed) == (3, 250)
+    assert [method for method, _ in fake.calls] == ["list_sprites"] * 3
+    assert patches == []  # nothing changed, nothing written
+
+    # A status change at the backend is one patch, still without further calls.
+    fake.sprites["team-a-box-7"] = fake.sprites["team-a-box-7"].model_copy(
+        update={"status": "running"}
+    )
+    fake.calls.clear()
+    result = await observer.observe_once()
+    assert [method for method, _ in fake.calls] == ["list_sprites"] * 3
+    assert [p["backendStatus"] for p in patches] == ["running"]
