@@ -6,10 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.support.admission_cases import build
 from tests.support.cluster import Cluster, wait_for
 from tests.support.operator import operator_process
+from tests.support.sprites_server import LocalSprites
 
 pytestmark = pytest.mark.e2e
 
@@ -69,3 +71,48 @@ def test_operator_joins_peering(cluster: Cluster, tmp_path: Path) -> None:
         status = wait_for(peering, timeout=60, what="the operator's peering record")
         assert op.alive()
     assert len(status) >= 1
+
+
+def test_the_backend_token_comes_from_a_secret(
+    cluster: Cluster, namespace: str, local_sprites: LocalSprites, tmp_path: Path
+) -> None:
+    cluster.kubectl(
+        "create",
+        "secret",
+        "generic",
+        "sprites-token",
+        "-n",
+        namespace,
+        f"--from-literal=token={local_sprites.token}",
+    )
+    config = tmp_path / "operator.yaml"
+    settings = {
+        "backend": {
+            "api_url": local_sprites.base_url,
+            "token_secret": f"{namespace}/sprites-token",
+            "observe_interval": 1.0,
+        },
+        "webhook": {"port": 0, "managed": None},
+        "metrics_port": 0,
+    }
+    config.write_text(yaml.safe_dump(settings))
+    no_environment = {"SPRITES_TOKEN": "", "SPRITES_API_URL": ""}
+    with operator_process(
+        cluster.kubeconfig,
+        tmp_path,
+        "--config",
+        str(config),
+        "--namespace",
+        namespace,
+        env=no_environment,
+    ):
+        cluster.kubectl(
+            "apply", "-n", namespace, "-f", "-", input=json.dumps(build("sprite.yaml", "tok", {}))
+        )
+
+        def ready() -> dict[str, object] | None:
+            cond = _ready_condition(cluster, namespace, "tok")
+            return cond if cond and cond["status"] == "True" else None
+
+        cond = wait_for(ready, timeout=60, what="the Sprite to be Ready with the Secret's token")
+    assert cond["observedGeneration"] == cond["generation"]
