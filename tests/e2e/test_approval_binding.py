@@ -16,6 +16,7 @@ from tests.e2e.test_intents import (
     _request,
     _setup,
 )
+from tests.e2e.test_runs import lattice
 from tests.support.cluster import wait_for
 from tests.support.stack import Stack
 
@@ -103,3 +104,28 @@ def test_an_edit_after_an_approval_resets_it(stack: Stack, namespace: str) -> No
     assert approved["actor"] == "alice, bob"
     run = stack.get(namespace, "runs", status["runRef"]["name"])
     assert run["spec"]["command"] == ["sh", "-c", "echo edited"]
+
+
+def test_lattice_approve_pins_the_spec_it_showed(stack: Stack, namespace: str) -> None:
+    _setup(stack, namespace)
+    stack.apply(namespace, _intent("pinned", ["sh", "-c", "echo pinned"]))
+    stack.wait_phase(namespace, "intents", "pinned", {"AwaitingApproval"})
+    # A decision made on a spec that is no longer the stored one is refused ...
+    stale = json.dumps({"decision": "approve", "reason": "", "specDigest": "sha256:" + "0" * 64})
+    refused = stack.cluster.kubectl(
+        "annotate",
+        "intent",
+        "pinned",
+        "-n",
+        namespace,
+        f"approval.lattice.dev/request={stale}",
+        check=False,
+    )
+    assert refused.returncode != 0
+    assert "changed since it was shown to you" in refused.stderr
+    # ... and `lattice approve` shows what it approves and pins exactly that.
+    out = lattice(stack, "approve", "pinned", "-n", namespace).stdout
+    assert 'command: ["sh", "-c", "echo pinned"]' in out
+    assert "approve recorded as" in out
+    done = stack.wait_phase(namespace, "intents", "pinned", {"Succeeded", "Failed"})
+    assert done["status"]["phase"] == "Succeeded", done["status"]

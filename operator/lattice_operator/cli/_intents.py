@@ -15,11 +15,34 @@ Reason = Annotated[str, typer.Option("--reason", "-r", help="Why (recorded with 
 
 def _decide(intent: str, namespace: str, decision: str, reason: str) -> None:
     from lattice_adapters.kube import KubeApiError, resource_path
-    from lattice_operator.reconcilers.approvals import REQUEST, parse_records
+    from lattice_operator.reconcilers.approvals import (
+        REQUEST,
+        ApprovalRefused,
+        parse_records,
+        raw_spec_digest,
+    )
 
     path = resource_path("lattice.dev", "v1alpha1", "intents", namespace, intent)
+    try:
+        current: dict[str, Any] = kube_call(lambda kube: kube.get(path))
+    except KubeApiError as exc:
+        typer.echo(f"{decision} refused: {exc.message}", err=True)
+        raise typer.Exit(1) from exc
+    spec = current.get("spec") or {}
+    try:
+        digest = raw_spec_digest(spec)
+    except ApprovalRefused as exc:
+        typer.echo(f"{decision} refused: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    # What you decide on, pinned: the webhook refuses the decision if the spec changed since.
+    typer.echo(_describe(intent, spec, digest))
     # The nonce makes every request a change, so repeating one is seen by the webhook.
-    request = {"decision": decision, "reason": reason, "nonce": secrets.token_hex(4)}
+    request = {
+        "decision": decision,
+        "reason": reason,
+        "specDigest": digest,
+        "nonce": secrets.token_hex(4),
+    }
     patch = {"metadata": {"annotations": {REQUEST: json.dumps(request)}}}
     try:
         updated: dict[str, Any] = kube_call(lambda kube: kube.merge_patch(path, patch))
@@ -36,6 +59,24 @@ def _decide(intent: str, namespace: str, decision: str, reason: str) -> None:
         raise typer.Exit(1)
     last = records[-1]
     typer.echo(f"{intent}: {last.decision} recorded as {last.user}")
+
+
+def _describe(intent: str, spec: dict[str, Any], digest: str) -> str:
+    """The parts of a spec an approver should see, on a few lines."""
+    lines = [f"{intent}: {spec.get('kind')} ({digest[:19]}…)"]
+    if spec.get("summary"):
+        lines.append(f"  summary: {spec['summary']}")
+    for kind_params in (spec.get("params") or {}).values():
+        if isinstance(kind_params, dict) and kind_params.get("command"):
+            lines.append(f"  command: {json.dumps(kind_params['command'])}")
+    lines.append(f"  allowedActions: {', '.join(spec.get('allowedActions') or []) or '(none)'}")
+    credentials = [
+        f"{c.get('name')} ← secret {(c.get('secretKeyRef') or {}).get('name')}"
+        for c in spec.get("credentials") or []
+        if isinstance(c, dict)
+    ]
+    lines.append(f"  credentials: {', '.join(credentials) or '(none)'}")
+    return "\n".join(lines)
 
 
 def approve(

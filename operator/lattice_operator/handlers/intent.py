@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import copy
 import logging
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import kopf
 from pydantic import ValidationError
@@ -110,6 +110,8 @@ async def register_intent_metrics(**kwargs: Any) -> None:
 # An Intent's daemon sleeps until something it reads changes: the Intent itself, its Run,
 # its Sprite. kopf's raw event handlers wake it; a slow timer is only a safety net.
 SAFETY_POLL = 10.0
+MAX_QUICK_REDECISIONS = 5
+"""Conflicts in a row decided again at once; after that, the pass waits for a change."""
 
 
 def _wakeups(memo: kopf.Memo) -> dict[tuple[str, str], asyncio.Event]:
@@ -177,11 +179,15 @@ async def _drive_intent(
     sprites: kopf.Index[tuple[str, str], Sprite],
 ) -> None:
     written: dict[str, Any] | None = None
+    # After a conflict, the object as the API server has it now (the watch may lag behind).
+    fresh: kopf.Body | None = None
+    conflicts = 0
     while not stopped:
         wakeup.clear()
+        source, fresh = fresh or body, None
         # Each pass is one kind="Intent" reconcile in the metrics.
         with reconcile_timer("Intent", blocked=(kopf.PermanentError,)):
-            intent = parse_intent(body)
+            intent = parse_intent(source)
             namespace = intent.metadata.namespace or ""
             status = intent.status
             # Before runRef is set, by the deterministic name: a Run someone else made under
@@ -192,7 +198,7 @@ async def _drive_intent(
                 intent=intent,
                 policies=[p for _, p in sorted(policies.get(namespace, []), key=lambda x: x[0])],
                 default_policy=ctx.default_policy,
-                approvals=parse_records(dict(body.metadata.annotations)),
+                approvals=parse_records(dict(source.metadata.annotations)),
                 run=_one(runs.get((namespace, run_name))) if run_name else None,
                 sprite=_one(sprites.get((namespace, sprite_name))) if sprite_name else None,
                 now=ctx.clock.now(),
@@ -201,7 +207,15 @@ async def _drive_intent(
             snapshot = plan.status.to_patch()
             if snapshot != written and snapshot != intent.status.to_patch():
                 if await _apply(ctx, intent, plan, body):
-                    written = snapshot
+                    written, conflicts = snapshot, 0
+                elif conflicts < MAX_QUICK_REDECISIONS:
+                    # Decided on an outdated version: decide again at once on the stored one
+                    # (the watch may not have delivered it yet).
+                    conflicts += 1
+                    path = resource_path(GROUP, VERSION, "intents", namespace, intent.metadata.name)
+                    stored = await ctx.require_kube().get(path)
+                    fresh = kopf.Body(cast(kopf.RawBody, stored))
+                    continue
             elif plan.create or plan.run_patch:
                 await _apply(ctx, intent, plan, body)
         if plan.phase in TERMINAL:

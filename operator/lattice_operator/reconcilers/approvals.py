@@ -45,6 +45,8 @@ class ApprovalRefused(LatticeError):
 class ApprovalRequest:
     decision: str
     reason: str
+    spec_digest: str | None = None
+    """The spec the approver looked at (`lattice approve` sends it): refused if it changed."""
 
 
 def parse_records(annotations: dict[str, str] | None) -> list[ApprovalRecord]:
@@ -117,7 +119,10 @@ def parse_request(annotations: dict[str, str] | None) -> ApprovalRequest | None:
     reason = data.get("reason") or ""
     if not isinstance(reason, str) or len(reason) > 1024:
         raise ApprovalRefused(f"{REQUEST}: reason must be a string of at most 1024 characters", 400)
-    return ApprovalRequest(decision=decision, reason=reason)
+    pinned = data.get("specDigest")
+    if pinned is not None and (not isinstance(pinned, str) or len(pinned) > 80):
+        raise ApprovalRefused(f"{REQUEST}: specDigest must be a digest string", 400)
+    return ApprovalRequest(decision=decision, reason=reason, spec_digest=pinned)
 
 
 def check_records_untouched(old: dict[str, str] | None, new: dict[str, str] | None) -> None:
@@ -142,6 +147,12 @@ def record_for(
     user = str(userinfo.get("username") or "")
     if not user:
         raise ApprovalRefused("the request carries no authenticated user", 403)
+    if request.spec_digest is not None and request.spec_digest != digest:
+        raise ApprovalRefused(
+            f"the Intent's spec changed since it was shown to you (you reviewed "
+            f"{request.spec_digest[:19]}…, it is now {digest[:19]}…): review it again",
+            409,
+        )
     if len(previous) >= MAX_RECORDS:
         raise ApprovalRefused(f"an Intent keeps at most {MAX_RECORDS} approval records", 409)
     record = ApprovalRecord(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -12,9 +13,11 @@ from lattice_operator.api.v1alpha1.intent import ApprovalRecord, IntentResume, I
 from lattice_operator.api.v1alpha1.intentpolicy import IntentPolicySpec
 from lattice_operator.policy import compile_policy
 from lattice_operator.reconcilers.approvals import (
+    REQUEST,
     ApprovalRefused,
     ApprovalRequest,
     for_spec,
+    parse_request,
     raw_spec_digest,
     record_for,
     spec_digest,
@@ -108,6 +111,28 @@ def test_records_are_stamped_with_the_digest() -> None:
     )
     assert (record.user, record.spec_digest) == ("alice", digest)
     assert record.to_wire()["specDigest"] == digest
+
+
+def test_a_pinned_request_is_refused_when_the_spec_changed() -> None:
+    digest = spec_digest(_intent().spec)
+    stale = "sha256:" + "0" * 64
+    with pytest.raises(ApprovalRefused) as info:
+        record_for(ApprovalRequest("approve", "", stale), {"username": "alice"}, [], NOW, digest)
+    assert info.value.code == 409
+    assert "changed since it was shown to you" in str(info.value)
+    [record] = record_for(
+        ApprovalRequest("approve", "", digest), {"username": "alice"}, [], NOW, digest
+    )
+    assert record.spec_digest == digest
+
+
+def test_the_request_carries_the_pinned_digest() -> None:
+    raw = json.dumps({"decision": "approve", "reason": "", "specDigest": "sha256:ab"})
+    request = parse_request({REQUEST: raw})
+    assert request is not None
+    assert request.spec_digest == "sha256:ab"
+    with pytest.raises(ApprovalRefused):
+        parse_request({REQUEST: json.dumps({"decision": "approve", "specDigest": 7})})
 
 
 def test_for_spec_splits_current_and_stale() -> None:
