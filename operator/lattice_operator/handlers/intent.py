@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import json
 import logging
 from typing import Any, Literal, cast
 
@@ -209,7 +210,7 @@ async def _drive_intent(
                 if await _apply(ctx, intent, plan, body):
                     written, conflicts = snapshot, 0
                 elif conflicts < MAX_QUICK_REDECISIONS:
-                    # Decided on an outdated version: decide again at once on the stored one
+                    # Decided on an outdated spec: decide again at once on the stored one
                     # (the watch may not have delivered it yet).
                     conflicts += 1
                     path = resource_path(GROUP, VERSION, "intents", namespace, intent.metadata.name)
@@ -222,6 +223,12 @@ async def _drive_intent(
             return
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(wakeup.wait(), timeout=SAFETY_POLL)
+
+
+def _test_failed(exc: KubeApiError) -> bool:
+    """A JSON patch's `test` operation failed (the API server answers 422 Invalid)."""
+    text = f"{exc.message} {json.dumps(exc.body)}"
+    return exc.status == 422 and "testing value /metadata/generation failed" in text
 
 
 def _one(entries: Any) -> Any:
@@ -237,19 +244,20 @@ async def _apply(ctx: OperatorContext, intent: Intent, plan: IntentPlan, body: k
     status_written = False
     if plan.phase != (intent.status.phase or "Proposed"):
         # A phase change (above all into Approved, after which the spec is frozen) was
-        # decided on this version of the object: write it only if that is still the stored
-        # one, so an edit made meanwhile (after the last approval, say) is decided again.
-        # And write it before creating anything from the spec.
-        guarded = {
-            # The version the pass parsed (`body` is live and may be newer already).
-            "metadata": {"resourceVersion": intent.metadata.resource_version},
-            "status": plan.status.to_patch(),
-        }
+        # decided on this spec: write it only if the spec is still that one (the generation
+        # moves with every spec edit, and only then), so an edit made meanwhile (after the
+        # last approval, say) is decided again. And write it before creating anything from it.
+        guarded: list[dict[str, Any]] = [
+            {"op": "test", "path": "/metadata/generation", "value": intent.metadata.generation},
+            {"op": "add", "path": "/status", "value": plan.status.to_wire()},
+        ]
         try:
-            await kube.merge_patch(path, guarded)
+            await kube.json_patch(path, guarded)
         except KubeApiError as exc:
-            if exc.conflict:
-                log.info("intent %s changed while deciding; deciding again", intent.metadata.name)
+            if _test_failed(exc):
+                log.info(
+                    "intent %s was edited while deciding; deciding again", intent.metadata.name
+                )
                 return False
             raise
         status_written = True

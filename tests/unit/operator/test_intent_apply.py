@@ -1,5 +1,5 @@
-"""Writing an Intent pass: a phase change is written only onto the version it was decided
-on, and before anything is created from the spec."""
+"""Writing an Intent pass: a phase change is written only onto the spec it was decided on,
+and before anything is created from it."""
 
 from __future__ import annotations
 
@@ -15,17 +15,27 @@ from tests.unit.operator.test_intent_pipeline import approval, intent, policy, w
 
 
 class RecordingKube:
-    """The calls _apply makes; a 409 for a patch carrying a stale resourceVersion."""
+    """The calls _apply makes; a failed `test` (as the API server words it) for a JSON patch
+    testing another generation than the stored one."""
 
-    def __init__(self, stored_version: str) -> None:
-        self.stored_version = stored_version
-        self.calls: list[tuple[str, str, dict[str, Any]]] = []
+    def __init__(self, stored_generation: int) -> None:
+        self.stored_generation = stored_generation
+        self.calls: list[tuple[str, str, Any]] = []
 
     async def merge_patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         self.calls.append(("patch", path, body))
-        wanted = (body.get("metadata") or {}).get("resourceVersion")
-        if wanted is not None and wanted != self.stored_version:
-            raise KubeApiError(409, "Conflict", "the object has been modified", None)
+        return {}
+
+    async def json_patch(self, path: str, ops: list[dict[str, Any]]) -> dict[str, Any]:
+        self.calls.append(("json-patch", path, ops))
+        for op in ops:
+            if op["op"] == "test" and op["value"] != self.stored_generation:
+                raise KubeApiError(
+                    422,
+                    "Invalid",
+                    "the server rejected our request due to an error in our request",
+                    {"details": {"causes": [{"message": f"testing value {op['path']} failed"}]}},
+                )
         return {}
 
     async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -35,7 +45,7 @@ class RecordingKube:
 
 def _approved_pass() -> tuple[Any, Any]:
     it = intent(phase="AwaitingApproval")
-    it.metadata.resource_version = "7"
+    it.metadata.generation = 7
     plan = reconcile_intent(
         world(it, policies=[policy("require_approval")], approvals=[approval("alice")])
     )
@@ -46,31 +56,34 @@ def _approved_pass() -> tuple[Any, Any]:
 
 async def test_an_edit_after_the_decision_writes_and_creates_nothing() -> None:
     it, plan = _approved_pass()
-    kube = RecordingKube(stored_version="8")  # someone edited the Intent meanwhile
+    kube = RecordingKube(stored_generation=8)  # someone edited the spec meanwhile
     ctx = OperatorContext(kube=kube)  # type: ignore[arg-type]
     assert await _apply(ctx, it, plan, kopf.Body({"metadata": {"name": "i"}})) is False
-    [(kind, path, body)] = kube.calls
-    assert (kind, body["metadata"]) == ("patch", {"resourceVersion": "7"})
+    [(kind, path, ops)] = kube.calls
+    assert (kind, ops[0]) == (
+        "json-patch",
+        {"op": "test", "path": "/metadata/generation", "value": 7},
+    )
     assert path.endswith("/intents/i/status")
 
 
 async def test_the_decided_version_gets_its_status_first_then_the_run() -> None:
     it, plan = _approved_pass()
-    kube = RecordingKube(stored_version="7")
+    kube = RecordingKube(stored_generation=7)
     ctx = OperatorContext(kube=kube)  # type: ignore[arg-type]
     assert await _apply(ctx, it, plan, kopf.Body({"metadata": {"name": "i"}})) is True
-    assert [c[0] for c in kube.calls] == ["patch", "create"]
+    assert [c[0] for c in kube.calls] == ["json-patch", "create"]
+    assert kube.calls[0][2][1]["value"]["phase"] == "Executing"  # the whole status
     assert kube.calls[1][2]["kind"] == "Run"
 
 
 async def test_a_pass_without_a_phase_change_is_not_guarded() -> None:
     it = intent(phase="AwaitingApproval")
-    it.metadata.resource_version = "7"
+    it.metadata.generation = 7
     plan = reconcile_intent(world(it, policies=[policy("require_approval")]))
     assert plan.phase == "AwaitingApproval"
-    kube = RecordingKube(stored_version="8")
+    kube = RecordingKube(stored_generation=8)
     ctx = OperatorContext(kube=kube)  # type: ignore[arg-type]
     assert await _apply(ctx, it, plan, kopf.Body({"metadata": {"name": "i"}})) is True
-    [(kind, _, body)] = kube.calls
-    assert kind == "patch"
-    assert "metadata" not in body
+    [(kind, _, _)] = kube.calls
+    assert kind == "patch"  # a plain merge patch: nothing decided that an edit could undo
