@@ -16,7 +16,8 @@ Two promises shape them:
 
 IntentPolicy writes always go through the webhook (rules are compiled there), so
 policies cannot be changed while no operator runs. Intent writes that add credential grants
-go through a third webhook checking that their author may read those Secrets.
+go through a third webhook checking that their author may read those Secrets, and writes
+that make an Intent a Run's controller through a fourth, allowing only the operator itself.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ APPROVAL_HANDLER = "stamp-approval"
 """kopf handler id (and URL path) of the Intent approval webhook."""
 POLICY_HANDLER = "check-policy"
 """kopf handler id (and URL path) of the IntentPolicy rule check."""
+RUN_OWNER_HANDLER = "check-run-owner"
+"""kopf handler id (and URL path) of the check that only the operator makes Intent-owned Runs."""
 GRANTS_HANDLER = "check-grants"
 """kopf handler id (and URL path) of the check that an Intent's author may read the Secrets
 it grants."""
@@ -55,6 +58,16 @@ GRANTS_MATCH = (
     "has(object.spec.credentials) && size(object.spec.credentials) > 0 && "
     "(request.operation == 'CREATE' || !has(oldObject.spec.credentials) || "
     "object.spec.credentials != oldObject.spec.credentials)"
+)
+
+
+# Only writes that give a Run an Intent as its controller (the mark of a Run an Intent made).
+RUN_OWNER_MATCH = (
+    "has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(r, "
+    "r.kind == 'Intent' && r.apiVersion.startsWith('lattice.dev/') && "
+    "has(r.controller) && r.controller) && "
+    "(request.operation == 'CREATE' || !has(oldObject.metadata.ownerReferences) || "
+    "object.metadata.ownerReferences != oldObject.metadata.ownerReferences)"
 )
 
 
@@ -108,6 +121,13 @@ def webhook_configurations(name: str, client_config: Mapping[str, Any]) -> dict[
         matchConditions=[{"name": "approval-annotations", "expression": APPROVAL_MATCH}],
     )
     policy = _webhook(name, POLICY_HANDLER, "intentpolicies", client_config)
+    run_owner = _webhook(
+        name,
+        RUN_OWNER_HANDLER,
+        "runs",
+        client_config,
+        matchConditions=[{"name": "intent-controller", "expression": RUN_OWNER_MATCH}],
+    )
     grants = _webhook(
         name,
         GRANTS_HANDLER,
@@ -126,6 +146,6 @@ def webhook_configurations(name: str, client_config: Mapping[str, Any]) -> dict[
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "ValidatingWebhookConfiguration",
             "metadata": deepcopy(meta),
-            "webhooks": [policy, grants],
+            "webhooks": [policy, grants, run_owner],
         },
     }

@@ -154,3 +154,72 @@ def test_only_someone_who_can_read_a_secret_can_grant_it(stack: Stack, namespace
     fine = _intent("fine-grant", ["python3", "-c", AGENT], trusted=True, **GRANT)
     made = _as(stack, "alice", "create", "-n", namespace, "-f", "-", input=json.dumps(fine))
     assert made.returncode == 0, made.stderr
+
+
+RUN_AUTHOR = {
+    "apiVersion": "rbac.authorization.k8s.io/v1",
+    "kind": "ClusterRole",
+    "metadata": {"name": "lattice-run-author-test"},
+    "rules": [
+        {
+            "apiGroups": ["lattice.dev"],
+            "resources": ["runs"],
+            "verbs": ["get", "list", "create", "update", "patch"],
+        }
+    ],
+}
+
+
+def test_only_the_operator_makes_an_intent_a_runs_controller(stack: Stack, namespace: str) -> None:
+    _setup(stack, namespace)
+    _bind(stack, namespace, "mallory", RUN_AUTHOR)
+    stack.apply(namespace, _intent("target", ["sh", "-c", "echo approved work"], **GRANT))
+    intent = stack.wait_phase(namespace, "intents", "target", {"AwaitingApproval"})
+    owner = {
+        "apiVersion": "lattice.dev/v1alpha1",
+        "kind": "Intent",
+        "name": "target",
+        "uid": intent["metadata"]["uid"],
+        "controller": True,
+    }
+    forged = _user_run("target-run", "target")
+    forged["metadata"]["ownerReferences"] = [owner]
+    refused = _as(stack, "mallory", "create", "-n", namespace, "-f", "-", input=json.dumps(forged))
+    assert refused.returncode != 0
+    assert "may not make an Intent the controller of a Run" in refused.stderr
+    # Nor by adding the reference to a Run made without it.
+    plain = _user_run("plain-run", "target")
+    made = _as(stack, "mallory", "create", "-n", namespace, "-f", "-", input=json.dumps(plain))
+    assert made.returncode == 0, made.stderr
+    patch = {"metadata": {"ownerReferences": [owner]}}
+    added = _as(
+        stack,
+        "mallory",
+        "patch",
+        "run",
+        "plain-run",
+        "-n",
+        namespace,
+        "--type",
+        "merge",
+        "-p",
+        json.dumps(patch),
+    )
+    assert added.returncode != 0
+    assert "may not make an Intent the controller of a Run" in added.stderr
+    # A reference that is not a controller one is no claim, and is let through.
+    owner["controller"] = False
+    loose = _as(
+        stack,
+        "mallory",
+        "patch",
+        "run",
+        "plain-run",
+        "-n",
+        namespace,
+        "--type",
+        "merge",
+        "-p",
+        json.dumps({"metadata": {"ownerReferences": [owner]}}),
+    )
+    assert loose.returncode == 0, loose.stderr

@@ -16,6 +16,7 @@ from lattice_operator.admission_config import (
     GRANTS_MATCH,
     MUTATING,
     POLICY_HANDLER,
+    RUN_OWNER_MATCH,
     VALIDATING,
     webhook_configurations,
 )
@@ -148,3 +149,47 @@ def test_new_secret_grants_names_only_secrets_not_granted_before() -> None:
     renamed = {"name": "github", "secretKeyRef": {"name": "tokens", "key": "gh"}}
     assert new_secret_grants({"credentials": [renamed]}, {"credentials": [GH]}) == []
     assert new_secret_grants({}, {"credentials": [GH]}) == []
+
+
+def _run_owner_sent(operation: str, new: list[Any] | None, old: list[Any] | None) -> bool:
+    def obj(owners: list[Any] | None) -> dict[str, Any]:
+        meta: dict[str, Any] = {"name": "r"}
+        if owners is not None:
+            meta["ownerReferences"] = owners
+        return {"metadata": meta, "spec": {}}
+
+    env = celpy.Environment()
+    program = env.program(env.compile(RUN_OWNER_MATCH))
+    activation = {
+        "object": json_to_cel(obj(new)),
+        "oldObject": json_to_cel(obj(old) if operation == "UPDATE" else None),
+        "request": json_to_cel({"operation": operation}),
+    }
+    return bool(program.evaluate(activation))
+
+
+def _owner(kind: str, *, controller: bool | None = True) -> dict[str, Any]:
+    ref: dict[str, Any] = {"apiVersion": "lattice.dev/v1alpha1", "kind": kind, "name": "i"}
+    ref["uid"] = "u"
+    if controller is not None:
+        ref["controller"] = controller
+    return ref
+
+
+@pytest.mark.parametrize(
+    ("operation", "new", "old", "sent"),
+    [
+        ("CREATE", None, None, False),
+        ("CREATE", [_owner("Intent")], None, True),
+        ("CREATE", [_owner("Intent", controller=False)], None, False),
+        ("CREATE", [_owner("Intent", controller=None)], None, False),
+        ("CREATE", [_owner("Sprite")], None, False),
+        ("UPDATE", [_owner("Intent")], None, True),  # an Intent made controller afterwards
+        ("UPDATE", [_owner("Intent")], [_owner("Intent")], False),  # e.g. status or labels
+        ("UPDATE", None, [_owner("Intent")], False),  # the garbage collector orphaning it
+    ],
+)
+def test_only_writes_making_an_intent_a_runs_controller_are_checked(
+    operation: str, new: list[Any] | None, old: list[Any] | None, sent: bool
+) -> None:
+    assert _run_owner_sent(operation, new, old) is sent

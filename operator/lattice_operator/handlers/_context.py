@@ -27,6 +27,8 @@ class OperatorContext:
     events: ReceiptEvents | None = None
     default_policy: CompiledPolicy | None = None
     """The cluster-wide IntentPolicy from the settings, tried after a namespace's own."""
+    identity: str | None = None
+    """The user name the API server knows this operator by (SelfSubjectReview at start-up)."""
     intent_wakeups: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
     """Open Intents' daemons, woken when what they read changes."""
 

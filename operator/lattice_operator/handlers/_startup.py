@@ -54,6 +54,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
 
     ctx.kube = KubeClient(KubeConfig.load())
     await ctx.kube.__aenter__()
+    ctx.identity = await _own_identity(ctx.kube)
     try:
         ctx.backend = instrumented(SpritesAdapter(await _credentials(ctx)))
     except CredentialsMissing as exc:
@@ -108,6 +109,21 @@ async def register_webhooks(kube: KubeClient, name: str, client_config: dict[str
                 raise
             await kube.merge_patch(f"{collection}/{name}", {"webhooks": body["webhooks"]})
         log.info("registered %s %s", plural, name)
+
+
+async def _own_identity(kube: KubeClient) -> str | None:
+    """Who the API server says we are: only this identity may create Intent-owned Runs."""
+    try:
+        review = await kube.create(
+            resource_path("authentication.k8s.io", "v1", "selfsubjectreviews"),
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+        )
+    except KubeApiError as exc:
+        log.error("cannot learn the operator's own identity (SelfSubjectReview): %s", exc)
+        return None
+    name = ((review.get("status") or {}).get("userInfo") or {}).get("username")
+    log.info("the API server knows this operator as %s", name)
+    return str(name) if name else None
 
 
 def _webhook_server(webhook: WebhookSettings) -> kopf.WebhookServer:

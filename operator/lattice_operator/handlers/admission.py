@@ -9,7 +9,12 @@ from typing import Any
 import kopf
 
 from lattice_adapters.kube import resource_path
-from lattice_operator.admission_config import APPROVAL_HANDLER, GRANTS_HANDLER, POLICY_HANDLER
+from lattice_operator.admission_config import (
+    APPROVAL_HANDLER,
+    GRANTS_HANDLER,
+    POLICY_HANDLER,
+    RUN_OWNER_HANDLER,
+)
 from lattice_operator.api.v1alpha1.intentpolicy import IntentPolicySpec
 from lattice_operator.handlers._context import context_of
 from lattice_operator.metrics import APPROVALS
@@ -96,6 +101,22 @@ async def check_grants(
                 f"Secret {secret} in namespace {namespace}, so may not grant it to a sprite",
                 code=403,
             )
+
+
+@kopf.on.validate(
+    "lattice.dev", "v1alpha1", "runs", operations=["CREATE", "UPDATE"], id=RUN_OWNER_HANDLER
+)
+async def check_run_owner(userinfo: kopf.UserInfo, memo: kopf.Memo, **_: Any) -> None:
+    # Grants follow an Intent's controller reference (with status.runRef): only the operator,
+    # executing an approved Intent, may make one. Called only for such writes (matchConditions).
+    ctx = context_of(memo)
+    user = userinfo.get("username")
+    if ctx.identity is None or user != ctx.identity:
+        raise kopf.AdmissionError(
+            f"{user} may not make an Intent the controller of a Run: only the operator "
+            "creates the Runs Intents execute through",
+            code=403,
+        )
 
 
 @kopf.on.validate(
