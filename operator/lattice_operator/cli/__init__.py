@@ -10,6 +10,7 @@ from lattice_operator.cli import (
     _dev,
     _events,
     _intents,
+    _mcp,
     _run,
     _runs,
     _sprites_local,
@@ -33,6 +34,8 @@ app.command("cancel")(_runs.cancel)
 app.command("logs")(_runs.logs)
 app.command("approve")(_intents.approve)
 app.command("reject")(_intents.reject)
+app.command("mcp")(_mcp.mcp)
+app.add_typer(_mcp.setup_app, name="setup")
 
 
 def main() -> None:

@@ -1,0 +1,67 @@
+"""`lattice mcp` and `lattice setup claude`: the MCP server for coding agents, registered."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def mcp(
+    project: Annotated[
+        Path | None,
+        typer.Option(help="Project root the tools work in (default: the git root of the cwd)."),
+    ] = None,
+) -> None:
+    """Serve the Lattice MCP tools over stdin/stdout (started by the agent, not by hand)."""
+    from lattice_operator.mcp.entry import run_project
+    from lattice_operator.mcp.setup_claude import find_project_root
+
+    root = project if project is not None else find_project_root(Path.cwd())
+    if not root.is_dir():
+        typer.echo(f"project root {root} is not a directory", err=True)
+        raise typer.Exit(2)
+    run_project(root)
+
+
+setup_app = typer.Typer(help="Register Lattice with coding agents.", no_args_is_help=True)
+
+
+@setup_app.command("claude")
+def setup_claude(
+    check: Annotated[bool, typer.Option("--check", help="Verify the installation.")] = False,
+    remove: Annotated[bool, typer.Option("--remove", help="Remove the Lattice entry.")] = False,
+    user: Annotated[
+        bool,
+        typer.Option("--user", help="Use ~/.claude/settings.json instead of the project's."),
+    ] = False,
+) -> None:
+    """Install (or --check, or --remove) the `lattice` MCP server in Claude Code's settings."""
+    from lattice_operator.mcp import setup_claude as setup
+    from lattice_operator.mcp.errors import SetupError
+
+    if check and remove:
+        typer.echo("--check and --remove cannot be combined", err=True)
+        raise typer.Exit(2)
+    try:
+        root = setup.find_project_root(Path.cwd(), require_git=True)
+        settings = setup.settings_path(root, user=user)
+        if check:
+            problems = setup.check(settings, root)
+            for line in problems:
+                typer.echo(f"✗ {line}", err=True)
+            if problems:
+                raise typer.Exit(1)
+            typer.echo(f"✓ lattice MCP server installed in {settings}")
+        elif remove:
+            removed = setup.remove(settings)
+            typer.echo(
+                f"removed lattice from {settings}" if removed else "lattice was not installed"
+            )
+        else:
+            setup.install(settings, root)
+            typer.echo(f"installed lattice MCP server in {settings} for {root}")
+    except SetupError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(1) from None

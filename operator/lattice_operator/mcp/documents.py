@@ -1,0 +1,255 @@
+"""Lattice documents on disk: front matter, IDs, filenames, root documents, safe paths.
+
+A document is a markdown file that starts with a YAML front-matter block between two
+`---` lines. Formats the seed leaves open are decided here and documented in docs/mcp.md.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lattice_operator.mcp.errors import ToolError
+
+# "L" and five letters; I and O are left out so an ID read aloud or by eye is unambiguous.
+ID_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ"
+ID_LENGTH = 5
+ID_PATTERN = re.compile(rf"^L[{ID_ALPHABET}]{{{ID_LENGTH}}}$")
+TASK_TYPES = ("bug", "feature", "task", "chore")
+MAX_NAME = 64
+MAX_DESCRIPTION = 1024
+MAX_FILENAME_STEM = 40
+# Fresh IDs tried before ID_COLLISION: with 24**5 IDs a second collision means a bad generator.
+ID_ATTEMPTS = 3
+_STOP_WORDS = frozenset(
+    {"a", "an", "the", "and", "or", "of", "to", "in", "on", "at", "for", "with", "by"}
+    | {"from", "is", "are", "be", "it", "its", "this", "that", "as"}
+)
+
+# Directories never searched for documents: tooling, not knowledge.
+_SKIPPED_DIRS = frozenset({".git", ".venv", "node_modules", "__pycache__", ".claude"})
+
+
+def new_lattice_id() -> str:
+    """A random Lattice ID, e.g. `LCGWQN`."""
+    return "L" + "".join(secrets.choice(ID_ALPHABET) for _ in range(ID_LENGTH))
+
+
+@dataclass(frozen=True)
+class Document:
+    """One parsed document: its path relative to the project root, front matter and body."""
+
+    path: str
+    front_matter: dict[str, Any]
+    body: str
+
+    @property
+    def lattice_id(self) -> str:
+        return str(self.front_matter.get("lattice-id", ""))
+
+    @property
+    def is_task(self) -> bool:
+        return "task-type" in self.front_matter
+
+    @property
+    def is_closed(self) -> bool:
+        return self.front_matter.get("closed-at") is not None
+
+
+def render(front_matter: dict[str, Any], body: str) -> str:
+    """The file text: YAML front matter (safe-dumped, so any characters survive) then the body."""
+    header = yaml.safe_dump(front_matter, sort_keys=False, allow_unicode=True, width=1_000_000)
+    # The body is kept byte for byte (no newline added), so lattice_show returns what was sent.
+    return f"---\n{header}---\n\n{body}"
+
+
+def parse(path: str, text: str) -> Document | None:
+    """A document from file text, or None when the text has no valid front matter."""
+    if not text.startswith("---\n"):
+        return None
+    end = text.find("\n---\n", 3)
+    if end < 0:
+        return None
+    try:
+        front = yaml.safe_load(text[4 : end + 1])
+    except yaml.YAMLError:
+        return None
+    if not isinstance(front, dict):
+        return None
+    body = text[end + 5 :]
+    return Document(path=path, front_matter=front, body=body.removeprefix("\n"))
+
+
+def _read(path: Path) -> str:
+    # newline="": a body's "\r\n" comes back as it was written.
+    with path.open(encoding="utf-8", newline="") as handle:
+        return handle.read()
+
+
+def filename_stem(description: str) -> str:
+    """Lowercase significant words joined by underscores, cut at a word boundary (~40 chars)."""
+    every: list[str] = re.findall(r"[a-z0-9]+", description.lower())
+    words = [w for w in every if w not in _STOP_WORDS] or every or ["task"]
+    stem = words[0][:MAX_FILENAME_STEM]
+    for word in words[1:]:
+        if len(stem) + 1 + len(word) > MAX_FILENAME_STEM:
+            break
+        stem = f"{stem}_{word}"
+    return stem
+
+
+def name_from_filename(filename: str) -> str:
+    """The `name` field: the filename without `.md`, lowercased, underscores as hyphens."""
+    return filename.removesuffix(".md").lower().replace("_", "-")
+
+
+class Project:
+    """A project root and the operations on the documents below it; never leaves the root."""
+
+    def __init__(self, root: Path, new_id: Callable[[], str] = new_lattice_id) -> None:
+        self.root = root.resolve()
+        self._new_id = new_id
+
+    # -- paths ------------------------------------------------------------------------------
+
+    def directory(self, directory: str) -> Path:
+        """The absolute directory for a caller's relative path, refusing any escape."""
+        if not directory.strip():
+            raise ToolError(
+                "INVALID_DIRECTORY",
+                "Directory must not be empty",
+                "Pass a directory relative to the project root, e.g. 'api/'",
+            )
+        if "\x00" in directory or os.path.isabs(directory) or directory.startswith("~"):
+            raise ToolError(
+                "INVALID_DIRECTORY",
+                f"Directory '{directory}' is not a path relative to the project root",
+                "Pass a relative path such as 'api/' without a leading '/' or '~'",
+            )
+        target = self.inside(self.root / directory, shown=directory)
+        if not target.is_dir():
+            raise ToolError(
+                "INVALID_DIRECTORY",
+                f"Directory '{directory}' does not exist",
+                "Create the directory or use an existing path",
+            )
+        return target
+
+    def inside(self, path: Path, shown: str) -> Path:
+        """`path` with symlinks resolved, if it stays inside the project root."""
+        resolved = path.resolve()
+        if resolved != self.root and not resolved.is_relative_to(self.root):
+            raise ToolError(
+                "INVALID_DIRECTORY",
+                f"Path '{shown}' leads outside the project root",
+                "Use a directory inside the project; '..', absolute paths and symlinks "
+                "that leave the project are refused",
+            )
+        return resolved
+
+    def relative(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+    # -- documents --------------------------------------------------------------------------
+
+    def documents(self) -> Iterator[Document]:
+        """Every document under the root (symlinked directories are not followed)."""
+        for dirpath, dirnames, filenames in os.walk(self.root):
+            dirnames[:] = sorted(d for d in dirnames if d not in _SKIPPED_DIRS)
+            for filename in sorted(filenames):
+                if not filename.endswith(".md"):
+                    continue
+                full = Path(dirpath) / filename
+                if full.is_symlink():
+                    continue
+                try:
+                    text = _read(full)
+                except (OSError, UnicodeDecodeError):
+                    continue
+                doc = parse(self.relative(full), text)
+                if doc is not None and doc.lattice_id:
+                    yield doc
+
+    def find(self, lattice_id: str) -> Document:
+        for doc in self.documents():
+            if doc.lattice_id == lattice_id:
+                return doc
+        raise ToolError(
+            "NOT_FOUND",
+            f"No document has Lattice ID '{lattice_id}'",
+            "Check the ID with lattice_list",
+        )
+
+    def root_document(self, directory: Path, shown: str) -> Document:
+        """The directory's root document: `<dir>/<dir name>.md` with a `lattice-id`."""
+        path = directory / f"{directory.name}.md"
+        rel = self.relative(path) if path.exists() else f"{shown.rstrip('/')}/{directory.name}.md"
+        if path.is_file():
+            self.inside(path, shown=rel)
+            doc = parse(rel, _read(path))
+            if doc is not None and doc.lattice_id:
+                return doc
+        raise ToolError(
+            "MISSING_ROOT",
+            f"Directory '{shown}' has no root document '{rel}' with a lattice-id",
+            f"Create '{rel}' with front matter containing 'lattice-id' before adding documents",
+        )
+
+    def fresh_id(self) -> str:
+        taken = {doc.lattice_id for doc in self.documents()}
+        for _ in range(ID_ATTEMPTS):
+            candidate = self._new_id()
+            if candidate not in taken:
+                return candidate
+        raise ToolError(
+            "ID_COLLISION",
+            f"Generated Lattice ID collided with an existing document {ID_ATTEMPTS} times",
+            "Retry the call; if it keeps failing, report it",
+        )
+
+    def write_new(self, folder: Path, filename: str, text: str) -> str:
+        """Create `folder/filename` exclusively (never overwrites); returns the relative path."""
+        folder.mkdir(exist_ok=True)
+        folder = self.inside(folder, shown=self.relative(folder) if folder.exists() else filename)
+        target = folder / filename
+        rel = self.relative(target)
+        try:
+            with target.open("x", encoding="utf-8", newline="") as handle:
+                handle.write(text)
+        except FileExistsError:
+            raise ToolError(
+                "FILE_EXISTS",
+                f"File '{rel}' already exists",
+                "Choose a different name or update the existing document",
+            ) from None
+        return rel
+
+    def rewrite(self, doc: Document, front_matter: dict[str, Any]) -> None:
+        path = self.inside(self.root / doc.path, shown=doc.path)
+        tmp = path.with_name(f".{path.name}.tmp")
+        with tmp.open("w", encoding="utf-8", newline="") as handle:
+            handle.write(render(front_matter, doc.body))
+        tmp.replace(path)
+
+
+__all__ = [
+    "ID_ALPHABET",
+    "ID_LENGTH",
+    "MAX_DESCRIPTION",
+    "MAX_NAME",
+    "TASK_TYPES",
+    "Document",
+    "Project",
+    "filename_stem",
+    "name_from_filename",
+    "new_lattice_id",
+    "parse",
+    "render",
+]

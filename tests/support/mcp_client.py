@@ -1,0 +1,47 @@
+"""An MCP session with `lattice mcp` through the SDK's own stdio client (a real subprocess)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.types import CallToolResult, TextContent
+
+LATTICE = Path(sys.executable).parent / "lattice"
+
+
+@asynccontextmanager
+async def lattice_mcp(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> AsyncIterator[ClientSession]:
+    params = StdioServerParameters(command=str(LATTICE), args=["mcp", *args], env=env, cwd=cwd)
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+async def call(session: ClientSession, tool: str, **arguments: Any) -> dict[str, Any]:
+    """The tool's JSON payload; asserts the text and structured copies agree."""
+    result = await session.call_tool(tool, arguments)
+    assert isinstance(result, CallToolResult), result
+    payload = result.structured_content
+    assert isinstance(payload, dict), result
+    text = result.content[0]
+    assert isinstance(text, TextContent), result
+    assert json.loads(text.text) == payload
+    assert result.is_error == ("error" in payload)
+    return payload
+
+
+async def error_code(session: ClientSession, tool: str, **arguments: Any) -> str:
+    payload = await call(session, tool, **arguments)
+    assert "error" in payload, payload
+    error = payload["error"]
+    assert error["message"], error
+    assert error["suggestion"], error
+    return str(error["code"])
