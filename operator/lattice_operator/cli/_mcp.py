@@ -13,9 +13,21 @@ def mcp(
         Path | None,
         typer.Option(help="Project root the tools work in (default: the git root of the cwd)."),
     ] = None,
+    sprite: Annotated[
+        bool, typer.Option("--sprite", help="Inside a sprite: the sprite protocol as tools.")
+    ] = False,
 ) -> None:
     """Serve the Lattice MCP tools over stdin/stdout (started by the agent, not by hand)."""
-    from lattice_operator.mcp.entry import run_project
+    from lattice_operator.mcp.entry import run_project, run_sprite
+    from lattice_operator.mcp.errors import ToolError
+
+    if sprite:
+        try:
+            run_sprite()
+        except ToolError as err:
+            typer.echo(f"error: {err.message}. {err.suggestion}", err=True)
+            raise typer.Exit(2) from None
+        return
     from lattice_operator.mcp.setup_claude import find_project_root
 
     root = project if project is not None else find_project_root(Path.cwd())

@@ -9,6 +9,7 @@ from lattice_operator.clock import Clock, SystemClock
 
 if TYPE_CHECKING:
     from lattice_operator.mcp.documents import Project
+    from lattice_operator.mcp.sprite_tools import SpriteSession
 
 
 def project_server(project: Project, clock: Clock) -> Any:
@@ -35,4 +36,29 @@ def run_project(root: Path) -> None:
     anyio.run(serve_stdio, project_server(Project(root), SystemClock()))
 
 
-__all__ = ["project_server", "run_project"]
+def sprite_server(session: SpriteSession) -> Any:
+    """The `lattice mcp --sprite` server for one agent session."""
+    from lattice_operator.mcp.server import PublishedTool, build_server, package_version
+    from lattice_operator.mcp.sprite_tools import SPRITE_TOOLS
+
+    handlers = {name: handler for name, _, _, handler in SPRITE_TOOLS}
+
+    async def dispatch(name: str, args: dict[str, Any]) -> dict[str, Any]:
+        return handlers[name](session, args)
+
+    published = [PublishedTool(n, d, s) for n, d, s, _ in SPRITE_TOOLS]
+    return build_server("lattice-sprite", package_version(), published, dispatch)
+
+
+def run_sprite() -> None:
+    """`lattice mcp --sprite`: the protocol tools over stdio, identity from the environment."""
+    import anyio
+
+    from lattice_operator.mcp.server import serve_stdio
+    from lattice_operator.mcp.sprite_tools import SpriteSession
+
+    session = SpriteSession.from_environment(SystemClock())
+    anyio.run(serve_stdio, sprite_server(session))
+
+
+__all__ = ["project_server", "run_project", "run_sprite", "sprite_server"]
