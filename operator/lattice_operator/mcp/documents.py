@@ -116,6 +116,8 @@ class Project:
     def __init__(self, root: Path, new_id: Callable[[], str] = new_lattice_id) -> None:
         self.root = root.resolve()
         self._new_id = new_id
+        # path -> ((mtime_ns, size), lattice-id): a file is read again only when it changed.
+        self._id_cache: dict[str, tuple[tuple[int, int], str]] = {}
 
     # -- paths ------------------------------------------------------------------------------
 
@@ -159,23 +161,45 @@ class Project:
 
     # -- documents --------------------------------------------------------------------------
 
-    def documents(self) -> Iterator[Document]:
-        """Every document under the root (symlinked directories are not followed)."""
+    def _markdown_files(self) -> Iterator[Path]:
+        """Every regular `*.md` file under the root; symlinks are never followed."""
         for dirpath, dirnames, filenames in os.walk(self.root):
             dirnames[:] = sorted(d for d in dirnames if d not in _SKIPPED_DIRS)
             for filename in sorted(filenames):
-                if not filename.endswith(".md"):
-                    continue
                 full = Path(dirpath) / filename
-                if full.is_symlink():
-                    continue
+                if filename.endswith(".md") and not full.is_symlink():
+                    yield full
+
+    def documents(self) -> Iterator[Document]:
+        """Every document under the root (a `*.md` with a `lattice-id` in its front matter)."""
+        for full in self._markdown_files():
+            try:
+                text = _read(full)
+            except (OSError, UnicodeDecodeError):
+                continue
+            doc = parse(self.relative(full), text)
+            if doc is not None and doc.lattice_id:
+                yield doc
+
+    def taken_ids(self) -> set[str]:
+        """Every document's ID; only files changed since the last call are parsed again."""
+        cache, fresh = self._id_cache, {}
+        for full in self._markdown_files():
+            try:
+                info = full.stat()
+            except OSError:
+                continue
+            key, stamp = str(full), (info.st_mtime_ns, info.st_size)
+            known = cache.get(key)
+            if known is None or known[0] != stamp:
                 try:
-                    text = _read(full)
+                    doc = parse(key, _read(full))
                 except (OSError, UnicodeDecodeError):
-                    continue
-                doc = parse(self.relative(full), text)
-                if doc is not None and doc.lattice_id:
-                    yield doc
+                    doc = None
+                known = (stamp, doc.lattice_id if doc is not None else "")
+            fresh[key] = known
+        self._id_cache = fresh
+        return {lattice_id for _, lattice_id in fresh.values() if lattice_id}
 
     def find(self, lattice_id: str) -> Document:
         for doc in self.documents():
@@ -203,7 +227,7 @@ class Project:
         )
 
     def fresh_id(self) -> str:
-        taken = {doc.lattice_id for doc in self.documents()}
+        taken = self.taken_ids()
         for _ in range(ID_ATTEMPTS):
             candidate = self._new_id()
             if candidate not in taken:

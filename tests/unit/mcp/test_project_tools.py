@@ -486,3 +486,16 @@ async def test_the_server_exits_when_stdin_closes(project: Path) -> None:
     first = out.decode().splitlines()[0]
     assert '"id":1' in first
     assert '"serverInfo":{"name":"lattice"' in first
+
+
+def test_fresh_ids_see_documents_added_or_changed_behind_the_servers_back(
+    project: Path,
+) -> None:
+    # The server caches IDs per file between calls: files written by others must count.
+    offered = iter(["LNEWAA", "LNEWAA", "LNEWBB", "LNEWBB", "LNEWCC"])
+    proj = Project(project, new_id=lambda: next(offered))
+    assert proj.fresh_id() == "LNEWAA"
+    (project / "api" / "other.md").write_text("---\nlattice-id: LNEWAA\n---\n")
+    assert proj.fresh_id() == "LNEWBB"  # LNEWAA is now taken
+    (project / "api" / "api.md").write_text("---\nlattice-id: LNEWBB\nname: api-root\n---\n")
+    assert proj.fresh_id() == "LNEWCC"  # the root document changed to LNEWBB
