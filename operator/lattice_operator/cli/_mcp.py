@@ -16,10 +16,24 @@ def mcp(
     sprite: Annotated[
         bool, typer.Option("--sprite", help="Inside a sprite: the sprite protocol as tools.")
     ] = False,
+    cluster: Annotated[
+        bool,
+        typer.Option("--cluster", help="Sprites, Runs and Intents under your kubeconfig identity."),
+    ] = False,
+    context: Annotated[
+        str | None, typer.Option(help="kubeconfig context for --cluster (default: current).")
+    ] = None,
 ) -> None:
     """Serve the Lattice MCP tools over stdin/stdout (started by the agent, not by hand)."""
-    from lattice_operator.mcp.entry import run_project, run_sprite
+    from lattice_operator.mcp.entry import run_cluster, run_project, run_sprite
     from lattice_operator.mcp.errors import ToolError
+
+    if sprite and cluster:
+        typer.echo("--sprite and --cluster cannot be combined", err=True)
+        raise typer.Exit(2)
+    if cluster:
+        run_cluster(context)
+        return
 
     if sprite:
         try:

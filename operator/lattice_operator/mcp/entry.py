@@ -61,4 +61,29 @@ def run_sprite() -> None:
     anyio.run(serve_stdio, sprite_server(session))
 
 
-__all__ = ["project_server", "run_project", "run_sprite", "sprite_server"]
+def cluster_server(context: str | None) -> Any:
+    """The `lattice mcp --cluster` server: the cluster under the caller's kubeconfig identity."""
+    from lattice_operator.mcp.cluster_tools import CLUSTER_TOOLS, cluster_dispatch
+    from lattice_operator.mcp.server import PublishedTool, build_server, package_version
+
+    published = [PublishedTool(n, d, s) for n, d, s, _ in CLUSTER_TOOLS]
+    return build_server("lattice-cluster", package_version(), published, cluster_dispatch(context))
+
+
+def run_cluster(context: str | None) -> None:
+    """`lattice mcp --cluster`: Sprites, Runs and Intents as tools, until stdin closes."""
+    import anyio
+
+    from lattice_operator.mcp.server import serve_stdio
+
+    anyio.run(serve_stdio, cluster_server(context))
+
+
+__all__ = [
+    "cluster_server",
+    "project_server",
+    "run_cluster",
+    "run_project",
+    "run_sprite",
+    "sprite_server",
+]

@@ -1,0 +1,227 @@
+"""`lattice mcp --cluster`: Sprites, Runs and Intents as tools for a person's agent.
+
+Every call goes to the API server with the caller's kubeconfig identity (the same client
+the CLI uses), so RBAC decides what the agent sees and does; a refusal comes back as a
+FORBIDDEN tool error, never as a hidden empty answer. There is deliberately no approval
+tool: an approval must carry a person's identity, and an agent holding the person's
+credentials would approve in their name without them (see docs/mcp.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from lattice_operator.mcp.errors import ToolError
+
+GROUP, VERSION = "lattice.dev", "v1alpha1"
+KINDS = ("sprites", "runs", "intents")
+ClusterHandler = Callable[[Any, Mapping[str, Any]], Awaitable[dict[str, Any]]]
+
+
+def _str(args: Mapping[str, Any], name: str, default: str | None = None) -> str:
+    value = args.get(name, default)
+    if not isinstance(value, str) or not value:
+        raise ToolError(
+            "INVALID_ARGUMENT",
+            f"Parameter '{name}' must be a non-empty string",
+            "Check the tool's input schema with tools/list",
+        )
+    return value
+
+
+def _kind(args: Mapping[str, Any]) -> str:
+    kind = args.get("kind")
+    if kind not in KINDS:
+        raise ToolError(
+            "INVALID_ARGUMENT", f"kind {kind!r} is not one of {', '.join(KINDS)}", "Pick one"
+        )
+    return str(kind)
+
+
+def _path(plural: str, namespace: str | None, name: str | None = None) -> str:
+    from lattice_adapters.kube import resource_path
+
+    return resource_path(GROUP, VERSION, plural, namespace, name)
+
+
+def translate(err: Exception, what: str) -> ToolError:
+    """A Kubernetes API error as the agent should see it (RBAC refusals stay visible)."""
+    status = getattr(err, "status", None)
+    message = getattr(err, "message", str(err))
+    if status in (401, 403):
+        return ToolError(
+            "FORBIDDEN",
+            f"{what}: {message}",
+            "Your kubeconfig identity lacks the permission; ask a cluster admin for a role",
+        )
+    if status == 404:
+        return ToolError("NOT_FOUND", f"{what}: {message}", "Check the name and namespace")
+    if status in (400, 409, 422):
+        return ToolError("INVALID", f"{what}: {message}", "Fix the object and try again")
+    return ToolError("KUBE_ERROR", f"{what}: {message}", "Check the cluster and try again")
+
+
+def _slim(obj: dict[str, Any]) -> dict[str, Any]:
+    metadata = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
+    return {**obj, "metadata": metadata}
+
+
+def _summary(obj: dict[str, Any]) -> dict[str, Any]:
+    meta, status = obj.get("metadata") or {}, obj.get("status") or {}
+    return {
+        "name": meta.get("name"),
+        "namespace": meta.get("namespace"),
+        "phase": status.get("phase"),
+        "created": meta.get("creationTimestamp"),
+    }
+
+
+async def list_objects(kube: Any, args: Mapping[str, Any]) -> dict[str, Any]:
+    kind = _kind(args)
+    namespace = None if args.get("all_namespaces") is True else _str(args, "namespace", "default")
+    listing = await kube.get(_path(kind, namespace))
+    items = [_summary(o) for o in listing.get("items", [])]
+    return {"kind": kind, "items": items, "count": len(items)}
+
+
+async def get_object(kube: Any, args: Mapping[str, Any]) -> dict[str, Any]:
+    kind, name = _kind(args), _str(args, "name")
+    obj = await kube.get(_path(kind, _str(args, "namespace", "default"), name))
+    return _slim(obj)
+
+
+async def run_events(kube: Any, args: Mapping[str, Any]) -> dict[str, Any]:
+    run = await kube.get(_path("runs", _str(args, "namespace", "default"), _str(args, "name")))
+    status = run.get("status") or {}
+    return {
+        "phase": status.get("phase"),
+        "events": status.get("events") or {},
+        "log_tail": status.get("logTail") or [],
+    }
+
+
+async def run_receipts(kube: Any, args: Mapping[str, Any]) -> dict[str, Any]:
+    from lattice_adapters.kube import resource_path
+    from lattice_operator.cli._runs import receipt_event_params, receipts_from_events
+
+    namespace = _str(args, "namespace", "default")
+    run = await kube.get(_path("runs", namespace, _str(args, "name")))
+    listing = await kube.get(
+        resource_path("events.k8s.io", "v1", "events", namespace), receipt_event_params(run)
+    )
+    receipts = receipts_from_events(listing)
+    return {"receipts": receipts, "count": len(receipts)}
+
+
+async def propose_intent(kube: Any, args: Mapping[str, Any]) -> dict[str, Any]:
+    namespace = _str(args, "namespace", "default")
+    spec = args.get("spec")
+    if not isinstance(spec, dict):
+        raise ToolError(
+            "INVALID_ARGUMENT", "Parameter 'spec' must be an object", "Pass the Intent's spec"
+        )
+    metadata: dict[str, Any] = (
+        {"name": _str(args, "name")} if args.get("name") else {"generateName": "agent-intent-"}
+    )
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "Intent",
+        "metadata": metadata,
+        "spec": spec,
+    }
+    created = await kube.create(_path("intents", namespace), body)
+    return {
+        **_summary(created),
+        "note": "Proposed. Policy decides; if it needs approval, a person approves it with "
+        "`lattice approve` under their own identity.",
+    }
+
+
+_NS = {"type": "string", "description": "Namespace (default: default)"}
+_KIND = {"type": "string", "enum": list(KINDS)}
+
+
+def _schema(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": props,
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+CLUSTER_TOOLS: tuple[tuple[str, str, dict[str, Any], ClusterHandler], ...] = (
+    (
+        "lattice_cluster_list",
+        "List Sprites, Runs or Intents (name, namespace, phase) that your identity may see.",
+        _schema({"kind": _KIND, "namespace": _NS, "all_namespaces": {"type": "boolean"}}, ["kind"]),
+        list_objects,
+    ),
+    (
+        "lattice_cluster_get",
+        "Get one Sprite, Run or Intent (spec and status).",
+        _schema({"kind": _KIND, "name": {"type": "string"}, "namespace": _NS}, ["kind", "name"]),
+        get_object,
+    ),
+    (
+        "lattice_cluster_run_events",
+        "A Run's protocol events as the operator committed them (counts, recent, waiting, "
+        "completion, violations) and its log tail.",
+        _schema({"name": {"type": "string"}, "namespace": _NS}, ["name"]),
+        run_events,
+    ),
+    (
+        "lattice_cluster_run_receipts",
+        "A Run's Lifeloop receipts, in sequence order.",
+        _schema({"name": {"type": "string"}, "namespace": _NS}, ["name"]),
+        run_receipts,
+    ),
+    (
+        "lattice_cluster_propose_intent",
+        "Propose an Intent (its spec as in manifests/samples/intent-*.yaml). Policy decides; "
+        "approval, when needed, is a person's act and not a tool.",
+        _schema(
+            {
+                "spec": {"type": "object"},
+                "name": {"type": "string", "description": "Default: a generated name"},
+                "namespace": _NS,
+            },
+            ["spec"],
+        ),
+        propose_intent,
+    ),
+)
+
+
+def cluster_dispatch(
+    context: str | None = None,
+) -> Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]:
+    """Calls a cluster tool with a client for the caller's kubeconfig (one per call)."""
+    handlers = {name: handler for name, _, _, handler in CLUSTER_TOOLS}
+
+    async def dispatch(name: str, args: dict[str, Any]) -> dict[str, Any]:
+        import aiohttp
+
+        from lattice_adapters.kube import KubeApiError, KubeClient, KubeConfig, KubeConfigError
+
+        try:
+            config = KubeConfig.load(context=context)
+        except (KubeConfigError, OSError, ValueError) as err:
+            raise ToolError(
+                "NO_KUBECONFIG", f"cannot load a kubeconfig: {err}", "Set KUBECONFIG"
+            ) from None
+        try:
+            async with KubeClient(config, user_agent="lattice-mcp") as kube:
+                return await handlers[name](kube, args)
+        except KubeApiError as err:
+            raise translate(err, name) from None
+        except aiohttp.ClientError as err:
+            raise ToolError(
+                "KUBE_UNREACHABLE", f"{name}: {err}", "Check the cluster address in your kubeconfig"
+            ) from None
+
+    return dispatch
+
+
+__all__ = ["CLUSTER_TOOLS", "cluster_dispatch", "translate"]
