@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -240,8 +241,9 @@ class Project:
 
     def write_new(self, folder: Path, filename: str, text: str) -> str:
         """Create `folder/filename` exclusively (never overwrites); returns the relative path."""
+        # Resolved before it is created: a (dangling) symlink out of the project is refused.
+        folder = self.inside(folder, shown=f"{folder.name}/{filename}")
         folder.mkdir(exist_ok=True)
-        folder = self.inside(folder, shown=self.relative(folder) if folder.exists() else filename)
         target = folder / filename
         rel = self.relative(target)
         try:
@@ -257,10 +259,16 @@ class Project:
 
     def rewrite(self, doc: Document, front_matter: dict[str, Any]) -> None:
         path = self.inside(self.root / doc.path, shown=doc.path)
-        tmp = path.with_name(f".{path.name}.tmp")
-        with tmp.open("w", encoding="utf-8", newline="") as handle:
-            handle.write(render(front_matter, doc.body))
-        tmp.replace(path)
+        # mkstemp creates a new file (never follows a planted symlink); replace is atomic.
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+                handle.write(render(front_matter, doc.body))
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
 
 __all__ = [

@@ -499,3 +499,29 @@ def test_fresh_ids_see_documents_added_or_changed_behind_the_servers_back(
     assert proj.fresh_id() == "LNEWBB"  # LNEWAA is now taken
     (project / "api" / "api.md").write_text("---\nlattice-id: LNEWBB\nname: api-root\n---\n")
     assert proj.fresh_id() == "LNEWCC"  # the root document changed to LNEWBB
+
+
+def test_front_matter_cannot_be_closed_early_by_a_value() -> None:
+    from lattice_operator.mcp.documents import render
+
+    description = "first\n---\nlattice-id: LFAKEA\n---"
+    text = render({"lattice-id": "LREALA", "description": description, "labels": ["a\n---\n"]}, "b")
+    doc = parse("x.md", text)
+    assert doc is not None
+    assert doc.lattice_id == "LREALA"
+    assert doc.front_matter["description"] == description
+    assert doc.front_matter["labels"] == ["a\n---\n"]
+    assert doc.body == "b"
+
+
+async def test_a_dangling_symlink_out_of_the_project_is_refused(
+    project: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "not-yet"
+    (project / "api" / "docs").symlink_to(target)
+    async with lattice_mcp("--project", str(project)) as session:
+        code = await error_code(
+            session, "lattice_create_document", directory="api", name="n", description="d", body=""
+        )
+    assert code == "INVALID_DIRECTORY"
+    assert not target.exists()
