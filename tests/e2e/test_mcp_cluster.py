@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp import ClientSession
 
 from tests.e2e.test_intents import _bind, _intent
 from tests.e2e.test_runs import _run, _sprite
@@ -36,6 +38,16 @@ PROPOSER: dict[str, Any] = {
 }
 
 
+async def _once_bound(session: ClientSession, tool: str, **arguments: Any) -> dict[str, Any]:
+    """The first call after a RoleBinding: the authorizer's cache may lag it a moment."""
+    for _ in range(60):
+        payload = await call(session, tool, **arguments)
+        if payload.get("error", {}).get("code") != "FORBIDDEN":
+            return payload
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"{tool} still forbidden 30 s after the RoleBinding")
+
+
 async def test_cluster_tools_answer_with_the_callers_identity(stack: Stack, namespace: str) -> None:
     _sprite(stack, namespace, "box")
     _run(stack, namespace, "hello", ["sh", "-c", "echo hi"])
@@ -50,7 +62,7 @@ async def test_cluster_tools_answer_with_the_callers_identity(stack: Stack, name
             session, "lattice_cluster_list", kind="runs", namespace=namespace
         )
         _bind(stack, namespace, USER, VIEWER)
-        runs = await call(session, "lattice_cluster_list", kind="runs", namespace=namespace)
+        runs = await _once_bound(session, "lattice_cluster_list", kind="runs", namespace=namespace)
         sprites = await call(session, "lattice_cluster_list", kind="sprites", namespace=namespace)
         run = await call(
             session, "lattice_cluster_get", kind="runs", name="hello", namespace=namespace
@@ -71,6 +83,12 @@ async def test_cluster_tools_answer_with_the_callers_identity(stack: Stack, name
             session, "lattice_cluster_propose_intent", spec=intent_spec, namespace=namespace
         )
         _bind(stack, namespace, USER, PROPOSER)
+        invalid = await _once_bound(
+            session,
+            "lattice_cluster_propose_intent",
+            spec={"kind": "no_such_kind"},
+            namespace=namespace,
+        )
         proposed = await call(
             session,
             "lattice_cluster_propose_intent",
@@ -90,6 +108,7 @@ async def test_cluster_tools_answer_with_the_callers_identity(stack: Stack, name
     assert missing == "NOT_FOUND"
     assert other_ns == "FORBIDDEN"
     assert refused == "FORBIDDEN"
+    assert invalid["error"]["code"] == "INVALID"
     assert proposed["name"] == "proposed"
     created = json.loads(
         stack.cluster.kubectl("get", "intent", "proposed", "-n", namespace, "-o", "json").stdout

@@ -217,3 +217,24 @@ def test_outside_a_sprite_it_refuses_to_start(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "LATTICE_SPRITE_ID and LATTICE_WORK_ITEM_ID not set" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+async def test_error_checkpoints_first_and_an_unreadable_resume_is_reported(
+    tmp_path: Path, sprite_env: dict[str, str]
+) -> None:
+    async with lattice_mcp("--sprite", env=sprite_env) as session:
+        failed = await call(
+            session, "lattice_sprite_error", message="build failed", details={"exit_code": 1}
+        )
+        still_open = await call(session, "lattice_sprite_info", message="after the error")
+        (tmp_path / "lattice" / "resume.json").write_text("{not json")
+        unreadable = await error_code(session, "lattice_sprite_resume_inputs")
+    assert failed == {"emitted": "ERROR", "checkpoint_id": "chk-1"}
+    assert "error" not in still_open
+    assert unreadable == "INVALID_RESUME"
+    assert (tmp_path / "bin" / "calls").read_text() == "--comment before ERROR\n"
+    events = [
+        json.loads(x) for x in (tmp_path / "lattice" / "outbox.jsonl").read_text().splitlines()
+    ]
+    assert [e["event_type"] for e in events] == ["ERROR", "INFO"]
+    assert events[0]["payload"] == {"message": "build failed", "details": {"exit_code": 1}}

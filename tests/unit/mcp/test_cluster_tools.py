@@ -1,0 +1,54 @@
+"""`lattice mcp --cluster` without a reachable cluster: the errors an agent sees.
+
+The RBAC behaviour is tested against a real API server in tests/e2e/test_mcp_cluster.py.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import yaml
+
+from tests.support.mcp_client import error_code, lattice_mcp
+
+
+async def test_without_a_kubeconfig(tmp_path: Path) -> None:
+    env = {"HOME": str(tmp_path), "KUBECONFIG": str(tmp_path / "missing")}
+    async with lattice_mcp("--cluster", env=env) as session:
+        tools = {t.name for t in (await session.list_tools()).tools}
+        code = await error_code(session, "lattice_cluster_list", kind="runs")
+    assert tools == {
+        "lattice_cluster_list",
+        "lattice_cluster_get",
+        "lattice_cluster_run_events",
+        "lattice_cluster_run_receipts",
+        "lattice_cluster_propose_intent",
+    }
+    assert code == "NO_KUBECONFIG"
+
+
+async def test_an_unreachable_api_server(tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a local port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    async with lattice_mcp("--cluster", env={"KUBECONFIG": str(kubeconfig)}) as session:
+        code = await error_code(session, "lattice_cluster_get", kind="runs", name="r")
+        not_an_object = await error_code(session, "lattice_cluster_propose_intent", spec="x")
+        bad_kind = await error_code(session, "lattice_cluster_list", kind="pods")
+    assert code == "KUBE_UNREACHABLE"
+    assert not_an_object == "INVALID_ARGUMENT"
+    assert bad_kind == "INVALID_ARGUMENT"
