@@ -6,7 +6,12 @@ import logging
 from collections.abc import Iterable
 
 from lattice_adapters.kube import KubeApiError, KubeClient, resource_path
-from lattice_operator.builders import RUN_UID_LABEL, ObjectRef, receipt_event
+from lattice_operator.builders import (
+    REPORTING_CONTROLLER,
+    RUN_UID_LABEL,
+    ObjectRef,
+    receipt_event,
+)
 from lattice_operator.clock import Clock
 from lattice_operator.lifeloop.receipts import LifecycleReceipt
 from lattice_operator.metrics import K8S_EVENTS_DROPPED, RECEIPTS
@@ -25,7 +30,7 @@ class ReceiptEvents:
         *,
         rate: float,
         burst: int,
-        controller: str = "lattice.dev/operator",
+        controller: str = REPORTING_CONTROLLER,
         instance: str = "lattice-operator",
     ) -> None:
         self._kube = kube
@@ -56,6 +61,8 @@ class ReceiptEvents:
         listing = await self._kube.get(path, {"labelSelector": f"{RUN_UID_LABEL}={regarding.uid}"})
         found: set[int] = set()
         for item in listing.get("items", []):
+            if item.get("reportingController") != self._controller:
+                continue  # anyone may post an Event with our annotations: count only ours
             value = (item.get("metadata", {}).get("annotations") or {}).get("lattice.dev/sequence")
             if value and value.isdigit():
                 found.add(int(value))

@@ -5,12 +5,34 @@ from __future__ import annotations
 import gc
 import logging
 
+from lattice_operator.errors import ConfigurationError
 from lattice_operator.handlers._context import OperatorContext
 from lattice_operator.settings import OperatorSettings
 
 
+def preflight(settings: OperatorSettings) -> None:
+    """Refuse a configuration that can never work, before kopf starts.
+
+    kopf retries a failing start-up forever; a Pod that neither runs nor exits hides the
+    reason, while an exit with it is a crash loop whose log line says what to fix."""
+    from lattice_adapters.kube import KubeConfig, KubeConfigError
+    from lattice_operator.policy.cel import PolicyInvalid
+    from lattice_operator.policy.classify import compile_policy
+
+    if settings.default_policy is not None:
+        try:
+            compile_policy("cluster-default", settings.default_policy)
+        except PolicyInvalid as exc:
+            raise ConfigurationError(f"default_policy does not compile: {exc}") from exc
+    try:
+        KubeConfig.load()
+    except KubeConfigError as exc:
+        raise ConfigurationError(f"no Kubernetes credentials: {exc}") from exc
+
+
 def run_operator(settings: OperatorSettings, *, verbose: bool = False) -> None:
     """Run the operator until it is told to stop (SIGINT/SIGTERM)."""
+    preflight(settings)
     import kopf
 
     import lattice_operator.handlers  # noqa: F401 - registers the handlers

@@ -14,6 +14,8 @@ from lattice_operator.lifeloop.receipts import LifecycleReceipt
 from lattice_operator.protocol.projection import ProposalStatus
 
 RECEIPT_ANNOTATION = "lattice.dev/receipt"
+# The reportingController of every Event the operator posts: readers trust no other.
+REPORTING_CONTROLLER = "lattice.dev/operator"
 RUN_UID_LABEL = "lattice.dev/run-uid"
 NOTE_CHARS = 1024
 
@@ -234,6 +236,7 @@ __all__ = [
     "INTENT_LABEL",
     "PROPOSED_BY_RUN",
     "RECEIPT_ANNOTATION",
+    "REPORTING_CONTROLLER",
     "RUN_UID_LABEL",
     "ObjectRef",
     "camel_reason",

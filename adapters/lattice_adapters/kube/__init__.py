@@ -7,7 +7,23 @@ cadence. This client does exactly those REST calls with the same credentials
 kopf uses (kubeconfig or in-cluster service account).
 """
 
-from lattice_adapters.kube.client import KubeApiError, KubeClient, resource_path
+from lattice_adapters.kube.client import (
+    InvalidName,
+    KubeApiError,
+    KubeClient,
+    check_name,
+    check_namespace,
+    resource_path,
+)
 from lattice_adapters.kube.config import KubeConfig, KubeConfigError
 
-__all__ = ["KubeApiError", "KubeClient", "KubeConfig", "KubeConfigError", "resource_path"]
+__all__ = [
+    "InvalidName",
+    "KubeApiError",
+    "KubeClient",
+    "KubeConfig",
+    "KubeConfigError",
+    "check_name",
+    "check_namespace",
+    "resource_path",
+]

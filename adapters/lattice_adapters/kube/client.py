@@ -3,13 +3,41 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
+from urllib.parse import quote
 
 import aiohttp
 
 from lattice_adapters.kube.config import KubeConfig
 
 JsonObject = dict[str, Any]
+
+# Kubernetes' own name rules: a namespace is a DNS-1123 label, object names DNS-1123 subdomains.
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+class InvalidName(ValueError):
+    """A name or namespace that Kubernetes would never accept (so it never reaches a URL)."""
+
+
+def check_namespace(namespace: str) -> str:
+    if len(namespace) > 63 or not _DNS1123_LABEL.fullmatch(namespace):
+        raise InvalidName(
+            f"invalid namespace {namespace!r}: must be a DNS-1123 label (lowercase letters, "
+            "digits and '-', starting and ending with a letter or digit, at most 63 characters)"
+        )
+    return namespace
+
+
+def check_name(name: str) -> str:
+    if len(name) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(name):
+        raise InvalidName(
+            f"invalid name {name!r}: must be a DNS-1123 subdomain (lowercase letters, digits, "
+            "'-' and '.', starting and ending with a letter or digit, at most 253 characters)"
+        )
+    return name
 
 
 class KubeApiError(Exception):
@@ -39,16 +67,19 @@ def resource_path(
     name: str | None = None,
     subresource: str | None = None,
 ) -> str:
-    """The REST path of a resource collection or object (group "" is the core API)."""
-    path = f"/api/{version}" if group == "" else f"/apis/{group}/{version}"
+    """The REST path of a resource collection or object (group "" is the core API).
+
+    Names and namespaces are checked as Kubernetes checks them and every segment is escaped,
+    so no input can add a query (`?dryRun=All`) or reach another path (`../`)."""
+    segments = ["api", version] if group == "" else ["apis", group, version]
     if namespace is not None:
-        path += f"/namespaces/{namespace}"
-    path += f"/{plural}"
+        segments += ["namespaces", check_namespace(namespace)]
+    segments.append(plural)
     if name is not None:
-        path += f"/{name}"
+        segments.append(check_name(name))
     if subresource is not None:
-        path += f"/{subresource}"
-    return path
+        segments.append(subresource)
+    return "/" + "/".join(quote(s, safe="") for s in segments)
 
 
 class KubeClient:
@@ -62,8 +93,8 @@ class KubeClient:
     async def __aenter__(self) -> KubeClient:
         connector = aiohttp.TCPConnector(ssl=self.config.ssl_context(), limit=32)
         # trust_env=False: never route API traffic through environment proxies.
+        # No base_url: it would drop a path prefix of the server (API proxies serve under one).
         self._session = aiohttp.ClientSession(
-            base_url=self.config.server,
             connector=connector,
             trust_env=False,
             timeout=aiohttp.ClientTimeout(total=60, connect=10),
@@ -95,11 +126,25 @@ class KubeClient:
         if token:
             headers["Authorization"] = f"Bearer {token}"
         data = json.dumps(body) if body is not None else None
+        url = self.config.server + path
         async with self._session.request(
-            method, path, data=data, params=params, headers=headers
+            method, url, data=data, params=params, headers=headers
         ) as resp:
-            text = await resp.text()
-            parsed: Any = json.loads(text) if text.strip().startswith("{") else None
+            text = await resp.text(errors="replace")
+            parsed: Any = None
+            if text.strip().startswith("{"):
+                try:
+                    parsed = json.loads(text)
+                except (json.JSONDecodeError, RecursionError):
+                    parsed = None
+            if resp.status < 400 and not isinstance(parsed, dict):
+                raise KubeApiError(
+                    resp.status,
+                    "NotJSON",
+                    f"{method} {path}: the API server's answer is not a JSON object "
+                    f"({resp.content_type or 'no content type'})",
+                    None,
+                )
             if resp.status >= 400:
                 message = parsed.get("message", text) if isinstance(parsed, dict) else text
                 reason = parsed.get("reason", resp.reason or "") if isinstance(parsed, dict) else ""

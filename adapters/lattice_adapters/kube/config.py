@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import base64
+import binascii
 import os
 import ssl
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -61,24 +63,32 @@ class KubeConfig:
     @classmethod
     def from_file(cls, path: Path, context: str | None = None) -> KubeConfig:
         try:
-            doc: dict[str, Any] = yaml.safe_load(path.read_text()) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise KubeConfigError(f"cannot read kubeconfig {path}: {exc}") from exc
+            doc: Any = yaml.safe_load(path.read_text())
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise KubeConfigError(f"cannot read kubeconfig {path}: {_one_line(exc)}") from exc
+        if doc is None:
+            raise KubeConfigError(f"kubeconfig {path} is empty")
+        if not isinstance(doc, dict):
+            raise KubeConfigError(f"kubeconfig {path} is not a mapping")
         base = path.parent
         ctx_name = context or doc.get("current-context")
-        ctx = _named(doc.get("contexts"), ctx_name, "context")
-        cluster = _named(doc.get("clusters"), ctx.get("cluster"), "cluster")
-        user = _named(doc.get("users"), ctx.get("user"), "user") if ctx.get("user") else {}
+        if not ctx_name:
+            raise KubeConfigError(f"kubeconfig {path} has no current-context and none was given")
+        ctx = _named(doc.get("contexts"), ctx_name, "context", path)
+        cluster = _named(doc.get("clusters"), ctx.get("cluster"), "cluster", path)
+        user = _named(doc.get("users"), ctx.get("user"), "user", path) if ctx.get("user") else {}
         token_file = user.get("tokenFile")
-        return cls(
-            server=str(cluster["server"]).rstrip("/"),
+        config = cls(
+            server=_server(cluster, ctx.get("cluster"), path),
             ca_pem=_data_or_file(cluster, "certificate-authority", base),
             cert_pem=_data_or_file(user, "client-certificate", base),
             key_pem=_data_or_file(user, "client-key", base),
-            token=user.get("token"),
-            token_file=(base / token_file) if token_file else None,
+            token=_optional_str(user, "token"),
+            token_file=(base / str(token_file)) if token_file else None,
             insecure=bool(cluster.get("insecure-skip-tls-verify", False)),
         )
+        config.ssl_context()  # a CA or key pair that cannot be loaded is refused here, by name
+        return config
 
     def bearer_token(self) -> str | None:
         """The current token (re-read from its file each time: projected tokens rotate)."""
@@ -94,7 +104,12 @@ class KubeConfig:
             ctx.check_hostname = False
             ctx.verify_mode = ssl.CERT_NONE
         elif self.ca_pem:
-            ctx = ssl.create_default_context(cadata=self.ca_pem.decode())
+            try:
+                ctx = ssl.create_default_context(cadata=self.ca_pem.decode())
+            except (ssl.SSLError, ValueError) as exc:
+                raise KubeConfigError(
+                    f"the certificate authority of {self.server} is not valid PEM: {exc}"
+                ) from exc
         else:
             ctx = ssl.create_default_context()
         if self.cert_pem and self.key_pem:
@@ -104,22 +119,67 @@ class KubeConfig:
                 cert.write_bytes(self.cert_pem)
                 key.touch(mode=0o600)
                 key.write_bytes(self.key_pem)
-                ctx.load_cert_chain(str(cert), str(key))
+                try:
+                    ctx.load_cert_chain(str(cert), str(key))
+                except ssl.SSLError as exc:
+                    raise KubeConfigError(
+                        f"the client certificate or key for {self.server} cannot be loaded: {exc}"
+                    ) from exc
         return ctx
 
 
-def _named(items: Any, name: Any, what: str) -> dict[str, Any]:
+def _named(items: Any, name: Any, what: str, path: Path) -> dict[str, Any]:
+    if items is not None and not isinstance(items, list):
+        raise KubeConfigError(f"kubeconfig {path}: {what}s is not a list")
     for item in items or []:
-        if item.get("name") == name:
+        if isinstance(item, dict) and item.get("name") == name:
             value = item.get(what) or {}
-            assert isinstance(value, dict)
+            if not isinstance(value, dict):
+                raise KubeConfigError(f"kubeconfig {path}: {what} {name!r} is not a mapping")
             return value
-    raise KubeConfigError(f"kubeconfig has no {what} named {name!r}")
+    raise KubeConfigError(f"kubeconfig {path} has no {what} named {name!r}")
+
+
+def _server(cluster: dict[str, Any], name: Any, path: Path) -> str:
+    """The cluster's URL, path prefix kept (API proxies serve under one)."""
+    raw = cluster.get("server")
+    if not raw or not isinstance(raw, str):
+        raise KubeConfigError(f"kubeconfig {path}: cluster {name!r} has no server")
+    parts = urlsplit(raw)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise KubeConfigError(
+            f"kubeconfig {path}: server {raw!r} of cluster {name!r} is not an http(s) URL"
+        )
+    try:
+        parts.port  # noqa: B018 - urlsplit checks the port only when asked
+    except ValueError as exc:
+        raise KubeConfigError(f"kubeconfig {path}: server {raw!r}: {exc}") from exc
+    return raw.rstrip("/")
+
+
+def _optional_str(section: dict[str, Any], key: str) -> str | None:
+    value = section.get(key)
+    return None if value is None else str(value)
 
 
 def _data_or_file(section: dict[str, Any], key: str, base: Path) -> bytes | None:
     if section.get(f"{key}-data"):
-        return base64.b64decode(str(section[f"{key}-data"]))
+        try:
+            # Line breaks are allowed (as Go's decoder does); any other non-alphabet byte is not.
+            text = "".join(str(section[f"{key}-data"]).split())
+            return base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            # Never fall back to other trust: a corrupt CA must not mean "the system CAs".
+            raise KubeConfigError(f"{key}-data in the kubeconfig is not valid base64") from exc
     if section.get(key):
-        return (base / str(section[key])).read_bytes()
+        try:
+            return (base / str(section[key])).read_bytes()
+        except OSError as exc:
+            raise KubeConfigError(
+                f"cannot read {key} {base / str(section[key])}: {exc.strerror}"
+            ) from exc
     return None
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())

@@ -104,15 +104,57 @@ class ControlPlaneState:
 
     @classmethod
     def load(cls, state_dir: Path) -> ControlPlaneState:
-        data = json.loads((state_dir / STATE_FILE).read_text())
-        data["processes"] = [ProcessRecord(**p) for p in data["processes"]]
-        return cls(**data)
+        """Read and check a state file; anything malformed is a ControlPlaneError, so that no
+        signal is ever sent on the word of a corrupt file (pid 0 or -1 would signal ourselves)."""
+        path = state_dir / STATE_FILE
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ControlPlaneError(f"cannot read {path}: {exc}") from exc
+        if not isinstance(data, dict) or not isinstance(data.get("processes"), list):
+            raise ControlPlaneError(f"{path} is not a control plane state file")
+        records = [_process_record(p, path) for p in data["processes"]]
+        try:
+            return cls(
+                state_dir=str(data["state_dir"]),
+                server=str(data["server"]),
+                kubeconfig=str(data["kubeconfig"]),
+                etcd_url=str(data["etcd_url"]),
+                processes=records,
+            )
+        except KeyError as exc:
+            raise ControlPlaneError(f"{path} lacks the field {exc.args[0]!r}") from exc
+
+
+def _process_record(raw: object, path: Path) -> ProcessRecord:
+    """One process entry of a state file, refused unless it could name a process we started."""
+    if not isinstance(raw, dict):
+        raise ControlPlaneError(f"{path}: a process entry is not an object: {raw!r}")
+    pid, start, name = raw.get("pid"), raw.get("start_time"), raw.get("name")
+    # bool is an int in Python: refuse it explicitly; 1 is init, 0 and negatives are groups.
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 1:
+        raise ControlPlaneError(f"{path}: process {name!r} has an invalid pid {pid!r}")
+    if not isinstance(start, str) or not start.isdigit():
+        raise ControlPlaneError(f"{path}: process {name!r} has an invalid start_time {start!r}")
+    return ProcessRecord(str(name), pid, start, str(raw.get("log") or ""))
 
 
 def _kill_record(record: ProcessRecord, timeout: float = 15.0) -> None:
-    """Stop one process we started, by id, only if it is still that same process."""
-    if _proc_start_time(record.pid) != record.start_time:
+    """Stop one process we started, by id, only if it is still that same process.
+
+    It was started as the leader of its own session, so its process group is its pid; a
+    process that is not a group leader, or leads our own group, is never signalled."""
+    if record.pid <= 1 or _proc_start_time(record.pid) != record.start_time:
         return
+    try:
+        group = os.getpgid(record.pid)
+    except ProcessLookupError:
+        return
+    if group != record.pid or group == os.getpgrp():
+        raise ControlPlaneError(
+            f"process {record.name} ({record.pid}) does not lead a process group of its own: "
+            "not signalled"
+        )
     with contextlib.suppress(ProcessLookupError):
         os.killpg(record.pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
@@ -130,7 +172,7 @@ def stop_from_state(state_dir: Path, *, remove: bool = True) -> bool:
     """Stop exactly the processes recorded in state_dir (newest first). False if none recorded."""
     if not (state_dir / STATE_FILE).exists():
         return False
-    state = ControlPlaneState.load(state_dir)
+    state = ControlPlaneState.load(state_dir)  # raises before any signal when corrupt
     for record in reversed(state.processes):
         _kill_record(record)
     if remove:

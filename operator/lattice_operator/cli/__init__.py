@@ -8,6 +8,7 @@ from lattice_operator.cli import (
     _cluster,
     _crds,
     _dev,
+    _errors,
     _events,
     _intents,
     _mcp,
@@ -39,8 +40,11 @@ app.add_typer(_mcp.setup_app, name="setup")
 
 
 def main() -> None:
-    """Entry point of the `lattice` console script."""
-    app()
+    """Entry point of the `lattice` console script: errors end as one line, never a traceback."""
+    try:
+        app()
+    except Exception as exc:
+        raise SystemExit(_errors.report(exc)) from None
 
 
 __all__ = ["app", "main"]

@@ -44,9 +44,14 @@ def up(
 @app.command()
 def down(state_dir: StateDir = DEFAULT_STATE) -> None:
     """Stop exactly the processes `lattice cluster up` started, and remove the state."""
-    from lattice_adapters.localcluster import stop_from_state
+    from lattice_adapters.localcluster import ControlPlaneError, stop_from_state
 
-    if stop_from_state(state_dir.resolve()):
+    try:
+        stopped = stop_from_state(state_dir.resolve())
+    except ControlPlaneError as exc:
+        typer.echo(f"cluster down refused: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    if stopped:
         typer.echo("control plane stopped")
     else:
         typer.echo(f"no control plane recorded in {state_dir}")

@@ -32,11 +32,18 @@ def crds(
             raise typer.Exit(1)
         typer.echo(f"{len(files)} CRDs up to date in {output}")
         return
-    output.mkdir(parents=True, exist_ok=True)
-    for name, text in files.items():
-        (output / name).write_text(text)
+    from lattice_operator.cli._errors import CliError
+
+    if output.exists() and not output.is_dir():
+        raise CliError(f"--output {output} is a file, not a directory", exit_code=2)
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (output / name).write_text(text)
+    except OSError as exc:
+        raise CliError(f"cannot write CRDs to {output}: {exc.strerror or exc}") from exc
     typer.echo(f"wrote {len(files)} CRDs to {output}")
 
 
 def _read(path: Path) -> str | None:
-    return path.read_text() if path.exists() else None
+    return path.read_text() if path.is_file() else None

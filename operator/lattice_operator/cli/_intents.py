@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from lattice_operator.cli._format import safe
 from lattice_operator.cli._runs import Namespace, kube_call
 
 Reason = Annotated[str, typer.Option("--reason", "-r", help="Why (recorded with the decision).")]
@@ -26,13 +27,13 @@ def _decide(intent: str, namespace: str, decision: str, reason: str) -> None:
     try:
         current: dict[str, Any] = kube_call(lambda kube: kube.get(path))
     except KubeApiError as exc:
-        typer.echo(f"{decision} refused: {exc.message}", err=True)
+        typer.echo(f"{decision} refused: {safe(exc.message)}", err=True)
         raise typer.Exit(1) from exc
     spec = current.get("spec") or {}
     try:
         digest = raw_spec_digest(spec)
     except ApprovalRefused as exc:
-        typer.echo(f"{decision} refused: {exc}", err=True)
+        typer.echo(f"{decision} refused: {safe(exc)}", err=True)
         raise typer.Exit(1) from exc
     # What you decide on, pinned: the webhook refuses the decision if the spec changed since.
     typer.echo(_describe(intent, spec, digest))
@@ -47,7 +48,7 @@ def _decide(intent: str, namespace: str, decision: str, reason: str) -> None:
     try:
         updated: dict[str, Any] = kube_call(lambda kube: kube.merge_patch(path, patch))
     except KubeApiError as exc:
-        typer.echo(f"{decision} refused: {exc.message}", err=True)
+        typer.echo(f"{decision} refused: {safe(exc.message)}", err=True)
         raise typer.Exit(1) from exc
     records = parse_records(updated.get("metadata", {}).get("annotations"))
     if not records:
@@ -58,7 +59,7 @@ def _decide(intent: str, namespace: str, decision: str, reason: str) -> None:
         )
         raise typer.Exit(1)
     last = records[-1]
-    typer.echo(f"{intent}: {last.decision} recorded as {last.user}")
+    typer.echo(safe(f"{intent}: {last.decision} recorded as {last.user}"))
 
 
 def _describe(intent: str, spec: dict[str, Any], digest: str) -> str:
@@ -76,7 +77,7 @@ def _describe(intent: str, spec: dict[str, Any], digest: str) -> str:
         if isinstance(c, dict)
     ]
     lines.append(f"  credentials: {', '.join(credentials) or '(none)'}")
-    return "\n".join(lines)
+    return "\n".join(safe(line) for line in lines)
 
 
 def approve(

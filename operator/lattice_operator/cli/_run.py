@@ -7,6 +7,8 @@ from typing import Annotated, Any
 
 import typer
 
+from lattice_operator.cli._errors import CliError
+
 
 def run(
     config: Annotated[
@@ -46,14 +48,11 @@ def run(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
 ) -> None:
     """Run the operator against the current kubeconfig (or in-cluster credentials)."""
-    import yaml
     from pydantic import ValidationError
 
     from lattice_operator.settings import OperatorSettings
 
-    data: dict[str, Any] = {}
-    if config is not None:
-        data = yaml.safe_load(config.read_text()) or {}
+    data: dict[str, Any] = {} if config is None else _read_config(config)
     overrides: dict[str, Any] = {
         "namespaces": tuple(namespace) if namespace else None,
         "metrics_host": metrics_host,
@@ -61,22 +60,56 @@ def run(
     }
     _merge(data, overrides)
     _merge(
-        data.setdefault("peering", {}),
+        _section(data, "peering"),
         {"standalone": standalone or None, "name": peering, "priority": priority},
     )
-    _merge(data.setdefault("probe", {}), {"host": liveness_host, "port": liveness_port})
+    _merge(_section(data, "probe"), {"host": liveness_host, "port": liveness_port})
     _merge(
-        data.setdefault("backend", {}),
+        _section(data, "backend"),
         {"api_url": sprites_url, "token_secret": sprites_token_secret},
     )
     try:
         settings = OperatorSettings.model_validate(data)
     except ValidationError as exc:
-        typer.echo(f"invalid settings:\n{exc}", err=True)
-        raise typer.Exit(2) from exc
+        where = f" in {config}" if config is not None else ""
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}"
+            for e in exc.errors()
+        )
+        raise CliError(f"invalid settings{where}: {problems}", exit_code=2) from exc
     from lattice_operator.boot import run_operator
 
     run_operator(settings, verbose=verbose)
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    """The settings file as a mapping, or a CliError that says what is wrong with it."""
+    import yaml
+
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise CliError(f"cannot read settings file {path}: {reason}", exit_code=2) from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise CliError(f"settings file {path} is not valid YAML: {exc}", exit_code=2) from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise CliError(
+            f"settings file {path} must be a mapping of settings, not a {type(data).__name__}",
+            exit_code=2,
+        )
+    return data
+
+
+def _section(data: dict[str, Any], key: str) -> dict[str, Any]:
+    value = data.setdefault(key, {})
+    if not isinstance(value, dict):
+        raise CliError(f"invalid settings: {key} must be a mapping", exit_code=2)
+    return value
 
 
 def _merge(target: dict[str, Any], values: dict[str, Any]) -> None:

@@ -10,7 +10,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from lattice_operator.cli._format import progress_line
+from lattice_operator.cli._format import progress_line, safe
 
 T = TypeVar("T")
 
@@ -28,25 +28,37 @@ def kube_call(fn: Callable[[Any], Awaitable[T]]) -> T:
 
 
 def parse_input(raw: str, expected: dict[str, str]) -> tuple[str, Any]:
-    """`key=value`, the value read as the WAITING declared its type (JSON for map/array)."""
+    """`key=value`, the value read as the WAITING declared its type, by JSON's rules only:
+    `1_000` is not an integer and `True` is not a boolean (they stay text, and validation
+    names the field); maps and arrays are JSON."""
     if "=" not in raw:
         raise typer.BadParameter(f"{raw!r}: expected key=value", param_hint="--input")
     key, _, text = raw.partition("=")
     kind = expected.get(key, "string")
     if kind == "string":
         return key, text
-    if kind == "integer":
-        try:
-            return key, int(text)
-        except ValueError:
-            return key, text  # left as given: validation names the field
-    if kind == "boolean":
-        lowered = text.lower()
-        return key, {"true": True, "false": False}.get(lowered, text)
     try:
-        return key, json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError:
-        return key, text
+        return key, text  # left as given: validation names the field
+    except RecursionError as exc:
+        raise typer.BadParameter(f"{key}: value nested too deeply", param_hint="--input") from exc
+    if kind == "integer":
+        return key, value if isinstance(value, int) and not isinstance(value, bool) else text
+    if kind == "boolean":
+        return key, value if isinstance(value, bool) else text
+    return key, value
+
+
+def parse_inputs(raws: list[str] | None, expected: dict[str, str]) -> dict[str, Any]:
+    """Every `-i key=value`; a key given twice is refused, never silently the last one."""
+    inputs: dict[str, Any] = {}
+    for raw in raws or []:
+        key, value = parse_input(raw, expected)
+        if key in inputs:
+            raise typer.BadParameter(f"{key!r} is given more than once", param_hint="--input")
+        inputs[key] = value
+    return inputs
 
 
 def _types_of(values: dict[str, Any]) -> dict[str, str]:
@@ -85,9 +97,7 @@ def resume(
         waiting = status.get("waiting")
     if status.get("phase") != "Waiting" or not waiting:
         requested = (obj.get("spec") or {}).get("resume") or {}
-        inputs = dict(
-            parse_input(raw, _types_of(requested.get("inputs") or {})) for raw in input or []
-        )
+        inputs = parse_inputs(input, _types_of(requested.get("inputs") or {}))
         if plural == "runs":
             applied = (status.get("resume") or {}).get("appliedDigest")
             same = bool(requested) and applied == resume_digest(requested["checkpointId"], inputs)
@@ -95,23 +105,23 @@ def resume(
             same = bool(requested) and requested.get("inputs", {}) == inputs
         if same:
             typer.echo(
-                f"no-op: {name} was already resumed from {requested['checkpointId']} "
+                f"no-op: {name} was already resumed from {safe(requested['checkpointId'])} "
                 "with these inputs"
             )
             return
-        typer.echo(f"{name} is {status.get('phase') or 'Pending'}, not Waiting", err=True)
+        typer.echo(f"{name} is {safe(status.get('phase') or 'Pending')}, not Waiting", err=True)
         raise typer.Exit(1)
     expected: dict[str, str] = waiting.get("expectedInputs") or {}
-    inputs = dict(parse_input(raw, expected) for raw in input or [])
+    inputs = parse_inputs(input, expected)
     problems = validate_resume_inputs(expected, inputs)
     if problems:
         for p in problems:
-            typer.echo(f"input {p.field}: {p.reason}", err=True)
+            typer.echo(f"input {safe(p.field)}: {safe(p.reason)}", err=True)
         raise typer.Exit(2)
     checkpoint = waiting["checkpointId"]
     patch = {"spec": {"resume": {"checkpointId": checkpoint, "inputs": inputs}}}
     kube_call(lambda kube: kube.merge_patch(_path(namespace, plural, name), patch))
-    typer.echo(f"resume of {name} from {checkpoint} requested")
+    typer.echo(f"resume of {name} from {safe(checkpoint)} requested")
     if wait:
         _wait_phase(namespace, plural, name, leave={"Waiting", "Resuming"}, timeout=300)
 
@@ -129,11 +139,16 @@ def cancel(
 
 
 def _target(text: str) -> tuple[str, str]:
+    from lattice_adapters.kube import InvalidName, check_name
+
     kind, _, name = text.rpartition("/")
     plurals = {"": "runs", "run": "runs", "runs": "runs", "intent": "intents", "intents": "intents"}
     if kind not in plurals or not name:
         raise typer.BadParameter(f"{text!r}: expected NAME, run/NAME or intent/NAME")
-    return plurals[kind], name
+    try:
+        return plurals[kind], check_name(name)
+    except InvalidName as exc:
+        raise typer.BadParameter(str(exc)) from exc
 
 
 def _path(namespace: str, plural: str, name: str) -> str:
@@ -148,7 +163,7 @@ def _get(namespace: str, plural: str, name: str) -> dict[str, Any]:
     try:
         return kube_call(lambda kube: kube.get(_path(namespace, plural, name)))
     except KubeApiError as exc:
-        typer.echo(f"cannot read {plural[:-1]} {namespace}/{name}: {exc.message}", err=True)
+        typer.echo(f"cannot read {plural[:-1]} {namespace}/{name}: {safe(exc.message)}", err=True)
         raise typer.Exit(1) from exc
 
 
@@ -157,7 +172,7 @@ def _wait_phase(namespace: str, plural: str, name: str, *, leave: set[str], time
     while time.monotonic() < deadline:
         phase = str((_get(namespace, plural, name).get("status") or {}).get("phase") or "Pending")
         if phase not in leave:
-            typer.echo(f"{name}: {phase}")
+            typer.echo(f"{name}: {safe(phase)}")
             return phase
         time.sleep(1)
     typer.echo(f"{name}: still waiting after {timeout:.0f}s", err=True)
@@ -174,10 +189,14 @@ def logs(
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="Follow until the Run ends.")
     ] = False,
+    instance: Annotated[
+        str | None,
+        typer.Option(help="Show only receipts reported by this operator instance (Pod name)."),
+    ] = None,
 ) -> None:
     """Show a Run's progress (phase, events, log tail), or its receipts."""
     if receipts:
-        _print_receipts(namespace, run, as_json)
+        _print_receipts(namespace, run, as_json, instance)
         return
     terminal = ("Succeeded", "Failed", "Canceled")
     last = ""
@@ -193,11 +212,14 @@ def logs(
         phase = status.get("phase") or "Pending"
         if not follow or phase in terminal:
             for text in status.get("logTail") or []:
-                typer.echo(f"  | {text}")
+                typer.echo(f"  | {safe(text)}")
             conditions: list[dict[str, Any]] = status.get("conditions") or []
-            cond = next((c for c in conditions if c["type"] == "Succeeded"), None)
+            cond = next(
+                (c for c in conditions if isinstance(c, dict) and c.get("type") == "Succeeded"),
+                None,
+            )
             if cond is not None:
-                typer.echo(f"{cond.get('reason')}: {cond.get('message')}")
+                typer.echo(safe(f"{cond.get('reason')}: {cond.get('message')}"))
             return
         time.sleep(1)
 
@@ -210,16 +232,49 @@ def receipt_event_params(run: dict[str, Any]) -> dict[str, str]:
     return {"labelSelector": f"{RUN_UID_LABEL}={run['metadata']['uid']}"}
 
 
-def receipts_from_events(listing: dict[str, Any]) -> list[dict[str, Any]]:
-    """The receipts carried by a listing of Events, in sequence order."""
-    from lattice_operator.builders import RECEIPT_ANNOTATION
+def receipts_from_events(
+    listing: dict[str, Any], *, instance: str | None = None
+) -> tuple[list[dict[str, Any]], int]:
+    """The receipts carried by a listing of Events, in sequence order, and how many Events
+    carried one but were not trusted: not reported by the operator's controller (or by the
+    given instance), or not a well-formed receipt. Anyone allowed to post Events can copy
+    our annotation; only the operator's own count."""
+    from lattice_operator.builders import RECEIPT_ANNOTATION, REPORTING_CONTROLLER
 
-    receipts = [
-        json.loads(item["metadata"]["annotations"][RECEIPT_ANNOTATION])
-        for item in listing.get("items", [])
-        if RECEIPT_ANNOTATION in (item["metadata"].get("annotations") or {})
-    ]
-    return sorted(receipts, key=lambda r: (r.get("sequence") or 0, r.get("receipt_id", "")))
+    receipts: list[dict[str, Any]] = []
+    untrusted = 0
+    for item in listing.get("items", []):
+        annotations = (item.get("metadata") or {}).get("annotations") or {}
+        if RECEIPT_ANNOTATION not in annotations:
+            continue  # a notice, not a receipt
+        ours = item.get("reportingController") == REPORTING_CONTROLLER and (
+            instance is None or item.get("reportingInstance") == instance
+        )
+        receipt = _well_formed_receipt(annotations[RECEIPT_ANNOTATION]) if ours else None
+        if receipt is None:
+            untrusted += 1
+            continue
+        receipt["reporting_instance"] = str(item.get("reportingInstance") or "")
+        receipts.append(receipt)
+    receipts.sort(key=lambda r: (r["sequence"] or 0, r["receipt_id"]))
+    return receipts, untrusted
+
+
+def _well_formed_receipt(text: object) -> dict[str, Any] | None:
+    try:
+        value = json.loads(str(text))
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    if not isinstance(value, dict):
+        return None
+    sequence = value.get("sequence")
+    if sequence is not None and (not isinstance(sequence, int) or isinstance(sequence, bool)):
+        return None
+    required = ("receipt_id", "event", "status")
+    if not all(isinstance(value.get(k), str) for k in required):
+        return None
+    value.setdefault("sequence", None)
+    return value
 
 
 def dropped_receipts(run: dict[str, Any]) -> int:
@@ -228,43 +283,58 @@ def dropped_receipts(run: dict[str, Any]) -> int:
     return int(receipts.get("eventsDropped") or 0)
 
 
-def fetch_receipts(namespace: str, run: dict[str, Any]) -> list[dict[str, Any]]:
-    """The Run's receipts, from the annotations of its Events, in sequence order."""
+def fetch_receipts(
+    namespace: str, run: dict[str, Any], *, instance: str | None = None
+) -> tuple[list[dict[str, Any]], int]:
+    """The Run's receipts, from the annotations of its Events, in sequence order, and the
+    number of untrusted Events that were left out."""
     from lattice_adapters.kube import resource_path
 
     path = resource_path("events.k8s.io", "v1", "events", namespace)
     params = receipt_event_params(run)
-    return receipts_from_events(kube_call(lambda kube: kube.get(path, params)))
+    listing = kube_call(lambda kube: kube.get(path, params))
+    return receipts_from_events(listing, instance=instance)
 
 
-def _print_receipts(namespace: str, name: str, as_json: bool) -> None:
+def _print_receipts(namespace: str, name: str, as_json: bool, instance: str | None) -> None:
     run = _get(namespace, "runs", name)
-    receipts = fetch_receipts(namespace, run)
+    receipts, untrusted = fetch_receipts(namespace, run, instance=instance)
     dropped = dropped_receipts(run)
-    note = (
-        f"{dropped} receipt(s) of this Run were not posted as Events (rate limit); "
-        "they are missing here"
-    )
+    notes = []
+    if dropped:
+        notes.append(
+            f"{dropped} receipt(s) of this Run were not posted as Events (rate limit); "
+            "they are missing here"
+        )
+    if untrusted:
+        notes.append(
+            f"{untrusted} Event(s) carrying a receipt annotation were not reported by the "
+            "operator (or are malformed) and are not shown"
+        )
     if as_json:
         typer.echo(json.dumps(receipts, indent=2))
-        if dropped:
+        for note in notes:
             typer.echo(note, err=True)
         return
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title=f"receipts of {namespace}/{name}")
-    for column in ("seq", "event", "status", "failure", "session", "receipt"):
+    for column in ("seq", "event", "status", "failure", "session", "receipt", "instance"):
         table.add_column(column)
     for r in receipts:
-        table.add_row(
-            str(r.get("sequence")),
+        cells = (
+            r.get("sequence"),
             r["event"],
             r["status"],
             r.get("failure_class") or "",
             r.get("harness_run_id") or "",
             r["receipt_id"],
+            r["reporting_instance"],
         )
+        # Text, not markup: a value like "[red]" is shown as written; controls escaped.
+        table.add_row(*(Text(safe("" if c is None else c)) for c in cells))
     Console().print(table)
-    if dropped:
+    for note in notes:
         typer.echo(note)

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from lattice_adapters.errors import AdapterError, NotFound
 from lattice_adapters.kube import KubeApiError, resource_path
 from lattice_operator.api.v1alpha1 import API_VERSION, TERMINAL_RUN_PHASES, Run, Sprite
-from lattice_operator.builders import ObjectRef, notice_event
+from lattice_operator.builders import REPORTING_CONTROLLER, ObjectRef, notice_event
 from lattice_operator.handlers._context import OperatorContext, context_of
 from lattice_operator.handlers.sprite import IndexedSprites
 from lattice_operator.metrics import REGISTRY, PhaseCollector, reconcile_timer
@@ -106,7 +106,7 @@ class KubeActions:
             reason="NotifyUser",
             note=f"sprite of Run {run}: {message}",
             now=self._ctx.clock.now(),
-            controller="lattice.dev/operator",
+            controller=REPORTING_CONTROLLER,
             instance=self._ctx.settings.component,
         )
         path = resource_path("events.k8s.io", "v1", "events", namespace)

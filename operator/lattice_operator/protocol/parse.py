@@ -10,6 +10,11 @@ over the lines inside C (`list.extend(map(...))`), and the per-Run checks
 (identity, payload size) are done on the batch at once; a line that fails
 anything goes through the one-line parser, so both give the same result for
 every line.
+
+JSON lets an object name a key twice and parsers then disagree (pydantic-core and
+Python keep the last value, others the first): such a line is ambiguous, and is
+refused as `duplicate_key` after it validated, by a second parse with the standard
+library's C scanner that checks each object's keys.
 """
 
 from __future__ import annotations
@@ -37,6 +42,42 @@ _validate = EVENT_DATA_ADAPTER.validator.validate_json
 _identity = itemgetter("sprite_id", "work_item_id")
 
 
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return result
+
+
+_pairs_decoder = json.JSONDecoder(object_pairs_hook=_unique_pairs)
+
+
+def duplicate_key(raw: bytes) -> Rejection | None:
+    """The rejection of a line in which some object names a key twice, else None.
+
+    Only called on lines that validated (so they are UTF-8 JSON objects)."""
+    try:
+        _pairs_decoder.decode(raw.decode())
+    except _DuplicateKey as dup:
+        return Rejection(
+            ViolationCategory.DUPLICATE_KEY,
+            clip(f"key {dup.key!r} appears twice in one object: ambiguous line", REASON_CHARS),
+        )
+    except (ValueError, RecursionError):
+        return None  # what pydantic-core accepted and this parser does not: its verdict stands
+    return None
+
+
 class Rejection(NamedTuple):
     """Why a line is not an event."""
 
@@ -59,6 +100,9 @@ def line_parser(
             event: EventData = _validate(raw)
         except ValidationError as exc:
             return _classify(raw, exc, sprite_id, work_item_id)
+        ambiguous = duplicate_key(raw)
+        if ambiguous is not None:
+            return ambiguous
         if event["sprite_id"] != sprite_id or event["work_item_id"] != work_item_id:
             return _spoofed(event["sprite_id"], event["work_item_id"], sprite_id, work_item_id)
         # The payload is never larger than the line, so only long lines pay for measuring it.
@@ -107,6 +151,15 @@ def batch_parser(
                     return results, rejected
                 results.append(one(raws[failed]))
                 rejected.append(failed)
+        # Lines that validated may still be ambiguous (a key named twice): the same check
+        # as the one-line parser, mapped over the batch.
+        ambiguous = list(map(duplicate_key, raws))
+        if any(ambiguous):
+            for index, rejection in enumerate(ambiguous):
+                if rejection is not None and type(results[index]) is dict:
+                    results[index] = rejection
+                    rejected.append(index)
+            rejected.sort()
         valid = cast(
             "list[EventData]", [r for r in results if type(r) is dict] if rejected else results
         )

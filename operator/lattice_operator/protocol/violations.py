@@ -27,6 +27,9 @@ class ViolationCategory(StrEnum):
     """The line is not valid UTF-8 JSON."""
     NOT_OBJECT = "not_object"
     """The JSON is not an object."""
+    DUPLICATE_KEY = "duplicate_key"
+    """An object in the line names the same key twice: readers disagree on which value
+    counts (the line is ambiguous), so it is not an event."""
     WRONG_PROTOCOL_VERSION = "wrong_protocol_version"
     """protocol_version is missing or not "v1"."""
     UNKNOWN_EVENT_TYPE = "unknown_event_type"

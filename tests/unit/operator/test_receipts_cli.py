@@ -11,7 +11,10 @@ from lattice_operator.cli._runs import dropped_receipts, receipt_event_params, r
 
 def _event(sequence: int, receipt_id: str) -> dict[str, Any]:
     receipt = {"sequence": sequence, "receipt_id": receipt_id, "event": "x", "status": "observed"}
-    return {"metadata": {"annotations": {RECEIPT_ANNOTATION: json.dumps(receipt)}}}
+    return {
+        "metadata": {"annotations": {RECEIPT_ANNOTATION: json.dumps(receipt)}},
+        "reportingController": "lattice.dev/operator",
+    }
 
 
 def test_events_are_selected_by_the_runs_uid_not_its_name() -> None:
@@ -29,7 +32,9 @@ def test_receipts_come_in_sequence_order_and_notices_are_skipped() -> None:
             _event(2, "b"),
         ]
     }
-    assert [r["receipt_id"] for r in receipts_from_events(listing)] == ["a", "b", "c"]
+    receipts, untrusted = receipts_from_events(listing)
+    assert [r["receipt_id"] for r in receipts] == ["a", "b", "c"]
+    assert untrusted == 0
 
 
 def test_dropped_receipts_are_read_from_the_status() -> None:
