@@ -232,6 +232,11 @@ class RunEventEngine:
         return len(self._merger) > 0
 
     @property
+    def provisional_count(self) -> int:
+        """How many stdout copies wait for the outbox (cheap: no list is built)."""
+        return len(self._merger)
+
+    @property
     def provisional_evicted(self) -> int:
         """stdout copies dropped from the provisional table to respect its caps."""
         return self._merger.evicted

@@ -164,3 +164,35 @@ def test_the_installed_command() -> None:
         timeout=60,
     )
     assert json.loads(out.stdout)["status"]["state"] == "Waiting"
+
+
+def test_both_inputs_stream_in_bounded_memory(tmp_path: Path) -> None:
+    """stdout is read only a bounded distance ahead of the outbox and neither file is read
+    whole: the peak of Python allocations stays far below the size of the inputs."""
+    import tracemalloc
+
+    from tests.unit.protocol.streams import outbox_bytes, realistic_events, stdout_bytes
+
+    lines = list(realistic_events(40_000))
+    (tmp_path / "outbox.jsonl").write_bytes(outbox_bytes(lines))
+    (tmp_path / "stdout.txt").write_bytes(stdout_bytes(lines))
+    inputs = sum(p.stat().st_size for p in tmp_path.iterdir())
+    del lines
+    tracemalloc.start()
+    try:
+        code, output = replay(
+            "--outbox",
+            str(tmp_path / "outbox.jsonl"),
+            "--stdout",
+            str(tmp_path / "stdout.txt"),
+        )
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert code == 0, output[-2000:]
+    assert "40000 committed of 40000 lines" in output
+    assert "Violations (1)" in output  # only missing_terminal_event: no copy was dropped
+    assert "the last 200 shown" in output
+    # Reading either file whole, or holding stdout's copies until the end, costs more than
+    # the inputs' size; streaming costs a bounded amount (lazy imports included).
+    assert peak < inputs // 3, (peak, inputs)
