@@ -60,6 +60,10 @@ log = logging.getLogger(__name__)
 LATTICE_DIR = "/workspace/.lattice"
 OUTBOX_PATH = f"{LATTICE_DIR}/outbox.jsonl"
 RESUME_PATH = f"{LATTICE_DIR}/resume.json"
+PREVIOUS_RESUME_PATH = f"{LATTICE_DIR}/resume.previous.json"
+"""Where a new Run moves the resume file an earlier Run left (never read by the operator)."""
+OUTBOX_TAIL_BYTES = 64 * 1024
+"""How much of the outbox's end a new Run reads to find the last complete line."""
 EXIT_DIR = f"{LATTICE_DIR}/exit"
 CHECKPOINT_ATTEMPTS = 3
 """Tries at taking a checkpoint for a WAITING before the pass gives up (and is retried)."""
@@ -273,12 +277,14 @@ class RunDriver:
         self._set("Unknown", "Starting", f"attempt {attempt.number}: starting the exec session")
         self._emit(self.receipts.for_transition(RunTransition.EXEC_STARTING, key=self._tag()))
         await self._flush(force=True)
-        engine = self._engine(run)
-        if attempt.number > 1 or self.status.session_segment > 1:
-            engine.restart_session(outbox_size=await self._outbox_size())
         argv = list(run.spec.command)
         try:
             await self._prepare_workspace()
+            if self.status.outbox_start is None:
+                await self._claim_protocol_files()
+            engine = self._engine(run)
+            if attempt.number > 1 or self.status.session_segment > 1:
+                engine.restart_session(outbox_size=await self._outbox_size())
             session = await self._exec(run, argv)
         except AdapterError as exc:
             await self._attempt_failed(run, "StartFailed", f"could not start: {exc}")
@@ -953,7 +959,9 @@ class RunDriver:
                 self.sprite_name,
                 run.work_item_id(),
                 cursor=self.status.cursor
-                if self.status.cursor.line_count or self.status.session_id
+                if self.status.cursor.line_count
+                or self.status.session_id
+                or self.status.cursor.outbox_offset
                 else None,
                 status=self.status.events,
             )
@@ -974,6 +982,28 @@ class RunDriver:
         assert self.sprite_name is not None
         # Creates /workspace/.lattice/ (and its exit/ folder) before the program runs.
         await self._backend.write_file(self.sprite_name, f"{EXIT_DIR}/.keep", b"", atomic=False)
+
+    async def _claim_protocol_files(self) -> None:
+        """Make the protocol files this Run's own before its first session (safe to repeat:
+        nothing has run yet). An earlier Run's resume file is moved aside, and the outbox's
+        current length (to its last line end) becomes where this Run's lines begin: the
+        protocol fixes both paths, so they are shared by every Run on the Sprite."""
+        assert self.sprite_name is not None
+        with contextlib.suppress(NotFound):
+            await self._backend.rename(self.sprite_name, RESUME_PATH, PREVIOUS_RESUME_PATH)
+        size = await self._outbox_size()
+        start = size
+        if size:
+            offset = max(0, size - OUTBOX_TAIL_BYTES)
+            tail = await self._backend.read_file(self.sprite_name, OUTBOX_PATH, offset=offset)
+            tail = tail[: size - offset]
+            # An unterminated last line is left to this Run: whatever is appended to it is
+            # then one bad line, reported, rather than silently skipped.
+            newline = tail.rfind(b"\n")
+            start = offset + newline + 1 if newline >= 0 or offset == 0 else size
+        self.status.outbox_start = start
+        self.status.cursor = self.status.cursor.model_copy(update={"outbox_offset": start})
+        await self._flush(force=True)
 
     async def _outbox_size(self) -> int:
         assert self.sprite_name is not None

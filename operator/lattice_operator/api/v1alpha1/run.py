@@ -223,6 +223,9 @@ class RunStatus(ApiModel):
     """The backend sprite the Run executes in."""
     session_segment: int = Field(default=1, ge=1)
     """1 for the first session of an attempt, +1 per resume."""
+    outbox_start: int | None = Field(default=None, ge=0)
+    """Where this Run's own lines begin in the Sprite's outbox: its length (to the last line
+    end) when the Run first claimed the Sprite. Earlier Runs' lines are never read."""
     cursor: StreamCursor = Field(default_factory=StreamCursor)
     """The durable stream cursor (outbox offset, counts, last digest)."""
     events: RunEventsStatus = Field(default_factory=RunEventsStatus)
