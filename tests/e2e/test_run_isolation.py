@@ -42,9 +42,7 @@ def _run(stack: Stack, namespace: str, name: str, work_item: str) -> dict[str, A
     return stack.wait_phase(namespace, "runs", name, {"Succeeded", "Failed"})
 
 
-def test_runs_in_turn_on_one_sprite_see_only_their_own_events(
-    stack: Stack, namespace: str
-) -> None:
+def test_runs_in_turn_on_one_sprite_see_only_their_own_events(stack: Stack, namespace: str) -> None:
     stack.apply(namespace, build("sprite.yaml", "box", {"spec.networkPolicy": {"rules": []}}))
     stack.wait_sprite_ready(namespace, "box")
     # Two Runs on the same work item: the later must not take the earlier one's COMPLETED.
