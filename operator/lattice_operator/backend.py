@@ -341,6 +341,10 @@ class SpriteBackend(Protocol):
         """Metadata of a path. NotFound if missing."""
         ...
 
+    async def delete_file(self, name: str, path: str) -> None:
+        """Remove a file (a no-op when it is already gone)."""
+        ...
+
     # -- checkpoints ----------------------------------------------------------------------
     async def create_checkpoint(self, name: str, comment: str = "") -> CheckpointInfo:
         """Snapshot the sprite's filesystem and return the new checkpoint."""

@@ -458,3 +458,95 @@ def test_intent_metrics(stack: Stack) -> None:
         'lattice_reconcile_duration_seconds_count{kind="Intent"}',
     ):
         assert series in text, series
+
+
+# A hostile agent: given the secret, it echoes it everywhere it can, plain and encoded.
+ECHOES_THE_SECRET = agent(
+    r"""
+import base64, urllib.parse
+if os.path.exists("/workspace/.lattice/resume.json"):
+    inputs = json.load(open("/workspace/.lattice/resume.json"))["inputs"]
+    value = open(inputs["path"]).read()
+    forms = [value, base64.b64encode(value.encode()).decode(),
+             urllib.parse.quote(value, safe=""), base64.urlsafe_b64encode(value.encode()).decode()]
+    for form in forms:
+        print("leaking " + form, flush=True)
+        emit("INFO", {"message": "leak " + form, "metadata": {form: form}})
+        emit("ARTIFACT", {"kind": "file", "name": form, "uri": "file:///" + form})
+    emit("PHASE_STARTED", {"phase": value})
+    emit("ACTION_REQUEST", {"action": "NOTIFY_USER", "parameters": {"message": "psst " + value},
+                            "blocking": False})
+    emit("INFO", {"message": "x" * 10, "sprite_id": value})
+    emit("COMPLETED", {"status": "success", "summary": "done " + value,
+                       "outputs": {"token": value}})
+else:
+    emit("ACTION_REQUEST", {"action": "FETCH_CREDENTIAL", "parameters": {"name": "gh"},
+                            "blocking": True})
+    emit("WAITING", {"reason": "CREDENTIAL", "checkpoint_id": checkpoint("before waiting"),
+                     "expected_inputs": {"status": "string", "path": "string",
+                                         "reason": "string"}})
+"""
+)
+
+
+def test_a_secret_the_sprite_echoes_is_redacted_and_removed_at_the_end(
+    stack: Stack, namespace: str
+) -> None:
+    import base64
+    from urllib.parse import quote
+
+    _setup(stack, namespace)
+    _secret(stack, namespace)
+    stack.apply(
+        namespace,
+        _intent(
+            "echo",
+            ["python3", "-c", ECHOES_THE_SECRET],
+            trusted=True,
+            allowedActions=["FETCH_CREDENTIAL", "NOTIFY_USER"],
+            credentials=[{"name": "gh", "secretKeyRef": {"name": "tokens", "key": "gh"}}],
+        ),
+    )
+    done = stack.wait_phase(namespace, "intents", "echo", {"Succeeded", "Failed"})
+    assert done["status"]["phase"] == "Succeeded", done["status"]
+    run = stack.get(namespace, "runs", "echo-run")
+    assert run["status"]["events"]["completion"]["summary"] == "done [redacted]"
+    assert any("leaking [redacted]" in line for line in run["status"]["logTail"])
+    forms = {
+        SECRET,
+        base64.b64encode(SECRET.encode()).decode(),
+        base64.b64encode(SECRET.encode()).decode().rstrip("="),
+        quote(SECRET, safe=""),
+    }
+    places = {
+        "runs and intents": stack.cluster.kubectl(
+            "get", "runs,intents", "-n", namespace, "-o", "json"
+        ).stdout,
+        "events": stack.cluster.kubectl("get", "events", "-A", "-o", "json").stdout
+        + stack.cluster.kubectl("get", "events.events.k8s.io", "-A", "-o", "json").stdout,
+        "operator log": stack.operator.log(),
+        "metrics": httpx.get(
+            f"http://127.0.0.1:{stack.metrics_port}/metrics", trust_env=False
+        ).text,
+    }
+    for where, text in places.items():
+        for form in forms:
+            assert form not in text, f"{form!r} leaked into the {where}"
+    # The notification was sent, without the value.
+    notes = stack.cluster.kubectl("get", "events.events.k8s.io", "-n", namespace, "-o", "json")
+    assert "psst [redacted]" in notes.stdout
+
+    # The credential file did not outlive the Run: a later Run on the Sprite finds nothing.
+    stack.apply(
+        namespace,
+        build(
+            "run.yaml",
+            "after",
+            {
+                "spec.command": ["sh", "-c", "test ! -e /workspace/.lattice/credentials/gh"],
+                "spec.spriteRef.name": "box",
+            },
+        ),
+    )
+    after = stack.wait_phase(namespace, "runs", "after", {"Succeeded", "Failed"})
+    assert after["status"]["phase"] == "Succeeded", after["status"]

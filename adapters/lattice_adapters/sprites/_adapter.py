@@ -417,6 +417,14 @@ class SpritesAdapter:
 
         await self._call(f"rename {source!r} in {name!r}", op, idempotent=True)
 
+    async def delete_file(self, name: str, path: str) -> None:
+        target = self._sdk.sprite(name).filesystem("/") / path
+
+        async def op() -> None:
+            await target.unlink(missing_ok=True)
+
+        await self._call(f"delete {path!r} in {name!r}", op, idempotent=True)
+
     async def stat(self, name: str, path: str) -> FileStat:
         async def op() -> FileStat:
             response = await self._http.get(

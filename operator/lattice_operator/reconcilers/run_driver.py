@@ -53,6 +53,7 @@ from lattice_operator.protocol.engine import FeedResult, RunEventEngine
 from lattice_operator.protocol.inputs import validate_resume_inputs
 from lattice_operator.protocol.projection import ActionRequestStatus, RunEventsStatus
 from lattice_operator.reconcilers.grants import decide_grants
+from lattice_operator.redaction import Redactor
 from lattice_operator.settings import RunTimings
 
 log = logging.getLogger(__name__)
@@ -200,6 +201,8 @@ class RunDriver:
             min_interval=timings.patch_interval,
             urgent=lambda old, new: old is None or old.get("phase") != new.get("phase"),
         )
+        self._redactor = Redactor()
+        """Every secret value delivered to the sprite, kept out of status and receipts."""
         self._pacer.prime(self._snapshot())
         self._outbox_lag = 0
 
@@ -209,6 +212,7 @@ class RunDriver:
         """Run until the Run is done or the daemon is stopped."""
         try:
             await self._audit_receipts()
+            await self._recall_secrets(self._view())
             while not self._stopped.is_set():
                 run = self._view()
                 self.generation = run.metadata.generation
@@ -521,6 +525,7 @@ class RunDriver:
         )
         reason, message = _judge(events, end)
         if reason is None:
+            await self._remove_credentials()
             self._finish_attempt("Succeeded", message)
             self._set("True", "Completed" if events.completion else "Exited", message)
             self.status.completion_time = self._clock.now()
@@ -753,6 +758,7 @@ class RunDriver:
         parameters = request.parameters or {}
         if action == "NOTIFY_USER":
             message = str(parameters.get("message") or parameters.get("body") or "")[:1000]
+            message = self._redactor.text(message)
             await self._actions.notify(self.ref.namespace, intent, self.ref.name, message)
             return ActionResult(request_id=request.request_id, action=action, status="fulfilled")
         # FETCH_CREDENTIAL
@@ -766,6 +772,7 @@ class RunDriver:
             value = await self._actions.secret_value(self.ref.namespace, secret, key)
         except LookupError:
             return refuse("secret_missing", f"Secret {secret} has no key {key}")
+        self._redactor.add(value)
         path = f"{CREDENTIALS_DIR}/{name}"
         await self._backend.write_file(self.sprite_name, path, value, mode=0o600, atomic=True)
         return ActionResult(
@@ -799,6 +806,45 @@ class RunDriver:
         await self._begin_resume(run, digest, inputs, answer=result.request_id)
         return True
 
+    # -- secrets ----------------------------------------------------------------------------
+
+    def _delivered_credentials(self) -> list[str]:
+        return [
+            r.path
+            for r in self.status.action_results
+            if r.action == "FETCH_CREDENTIAL" and r.status == "fulfilled" and r.path
+        ]
+
+    async def _remove_credentials(self) -> None:
+        """A secret does not outlive its Run: every delivered file is removed before the Run's
+        end is written (so a crash in between removes them again on the next pass)."""
+        if self.sprite_name is None:
+            return
+        for path in self._delivered_credentials():
+            try:
+                await self._backend.delete_file(self.sprite_name, path)
+            except AdapterError as exc:
+                log.warning("run %s: could not remove %s: %s", self.ref.name, path, exc)
+
+    async def _recall_secrets(self, run: Run) -> None:
+        """After a restart: read again the values delivered earlier, to keep redacting them."""
+        paths = self._delivered_credentials()
+        if not paths or self._actions is None or run.spec.intent_ref is None:
+            return
+        intent = run.spec.intent_ref.name
+        grants = decide_grants(run, self._actions.grants(self.ref.namespace, intent)).grants
+        if grants is None:
+            return
+        for path in paths:
+            name = path.rsplit("/", 1)[-1]
+            if name not in grants.credentials:
+                continue
+            secret, key = grants.credentials[name]
+            with contextlib.suppress(LookupError):
+                self._redactor.add(
+                    await self._actions.secret_value(self.ref.namespace, secret, key)
+                )
+
     # -- endings ----------------------------------------------------------------------------
 
     async def _attempt_failed(self, run: Run, reason: str, message: str) -> None:
@@ -826,6 +872,7 @@ class RunDriver:
     async def _fail(
         self, run: Run, reason: str, message: str, *, failure: FailureClass | None = None
     ) -> None:
+        await self._remove_credentials()
         if reason == "Timeout" and self.status.session_id and self.sprite_name:
             with contextlib.suppress(AdapterError):
                 await self._backend.kill_session(
@@ -845,6 +892,7 @@ class RunDriver:
                 await self._backend.kill_session(
                     self.sprite_name, self.status.session_id, grace=5.0
                 )
+        await self._remove_credentials()
         self._emit(self.receipts.for_transition(RunTransition.CANCELED, key=self._tag()))
         if self.status.attempts and self.status.attempts[-1].completion_time is None:
             self._finish_attempt("Canceled", "canceled by spec.cancel")
@@ -909,7 +957,8 @@ class RunDriver:
             events_dropped=self._dropped_before + self._publisher.dropped(self.ref.uid),
             audited_through=self._audited_through,
         )
-        return self.status.to_patch()
+        # Whatever the sprite echoed of a delivered secret never reaches the API server.
+        return self._redactor.value(self.status.to_patch())  # type: ignore[no-any-return]
 
     def _pacer_wait(self) -> float:
         wait = self._pacer.wait_time(self._snapshot())
@@ -941,6 +990,12 @@ class RunDriver:
             await asyncio.shield(self._publisher.publish(self.ref, receipts))
 
     def _emit(self, receipts: list[LifecycleReceipt]) -> None:
+        if self._redactor.active:
+            redact = self._redactor.value
+            receipts = [
+                r.model_copy(update={k: redact(v) for k, v in r if type(v) in (str, dict, list)})
+                for r in receipts
+            ]
         self._pending_receipts.extend(receipts)
 
     def _absorb(self, result: FeedResult) -> None:
