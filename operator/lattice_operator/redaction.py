@@ -18,7 +18,9 @@ MIN_CHARS = 4
 
 
 def encodings(secret: str) -> set[str]:
-    """The value and its obvious encodings."""
+    """The value and its obvious encodings (none for a value under MIN_CHARS)."""
+    if len(secret) < MIN_CHARS:
+        return set()
     raw = secret.encode()
     forms = {
         secret,
