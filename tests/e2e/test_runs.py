@@ -426,3 +426,34 @@ def test_deleting_a_running_run_kills_its_session(stack: Stack, namespace: str) 
 
 def _session_ids(stack: Stack, sprite: str) -> set[str]:
     return {s["id"] for s in stack.sprites.describe(sprite).get("sessions", [])}
+
+
+def test_a_throttled_exec_start_is_classed_by_the_adapter_and_retried(
+    stack: Stack, namespace: str
+) -> None:
+    sprite = _sprite(stack, namespace)
+    # The exec gets a 429 whose Retry-After is beyond the adapter's own retry deadline.
+    stack.sprites.set_faults(
+        rate_limit={
+            "remaining": 1,
+            "retry_after": 600,
+            "method": "GET",
+            "path_prefix": f"/v1/sprites/{sprite}/exec",
+        }
+    )
+    try:
+        _run(stack, namespace, "throttled", ["sh", "-c", "echo started"], retries=1)
+        run = stack.wait_phase(namespace, "runs", "throttled", {"Succeeded", "Failed"})
+        faults = stack.sprites.set_faults()
+    finally:
+        stack.sprites.reset_faults()
+    assert faults["rate_limit"]["remaining"] == 0, "the exec was tried and refused"
+    status = run["status"]
+    assert status["phase"] == "Succeeded", status
+    first, second = status["attempts"]
+    assert (first["outcome"], first["failureClass"], first["retryClass"]) == (
+        "Failed",
+        "transport_error",
+        "safe_retry",
+    )
+    assert second["exitCode"] == 0

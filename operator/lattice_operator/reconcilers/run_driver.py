@@ -66,6 +66,9 @@ PREVIOUS_RESUME_PATH = f"{LATTICE_DIR}/resume.previous.json"
 OUTBOX_TAIL_BYTES = 64 * 1024
 """How much of the outbox's end a new Run reads to find the last complete line."""
 EXIT_DIR = f"{LATTICE_DIR}/exit"
+START_RETRY_WAIT = 1.0
+"""Seconds before another attempt after a start that failed retryably (the adapter has
+already waited out what Retry-After it could within its own deadline)."""
 CHECKPOINT_ATTEMPTS = 3
 """Tries at taking a checkpoint for a WAITING before the pass gives up (and is retried)."""
 REREAD_BYTES = 1024 * 1024
@@ -90,7 +93,7 @@ FAILURE_CLASSES: Mapping[str, FailureClass] = {
     "SpriteError": FailureClass.INTERNAL_ERROR,
     "ExitUnknown": FailureClass.TRANSPORT_ERROR,
     "SessionLost": FailureClass.TRANSPORT_ERROR,
-    "StartFailed": FailureClass.ADAPTER_UNAVAILABLE,
+    "StartFailed": FailureClass.ADAPTER_UNAVAILABLE,  # unless the adapter's error says more
     "SpriteMissing": FailureClass.ADAPTER_UNAVAILABLE,
     "Timeout": FailureClass.TIMEOUT,
     "ResumeFailed": FailureClass.STATE_CONFLICT,
@@ -291,7 +294,13 @@ class RunDriver:
                 engine.restart_session(outbox_size=await self._outbox_size())
             session = await self._exec(run, argv)
         except AdapterError as exc:
-            await self._attempt_failed(run, "StartFailed", f"could not start: {exc}")
+            # Classed by what the adapter said: a dropped connection or a throttled request
+            # is retried (safe_retry), a refused or unknown sprite is not.
+            await self._attempt_failed(
+                run, "StartFailed", f"could not start: {exc}", failure=exc.failure_class
+            )
+            if phase_of(self.status) == "Pending":
+                await self._sleep(START_RETRY_WAIT)
             return
         await self._run_session(run, session, resumed=False)
 
@@ -847,8 +856,10 @@ class RunDriver:
 
     # -- endings ----------------------------------------------------------------------------
 
-    async def _attempt_failed(self, run: Run, reason: str, message: str) -> None:
-        failure = FAILURE_CLASSES.get(reason, FailureClass.INTERNAL_ERROR)
+    async def _attempt_failed(
+        self, run: Run, reason: str, message: str, *, failure: FailureClass | None = None
+    ) -> None:
+        failure = failure or FAILURE_CLASSES.get(reason, FailureClass.INTERNAL_ERROR)
         retry = failure.default_retry
         self._finish_attempt("Failed", message, failure, retry)
         attempts = len(self.status.attempts)
