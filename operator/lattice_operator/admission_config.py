@@ -35,6 +35,8 @@ POLICY_HANDLER = "check-policy"
 """kopf handler id (and URL path) of the IntentPolicy rule check."""
 RUN_OWNER_HANDLER = "check-run-owner"
 """kopf handler id (and URL path) of the check that only the operator makes Intent-owned Runs."""
+RUN_POLICY_HANDLER = "check-run-policy"
+"""kopf handler id (and URL path) of the check of a Sprite's `spec.runPolicy` on Run creation."""
 GRANTS_HANDLER = "check-grants"
 """kopf handler id (and URL path) of the check that an Intent's author may read the Secrets
 it grants."""
@@ -68,6 +70,13 @@ RUN_OWNER_MATCH = (
     "has(r.controller) && r.controller) && "
     "(request.operation == 'CREATE' || !has(oldObject.metadata.ownerReferences) || "
     "object.metadata.ownerReferences != oldObject.metadata.ownerReferences)"
+)
+
+
+# Only Runs created without an Intent as their controller (those are checked above).
+RUN_POLICY_MATCH = (
+    "!has(object.metadata.ownerReferences) || !object.metadata.ownerReferences.exists(r, "
+    "r.kind == 'Intent' && has(r.controller) && r.controller)"
 )
 
 
@@ -128,6 +137,17 @@ def webhook_configurations(name: str, client_config: Mapping[str, Any]) -> dict[
         client_config,
         matchConditions=[{"name": "intent-controller", "expression": RUN_OWNER_MATCH}],
     )
+    # An early, clear refusal; while no operator runs, the API server lets the Run through
+    # (failurePolicy Ignore) and the operator refuses it before starting it.
+    run_policy = _webhook(
+        name,
+        RUN_POLICY_HANDLER,
+        "runs",
+        client_config,
+        failurePolicy="Ignore",
+        matchConditions=[{"name": "not-from-an-intent", "expression": RUN_POLICY_MATCH}],
+    )
+    run_policy["rules"][0]["operations"] = ["CREATE"]
     grants = _webhook(
         name,
         GRANTS_HANDLER,
@@ -146,6 +166,6 @@ def webhook_configurations(name: str, client_config: Mapping[str, Any]) -> dict[
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "ValidatingWebhookConfiguration",
             "metadata": deepcopy(meta),
-            "webhooks": [policy, grants, run_owner],
+            "webhooks": [policy, grants, run_owner, run_policy],
         },
     }

@@ -37,6 +37,8 @@ class SpriteView:
     """The sprite's name at the backend."""
     reason: str = ""
     """Why it is not ready, for humans."""
+    run_policy: str = "Any"
+    """`spec.runPolicy`: Any, or IntentOnly (only Runs an Intent created)."""
 
 
 class SpriteDirectory(Protocol):

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import kopf
+from pydantic import ValidationError
 
 from lattice_adapters.kube import resource_path
 from lattice_operator.admission_config import (
@@ -14,7 +15,9 @@ from lattice_operator.admission_config import (
     GRANTS_HANDLER,
     POLICY_HANDLER,
     RUN_OWNER_HANDLER,
+    RUN_POLICY_HANDLER,
 )
+from lattice_operator.api.v1alpha1 import Run, Sprite
 from lattice_operator.api.v1alpha1.intentpolicy import IntentPolicySpec
 from lattice_operator.handlers._context import context_of
 from lattice_operator.metrics import APPROVALS
@@ -32,7 +35,7 @@ from lattice_operator.reconcilers.approvals import (
     records_json,
     subject_access_review,
 )
-from lattice_operator.reconcilers.grants import new_secret_grants
+from lattice_operator.reconcilers.grants import new_secret_grants, run_policy_refusal
 
 
 @kopf.on.mutate(
@@ -117,6 +120,24 @@ async def check_run_owner(userinfo: kopf.UserInfo, memo: kopf.Memo, **_: Any) ->
             "creates the Runs Intents execute through",
             code=403,
         )
+
+
+@kopf.on.validate("lattice.dev", "v1alpha1", "runs", operations=["CREATE"], id=RUN_POLICY_HANDLER)
+async def check_run_policy(body: kopf.Body, **kwargs: Any) -> None:
+    # Called for Runs no Intent controls (matchConditions). A Sprite not known yet is not
+    # refused here: the operator checks again before it starts the Run.
+    sprite_directory: kopf.Index[tuple[str, str], Sprite] = kwargs["sprite_directory"]
+    try:
+        run = Run.model_validate(dict(body))
+    except ValidationError:
+        return  # the schema let it through; the operator reports what the models refuse
+    sprite = run.spec.sprite_ref.name
+    entries = sprite_directory.get((run.metadata.namespace or "", sprite))
+    if not entries:
+        return
+    refusal = run_policy_refusal(run, sprite, next(iter(entries)).spec.run_policy)
+    if refusal is not None:
+        raise kopf.AdmissionError(f"spec.spriteRef.name: {refusal}", code=403)
 
 
 @kopf.on.validate(

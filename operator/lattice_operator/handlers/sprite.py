@@ -71,12 +71,15 @@ class IndexedSprites:
             return None
         sprite = next(iter(entries))
         ready = next((c for c in sprite.status.conditions if c.type == "Ready"), None)
+        policy = sprite.spec.run_policy
         if sprite.metadata.deletion_timestamp is not None:
-            return SpriteView(False, sprite.status.sprite_name, "the Sprite is being deleted")
+            return SpriteView(
+                False, sprite.status.sprite_name, "the Sprite is being deleted", policy
+            )
         if ready is None or ready.status != "True":
             why = f"{ready.reason}: {ready.message}" if ready else "not reconciled yet"
-            return SpriteView(False, sprite.status.sprite_name, why)
-        return SpriteView(True, sprite.status.sprite_name or sprite.backend_name())
+            return SpriteView(False, sprite.status.sprite_name, why, policy)
+        return SpriteView(True, sprite.status.sprite_name or sprite.backend_name(), "", policy)
 
     def all(self) -> list[Sprite]:
         return [next(iter(v)) for v in self._index.values() if v]

@@ -47,6 +47,21 @@ def owned_by(run: Run, intent_uid: str | None) -> bool:
     return bool(intent_uid) and controller_uid(run) == intent_uid
 
 
+def run_policy_refusal(run: Run, sprite: str, policy: str) -> str | None:
+    """Why the Sprite's `spec.runPolicy` refuses this Run (None: it may run there).
+
+    A Run an Intent created has that Intent as its controller; the admission webhook
+    `check-run-owner` lets only the operator write such a reference."""
+    if policy != "IntentOnly":
+        return None
+    if any(ref.controller and ref.kind == "Intent" for ref in run.metadata.owner_references):
+        return None
+    return (
+        f"Sprite {sprite} admits only Runs created by an Intent (spec.runPolicy: IntentOnly); "
+        f"propose an Intent of kind sprite_task_exec instead"
+    )
+
+
 def decide_grants(run: Run, grants: Grants | None) -> GrantDecision:
     """The grants of the Intent `run.spec.intentRef` names (`grants`, None when there is no
     such Intent) that apply to this Run."""

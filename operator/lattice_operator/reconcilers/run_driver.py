@@ -52,7 +52,7 @@ from lattice_operator.ports import (
 from lattice_operator.protocol.engine import FeedResult, RunEventEngine
 from lattice_operator.protocol.inputs import validate_resume_inputs
 from lattice_operator.protocol.projection import ActionRequestStatus, RunEventsStatus
-from lattice_operator.reconcilers.grants import decide_grants
+from lattice_operator.reconcilers.grants import decide_grants, run_policy_refusal
 from lattice_operator.redaction import Redactor
 from lattice_operator.settings import RunTimings
 
@@ -97,6 +97,7 @@ FAILURE_CLASSES: Mapping[str, FailureClass] = {
     "SpriteMissing": FailureClass.ADAPTER_UNAVAILABLE,
     "Timeout": FailureClass.TIMEOUT,
     "ResumeFailed": FailureClass.STATE_CONFLICT,
+    "RunPolicy": FailureClass.INVALID_REQUEST,
 }
 RETRYABLE = frozenset({RetryClass.SAFE_RETRY, RetryClass.RETRY_AFTER_REREAD})
 NOT_RETRIED = frozenset({"Timeout"})
@@ -271,6 +272,10 @@ class RunDriver:
             self._set("Unknown", "SpriteNotReady", f"waiting for the Sprite: {why}")
             await self._flush()
             await self._sleep(self._timings.sprite_wait)
+            return
+        refusal = run_policy_refusal(run, run.spec.sprite_ref.name, sprite.run_policy)
+        if refusal is not None:  # also when admission could not check it (no webhook)
+            await self._fail(run, "RunPolicy", refusal)
             return
         first = self._sprites.holder(self.ref.namespace, run.spec.sprite_ref.name, self.ref.uid)
         if first is not None:

@@ -12,6 +12,7 @@ from lattice_operator.api.v1alpha1.conditions import CONDITIONS_LIST_SCHEMA, Con
 
 BackendStatus = Literal["cold", "warm", "running"]
 UrlAuth = Literal["sprite", "public"]
+RunPolicy = Literal["Any", "IntentOnly"]
 DeletionPolicy = Literal["Delete", "Orphan"]
 SpritePhase = Literal["Pending", "Ready", "NotReady", "Missing", "Deleting"]
 
@@ -130,6 +131,10 @@ class SpriteSpec(ApiModel):
     """Adopt an existing backend sprite of the same name instead of failing."""
     recreate: bool = True
     """Recreate the backend sprite if it disappears; otherwise report Ready=False reason=Missing."""
+    run_policy: RunPolicy = "Any"
+    """Which Runs may execute here: `Any` (whoever may create Runs in the namespace, as with
+    `pods/exec`) or `IntentOnly` (only Runs an Intent created, so every command went through
+    policy and approval). Refused at admission and again by the operator before it starts one."""
 
     @model_validator(mode="after")
     def _one_http_port(self) -> SpriteSpec:
