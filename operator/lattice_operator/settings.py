@@ -77,6 +77,11 @@ class RunTimings(_Settings):
     """Receipt Events refilled per Run per second."""
     events_burst: int = Field(default=100, ge=1)
     """Receipt Events a Run may post in a burst."""
+    history_limit: int = Field(default=50, ge=0)
+    """Finished Runs kept per Sprite (newest first; 0 keeps all). Runs an Intent created are
+    not counted: they go with their Intent."""
+    retention_interval: float = Field(default=10.0, gt=0)
+    """Seconds between passes that delete finished Runs past their TTL or the history limit."""
 
 
 class WebhookSettings(_Settings):

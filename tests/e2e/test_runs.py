@@ -457,3 +457,17 @@ def test_a_throttled_exec_start_is_classed_by_the_adapter_and_retried(
         "safe_retry",
     )
     assert second["exitCode"] == 0
+
+
+def test_a_finished_run_is_deleted_after_its_ttl(stack: Stack, namespace: str) -> None:
+    _sprite(stack, namespace)
+    _run(stack, namespace, "brief", ["true"], ttlSecondsAfterFinished=1)
+    _run(stack, namespace, "kept", ["true"])
+    stack.wait_phase(namespace, "runs", "kept", {"Succeeded", "Failed"})
+
+    def gone() -> bool:
+        out = stack.cluster.kubectl("get", "runs", "-n", namespace, "-o", "name", check=False)
+        return "run.lattice.dev/brief" not in out.stdout
+
+    wait_for(gone, timeout=60, what="the Run with ttlSecondsAfterFinished deleted")
+    assert stack.get(namespace, "runs", "kept")["status"]["phase"] == "Succeeded"

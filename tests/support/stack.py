@@ -33,6 +33,7 @@ FAST_SETTINGS: dict[str, Any] = {
         "reattach_deadline": 30.0,
         "events_per_second": 50.0,
         "events_burst": 500,
+        "retention_interval": 0.5,
     },
 }
 

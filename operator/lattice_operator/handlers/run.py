@@ -21,6 +21,7 @@ from lattice_operator.handlers.sprite import IndexedSprites
 from lattice_operator.metrics import REGISTRY, PhaseCollector, reconcile_timer
 from lattice_operator.ports import Grants
 from lattice_operator.reconcilers.run_driver import RunDriver
+from lattice_operator.reconcilers.run_retention import Expired, expired_runs
 from lattice_operator.reconcilers.sprite_claims import RunClaim
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,9 @@ async def run_claims(body: kopf.Body, **_: Any) -> dict[tuple[str, str], RunClai
         name=run.metadata.name,
         created=run.metadata.creation_timestamp,
         phase=run.status.phase or "Pending",
+        finished=run.status.completion_time,
+        ttl=run.spec.ttl_seconds_after_finished,
+        from_intent=any(r.controller and r.kind == "Intent" for r in run.metadata.owner_references),
     )
     return {(run.metadata.namespace or "", run.spec.sprite_ref.name): claim}
 
@@ -66,6 +70,53 @@ async def register_run_metrics(**kwargs: Any) -> None:
 
     with contextlib.suppress(ValueError):  # already registered by an earlier start in-process
         REGISTRY.register(PhaseCollector("lattice_runs", "Runs by phase.", ["phase"], counts))
+
+
+@kopf.on.startup()
+async def start_run_retention(memo: kopf.Memo, **kwargs: Any) -> None:
+    """One loop deletes finished Runs past their TTL or the per-Sprite history limit."""
+    ctx = context_of(memo)
+    claims: kopf.Index[tuple[str, str], RunClaim] = kwargs["run_claims"]
+    memo.retention_task = asyncio.create_task(_retention(ctx, claims), name="run-retention")
+
+
+@kopf.on.cleanup()
+async def stop_run_retention(memo: kopf.Memo, **_: Any) -> None:
+    task = getattr(memo, "retention_task", None)
+    if isinstance(task, asyncio.Task):
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def _retention(ctx: OperatorContext, claims: kopf.Index[tuple[str, str], RunClaim]) -> None:
+    settings = ctx.settings.runs
+    while True:
+        await asyncio.sleep(settings.retention_interval)
+        expired = expired_runs(
+            dict(claims.items()), now=ctx.clock.now(), history_limit=settings.history_limit
+        )
+        for run in expired:
+            try:
+                await _delete_expired(ctx, run)
+            except Exception as exc:  # the next pass tries again; the loop must not die
+                log.warning("run retention: %s/%s: %s", run.namespace, run.name, exc)
+
+
+async def _delete_expired(ctx: OperatorContext, run: Expired) -> None:
+    path = resource_path(GROUP, VERSION, PLURAL, run.namespace, run.name)
+    options = {
+        "apiVersion": "v1",
+        "kind": "DeleteOptions",
+        "preconditions": {"uid": run.uid},  # never a newer Run of the same name
+        "propagationPolicy": "Background",
+    }
+    try:
+        await ctx.require_kube().request("DELETE", path, body=options)
+        log.info("deleted Run %s/%s: %s", run.namespace, run.name, run.why)
+    except KubeApiError as exc:
+        if not (exc.not_found or exc.conflict):
+            log.warning("could not delete Run %s/%s: %s", run.namespace, run.name, exc)
 
 
 class KubeActions:

@@ -22,6 +22,12 @@ class RunClaim:
     name: str
     created: datetime | None
     phase: str
+    finished: datetime | None = None
+    """status.completionTime, once the Run is done."""
+    ttl: int | None = None
+    """spec.ttlSecondsAfterFinished."""
+    from_intent: bool = False
+    """An Intent is its controller (it goes with the Intent, not by retention)."""
 
 
 def holder(claims: Iterable[RunClaim], me: str) -> RunClaim | None:

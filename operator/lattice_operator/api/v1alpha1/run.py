@@ -116,6 +116,10 @@ class RunSpec(RunTemplate):
     """Resume a Waiting Run from a checkpoint with inputs (what `lattice resume` writes)."""
     intent_ref: LocalObjectReference | None = None
     """The Intent that governs this Run (its grants decide what the sprite may ask for)."""
+    ttl_seconds_after_finished: int | None = Field(default=None, ge=0, le=31_536_000)
+    """Delete the Run this many seconds after it finished (as Jobs do). Unset: kept until the
+    per-Sprite history limit (operator setting `runs.history_limit`) removes it. Runs an Intent
+    created go with their Intent instead."""
 
     @model_validator(mode="after")
     def _resume_needs_checkpoint(self) -> RunSpec:
