@@ -49,6 +49,9 @@ class BackendSettings(_Settings):
     """Seconds between fleet observations (one paged LIST per interval)."""
     page_size: int = Field(default=100, ge=1, le=500)
     """Sprites per LIST page."""
+    last_seen_interval: float = Field(default=300.0, gt=0)
+    """A Sprite's `status.lastSeenTime` is refreshed at most this often (each refresh is a
+    status write: 1,000 Sprites at 300 s cost about 3 writes a second)."""
 
 
 class SpriteTimings(_Settings):

@@ -12,6 +12,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from lattice_adapters.errors import AdapterError, NotFound
@@ -101,9 +102,12 @@ class FleetObserver:
         return result
 
     async def _observed(self, sprite: Sprite, info: SpriteInfo, result: FleetObservation) -> None:
-        if info.status != sprite.status.backend_status or info.url != sprite.status.url:
+        now = self._clock.now()
+        seen = sprite.status.last_seen_time
+        stale = seen is None or now - seen >= timedelta(seconds=self._settings.last_seen_interval)
+        if stale or info.status != sprite.status.backend_status or info.url != sprite.status.url:
             status = sprite.status.model_copy(
-                update={"backend_status": info.status, "url": info.url}
+                update={"backend_status": info.status, "url": info.url, "last_seen_time": now}
             )
             await self._patch(sprite, status.to_patch())
             result.patched += 1

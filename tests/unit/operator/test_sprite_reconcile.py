@@ -300,3 +300,38 @@ async def test_a_fleet_pass_costs_one_list_page_per_hundred_sprites_and_nothing_
     result = await observer.observe_once()
     assert [method for method, _ in fake.calls] == ["list_sprites"] * 3
     assert [p["backendStatus"] for p in patches] == ["running"]
+
+
+async def test_last_seen_time_is_refreshed_by_the_fleet_pass_at_a_bounded_rate() -> None:
+    fake = FakeBackend()
+    sprites = []
+    for i in range(3):
+        sprite, _ = await _reconcile(_sprite(f"box-{i}", uid=f"uid-{i}"), fake)
+        sprites.append(sprite)
+    patches: list[dict[str, Any]] = []
+
+    async def patch(sprite: Sprite, status: dict[str, Any]) -> None:
+        patches.append(status)
+        sprites[sprites.index(sprite)] = sprite.model_copy(
+            update={"status": sprite.status.model_validate(status)}
+        )
+
+    clock = FakeClock(NOW)
+    observer = FleetObserver(
+        backend=_backend(fake),
+        sprites=lambda: list(sprites),
+        patch_status=patch,
+        clock=clock,
+        settings=BackendSettings(last_seen_interval=300),
+    )
+    clock.advance(299)
+    await observer.observe_once()
+    assert patches == []  # seen at reconcile time, 299 s ago: not yet due
+    clock.advance(1)
+    result = await observer.observe_once()
+    assert result.patched == 3
+    assert {p["lastSeenTime"] for p in patches} == {clock.now().isoformat().replace("+00:00", "Z")}
+    patches.clear()
+    clock.advance(60)
+    await observer.observe_once()
+    assert patches == []  # refreshed a minute ago

@@ -177,7 +177,8 @@ class SpriteStatus(ApiModel):
     backend_status: BackendStatus | None = None
     """cold, warm or running, as the backend last reported."""
     last_seen_time: datetime | None = None
-    """When the backend last listed this sprite."""
+    """When the backend last listed (or returned) this sprite, to within the operator's
+    `backend.last_seen_interval` (5 minutes by default)."""
     services: list[SpriteServiceStatus] = Field(default_factory=list, max_length=32)
     """Services as the backend reports them."""
 
