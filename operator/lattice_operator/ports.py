@@ -108,6 +108,10 @@ class ReceiptPublisher(Protocol):
         """Receipts of this object not posted (rate limited)."""
         ...
 
+    def dropped_sequences(self, uid: str) -> list[tuple[int, int]]:
+        """The sequence numbers of those receipts, as inclusive ranges, oldest first."""
+        ...
+
 
 __all__ = [
     "ActionServices",

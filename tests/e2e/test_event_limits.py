@@ -47,19 +47,25 @@ def test_receipt_events_are_rate_limited_per_run(
         status = done["status"]
         assert status["phase"] == "Succeeded"
 
+        notices: list[dict[str, object]] = []
+
         def settled() -> tuple[int, int, int] | None:
             # The final count of drops is written just after the last receipts are posted.
             receipts = s.get(namespace, "runs", "chatty")["status"]["receipts"]
-            events = cluster.kubectl(
+            listing = cluster.kubectl(
                 "get",
                 "events.events.k8s.io",
                 "-n",
                 namespace,
                 "-o",
-                "name",
+                "json",
                 "--field-selector",
                 "regarding.name=chatty",
-            ).stdout.split()
+            ).stdout
+            items = json.loads(listing)["items"]
+            events = [e for e in items if e.get("reason") != "ReceiptsDropped"]
+            notices.clear()
+            notices.extend(e for e in items if e.get("reason") == "ReceiptsDropped")
             handed_out, dropped = receipts["state"]["ledger"]["sequence"], receipts["eventsDropped"]
             return (
                 (handed_out, dropped, len(events)) if dropped + len(events) == handed_out else None
@@ -69,6 +75,12 @@ def test_receipt_events_are_rate_limited_per_run(
         assert handed_out >= 4 * PHASES  # frame.opening/opened/ending/ended per phase
         assert dropped > 0
         assert posted >= 20  # the burst went through
+        # Said when it happened: one notice (at most one a minute), naming the numbers...
+        assert len(notices) == 1, notices
+        assert "not posted as Events: over the Event rate limit" in str(notices[0]["note"])
+        # ... and recorded, so that a restart does not take them for a crash's losses.
+        ranges = s.get(namespace, "runs", "chatty")["status"]["receipts"]["droppedSequences"]
+        assert sum(r["last"] - r["first"] + 1 for r in ranges) == dropped
         metrics = httpx.get(f"http://127.0.0.1:{s.metrics_port}/metrics", trust_env=False).text
         line = next(
             x for x in metrics.splitlines() if x.startswith("lattice_kube_events_dropped_total")

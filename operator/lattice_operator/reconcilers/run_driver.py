@@ -27,7 +27,12 @@ from typing import Any, Literal
 
 from lattice_adapters.errors import AdapterError, ExitStatusUnknown, NotFound
 from lattice_operator.api.v1alpha1 import Run, RunAttempt, RunStatus, set_condition
-from lattice_operator.api.v1alpha1.run import ActionResult, ResumeStatus, RunReceiptsStatus
+from lattice_operator.api.v1alpha1.run import (
+    ActionResult,
+    ResumeStatus,
+    RunReceiptsStatus,
+    SequenceRange,
+)
 from lattice_operator.backend import CheckpointInfo, ExecSession, SpriteBackend
 from lattice_operator.builders import ObjectRef, environment_change_intent
 from lattice_operator.lifeloop.builder import RunReceipts
@@ -200,6 +205,10 @@ class RunDriver:
         self._pending_receipts: list[LifecycleReceipt] = []
         self._audited_through = self.status.receipts.audited_through if self.status.receipts else 0
         self._dropped_before = self.status.receipts.events_dropped if self.status.receipts else 0
+        self._dropped_ranges_before = [
+            (r.first, r.last)
+            for r in (self.status.receipts.dropped_sequences if self.status.receipts else [])
+        ]
         self._pacer = PatchPacer(
             clock,
             min_interval=timings.patch_interval,
@@ -258,6 +267,9 @@ class RunDriver:
             return
         audited = self.status.receipts.audited_through if self.status.receipts else 0
         handed_out = self.receipts.ledger.state.sequence
+        # Dropped by the rate limit (and reported then) is not lost in a crash.
+        for first, last in self._dropped_ranges_before:
+            published |= set(range(first, last + 1))
         if published:
             since = max(min(published), audited + 1)
             self._emit(self.receipts.audit(published, since=since))
@@ -972,6 +984,12 @@ class RunDriver:
             # The publisher counts since this process started; the status keeps the total.
             events_dropped=self._dropped_before + self._publisher.dropped(self.ref.uid),
             audited_through=self._audited_through,
+            dropped_sequences=[
+                SequenceRange(first=first, last=last)
+                for first, last in (
+                    self._dropped_ranges_before + self._publisher.dropped_sequences(self.ref.uid)
+                )[-64:]
+            ],
         )
         # Whatever the sprite echoed of a delivered secret never reaches the API server.
         return self._redactor.value(self.status.to_patch())  # type: ignore[no-any-return]

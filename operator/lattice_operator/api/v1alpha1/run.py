@@ -172,6 +172,13 @@ class ActionResult(ApiModel):
     """The answer was delivered to the sprite in a resume's `context.action_results`."""
 
 
+class SequenceRange(ApiModel):
+    """Receipt sequence numbers `first` to `last`, inclusive."""
+
+    first: int = Field(ge=1)
+    last: int = Field(ge=1)
+
+
 class RunReceiptsStatus(ApiModel):
     """Where the Run's Lifeloop receipts stand."""
 
@@ -181,6 +188,9 @@ class RunReceiptsStatus(ApiModel):
     """Receipts not posted as Events because the Run exceeded its Event rate limit."""
     audited_through: int = Field(default=0, ge=0)
     """Sequence numbers up to this one were checked for gaps (after a restart)."""
+    dropped_sequences: list[SequenceRange] = Field(default_factory=list, max_length=64)
+    """Sequence numbers of the dropped receipts, as inclusive ranges (the newest 64 ranges):
+    a restarted operator does not take them for receipts lost in a crash."""
 
 
 class RunAttempt(ApiModel):
