@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from lattice_operator.api.v1alpha1.intentpolicy import IntentPolicySpec
+from lattice_operator.api.v1alpha1.sprite import NetworkPolicy, forge_deny_policy
 
 
 class _Settings(BaseModel):
@@ -63,6 +64,9 @@ class SpriteTimings(_Settings):
     """Seconds before the first retry; doubles per attempt."""
     blocked_recheck: float = Field(default=60.0, gt=0)
     """After DeletionBlocked, seconds between further checks (or until deletionPolicy changes)."""
+    default_network_policy: NetworkPolicy | None = Field(default_factory=forge_deny_policy)
+    """The egress policy of a Sprite whose spec sets none: by default everything but the
+    forges (GitHub, GitLab, Bitbucket). null leaves such sprites as the backend has them."""
 
 
 class RunTimings(_Settings):

@@ -113,7 +113,12 @@ async def sprite_reconcile(
         )
         raise kopf.TemporaryError("no Sprites backend is configured", delay=30)
     try:
-        result = await reconcile_sprite(sprite, ctx.backend, now)
+        result = await reconcile_sprite(
+            sprite,
+            ctx.backend,
+            now,
+            default_policy=ctx.settings.sprites.default_network_policy,
+        )
     except SpriteReconcileError as exc:
         patch.status.update(error_status(sprite, exc, now).to_patch())
         RECONCILES.labels(kind="Sprite", outcome="blocked").inc()
@@ -196,6 +201,7 @@ async def start_fleet_observer(memo: kopf.Memo, **kwargs: Any) -> None:
         patch_status=lambda sprite, status: _patch_status(ctx, sprite, status),
         clock=ctx.clock,
         settings=ctx.settings.backend,
+        default_policy=ctx.settings.sprites.default_network_policy,
     )
     memo.fleet_task = asyncio.create_task(observer.run_forever(), name="fleet-observer")
 

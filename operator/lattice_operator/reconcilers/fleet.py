@@ -17,6 +17,7 @@ from typing import Any
 
 from lattice_adapters.errors import AdapterError, NotFound
 from lattice_operator.api.v1alpha1 import Sprite
+from lattice_operator.api.v1alpha1.sprite import NetworkPolicy
 from lattice_operator.backend import SpriteBackend, SpriteInfo
 from lattice_operator.clock import Clock
 from lattice_operator.reconcilers.sprite import (
@@ -53,7 +54,9 @@ class FleetObserver:
         patch_status: PatchStatus,
         clock: Clock,
         settings: BackendSettings,
+        default_policy: NetworkPolicy | None = None,
     ) -> None:
+        self._default_policy = default_policy
         self._backend = backend
         self._sprites = sprites
         self._patch = patch_status
@@ -134,7 +137,9 @@ class FleetObserver:
             return
         log.info("backend sprite %s vanished: recreating it", sprite.backend_name())
         try:
-            outcome = await reconcile_sprite(sprite, self._backend, now)
+            outcome = await reconcile_sprite(
+                sprite, self._backend, now, default_policy=self._default_policy
+            )
         except (SpriteReconcileError, SpriteBackendError) as exc:
             await self._patch(sprite, error_status(sprite, exc, now).to_patch())
             result.patched += 1

@@ -20,7 +20,7 @@ from datetime import datetime
 
 from lattice_adapters.errors import AdapterError, NotFound
 from lattice_operator.api.v1alpha1 import Sprite, SpriteStatus, set_condition
-from lattice_operator.api.v1alpha1.sprite import SpriteServiceStatus
+from lattice_operator.api.v1alpha1.sprite import NetworkPolicy, SpriteServiceStatus
 from lattice_operator.backend import SpriteBackend, SpriteInfo
 from lattice_operator.errors import LatticeError
 
@@ -97,7 +97,11 @@ class SpriteReconcileResult:
 
 
 async def reconcile_sprite(
-    sprite: Sprite, backend: SpriteBackend, now: datetime
+    sprite: Sprite,
+    backend: SpriteBackend,
+    now: datetime,
+    *,
+    default_policy: NetworkPolicy | None = None,
 ) -> SpriteReconcileResult:
     """Converge the backend sprite to the spec and return the resulting status.
 
@@ -107,7 +111,7 @@ async def reconcile_sprite(
     info: SpriteInfo | None = None
     try:
         info, created = await _ensure_sprite(sprite, backend)
-        return await _converge(sprite, backend, info, int(created), now)
+        return await _converge(sprite, backend, info, int(created), now, default_policy)
     except AdapterError as exc:
         raise SpriteBackendError(exc, info) from exc
 
@@ -138,7 +142,12 @@ async def _ensure_sprite(sprite: Sprite, backend: SpriteBackend) -> tuple[Sprite
 
 
 async def _converge(
-    sprite: Sprite, backend: SpriteBackend, info: SpriteInfo, writes: int, now: datetime
+    sprite: Sprite,
+    backend: SpriteBackend,
+    info: SpriteInfo,
+    writes: int,
+    now: datetime,
+    default_policy: NetworkPolicy | None,
 ) -> SpriteReconcileResult:
     name = sprite.backend_name()
     spec = sprite.spec
@@ -146,10 +155,11 @@ async def _converge(
     if info.url_auth != spec.url_auth or sorted(info.labels) != sorted(labels):
         info = await backend.update_sprite(name, url_auth=spec.url_auth, labels=labels)
         writes += 1
-    if spec.network_policy is not None:
+    policy = spec.network_policy if spec.network_policy is not None else default_policy
+    if policy is not None:
         current = await backend.get_network_policy(name)
-        if list(current) != list(spec.network_policy.rules):
-            await backend.set_network_policy(name, spec.network_policy.rules)
+        if list(current) != list(policy.rules):
+            await backend.set_network_policy(name, policy.rules)
             writes += 1
     services, service_writes = await _converge_services(sprite, backend)
     writes += service_writes

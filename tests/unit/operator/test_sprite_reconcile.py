@@ -335,3 +335,26 @@ async def test_last_seen_time_is_refreshed_by_the_fleet_pass_at_a_bounded_rate()
     clock.advance(60)
     await observer.observe_once()
     assert patches == []  # refreshed a minute ago
+
+
+async def test_a_sprite_without_a_policy_is_kept_off_the_forges_by_default() -> None:
+    from lattice_operator.api.v1alpha1.sprite import FORGE_DOMAINS, forge_deny_policy
+    from lattice_operator.settings import SpriteTimings
+
+    default = SpriteTimings().default_network_policy
+    assert default == forge_deny_policy()
+    fake = FakeBackend()
+    sprite = _sprite(networkPolicy=None)
+    await reconcile_sprite(sprite, _backend(fake), NOW, default_policy=default)
+    rules = {(r.domain, r.action) for r in fake.policies["team-a-box"]}
+    assert ("*", "allow") in rules
+    assert {("github.com", "deny"), ("*.github.com", "deny")} <= rules
+    assert {d for d, a in rules if a == "deny"} == set(FORGE_DOMAINS)
+    # An unchanged default costs no further write.
+    assert (await reconcile_sprite(sprite, _backend(fake), NOW, default_policy=default)).writes == 0
+
+    # A Sprite's own policy overrides the default, rules: [] included (unrestricted).
+    open_sprite = _sprite("open", uid="uid-open", networkPolicy={"rules": []})
+    fake.policies["team-a-open"] = [NetworkRule(domain="x.example", action="deny")]
+    await reconcile_sprite(open_sprite, _backend(fake), NOW, default_policy=default)
+    assert fake.policies["team-a-open"] == []

@@ -68,6 +68,26 @@ class NetworkPolicy(ApiModel):
     """Ordered rules; the most specific matching domain decides."""
 
 
+FORGE_DOMAINS = (
+    "github.com",
+    "*.github.com",
+    "*.githubusercontent.com",
+    "gitlab.com",
+    "*.gitlab.com",
+    "bitbucket.org",
+    "*.bitbucket.org",
+)
+"""The forges' web, API and git endpoints: a sprite never pushes or calls a forge itself
+(sprite-protocol-v1, hard rules); the operator does, with its own credential."""
+
+
+def forge_deny_policy() -> NetworkPolicy:
+    """Everything allowed but the forges (exact names beat `*.` wildcards, which beat `*`)."""
+    rules = [NetworkRule(domain="*", action="allow")]
+    rules += [NetworkRule(domain=d, action="deny") for d in FORGE_DOMAINS]
+    return NetworkPolicy(rules=rules)
+
+
 class SpriteService(ApiModel):
     """A supervised process the backend starts, restarts on crash, and keeps across wakes."""
 
@@ -110,7 +130,9 @@ class SpriteSpec(ApiModel):
     labels: list[SpriteLabel] = Field(default_factory=list, max_length=32)
     """Labels stored with the sprite at the backend."""
     network_policy: NetworkPolicy | None = None
-    """Egress policy; left as the backend has it when unset."""
+    """Egress policy. Unset: the operator's default (`sprites.default_network_policy`: all
+    egress allowed except the forges' web, API and git endpoints, which a sprite must never
+    reach itself). Set: exactly these rules (`rules: []` is unrestricted)."""
     services: list[SpriteService] = Field(
         default_factory=list,
         max_length=32,
