@@ -84,6 +84,9 @@ class RunTimings(_Settings):
     """Receipt Events refilled per Run per second."""
     events_burst: int = Field(default=100, ge=1)
     """Receipt Events a Run may post in a burst."""
+    waiting_exit_grace: float = Field(default=30.0, gt=0)
+    """Seconds a session may keep running after its WAITING before the operator stops it
+    (the protocol: once you emit WAITING, stop)."""
     history_limit: int = Field(default=50, ge=0)
     """Finished Runs kept per Sprite (newest first; 0 keeps all). Runs an Intent created are
     not counted: they go with their Intent."""

@@ -58,6 +58,7 @@ def test_a_forge_kind_waits_for_a_forge_and_never_succeeds(stack: Stack, namespa
 ASKS_FOR_A_PR = agent(
     r"""
 if os.path.exists("/workspace/.lattice/resume.json"):
+    emit("INFO", {"message": "resumed"})  # the protocol: acknowledge the resume first
     inputs = json.load(open("/workspace/.lattice/resume.json"))["inputs"]
     emit("COMPLETED", {"status": "success", "summary": "go=%s" % inputs["go"]})
 else:

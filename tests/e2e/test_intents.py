@@ -257,6 +257,7 @@ def test_invalid_policy_rule_is_refused_with_its_index(stack: Stack, namespace: 
 AGENT = agent(
     r"""
 if os.path.exists("/workspace/.lattice/resume.json"):
+    emit("INFO", {"message": "resumed"})  # the protocol: acknowledge the resume first
     inputs = json.load(open("/workspace/.lattice/resume.json"))["inputs"]
     if inputs.get("status") == "fulfilled":
         path = inputs["path"]
@@ -346,6 +347,7 @@ def test_ungranted_action_is_refused_and_answered(stack: Stack, namespace: str) 
 ASKS_THEN_WAITS = agent(
     r"""
 if os.path.exists("/workspace/.lattice/resume.json"):
+    emit("INFO", {"message": "resumed"})  # the protocol: acknowledge the resume first
     context = json.load(open("/workspace/.lattice/resume.json"))["context"]
     seen = ",".join("%s:%s" % (r["action"], r["status"]) for r in context["action_results"])
     emit("COMPLETED", {"status": "success", "summary": seen})
@@ -465,6 +467,7 @@ ECHOES_THE_SECRET = agent(
     r"""
 import base64, urllib.parse
 if os.path.exists("/workspace/.lattice/resume.json"):
+    emit("INFO", {"message": "resumed"})  # the protocol: acknowledge the resume first
     inputs = json.load(open("/workspace/.lattice/resume.json"))["inputs"]
     value = open(inputs["path"]).read()
     forms = [value, base64.b64encode(value.encode()).decode(),

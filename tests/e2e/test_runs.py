@@ -263,6 +263,7 @@ def test_bad_sprite_output_is_recorded_and_the_run_carries_on(stack: Stack, name
 MISSING_CHECKPOINT_AGENT = agent(
     r"""
 if os.path.exists("/workspace/.lattice/resume.json"):
+    emit("INFO", {"message": "resumed"})  # the protocol: acknowledge the resume first
     inputs = json.load(open("/workspace/.lattice/resume.json"))["inputs"]
     emit("COMPLETED", {"status": "success", "summary": "got %s" % inputs["answer"]})
 else:

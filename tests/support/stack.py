@@ -34,6 +34,7 @@ FAST_SETTINGS: dict[str, Any] = {
         "events_per_second": 50.0,
         "events_burst": 500,
         "retention_interval": 0.5,
+        "waiting_exit_grace": 3.0,
     },
 }
 

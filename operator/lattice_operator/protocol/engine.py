@@ -232,6 +232,11 @@ class RunEventEngine:
         return len(self._merger) > 0
 
     @property
+    def gate(self) -> str:
+        """open; waiting (after WAITING, until resumed); completed (after COMPLETED)."""
+        return self._gate
+
+    @property
     def provisional_count(self) -> int:
         """How many stdout copies wait for the outbox (cheap: no list is built)."""
         return len(self._merger)

@@ -58,6 +58,10 @@ class ViolationCategory(StrEnum):
     """The session ended without COMPLETED, WAITING or ERROR."""
     CHECKPOINT_MISSING = "checkpoint_missing"
     """WAITING names a checkpoint the backend does not have (found by the operator)."""
+    RESUME_NOT_ACKNOWLEDGED = "resume_not_acknowledged"
+    """A resumed session's first event was not the INFO acknowledging the resume."""
+    WORK_AFTER_WAITING = "work_after_waiting"
+    """The session kept running after WAITING (found by the operator, which stopped it)."""
     OUTBOX_REWRITTEN = "outbox_rewritten"
     """The outbox before the cursor is not what was read there (found after a restart)."""
 

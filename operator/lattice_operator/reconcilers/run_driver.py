@@ -56,6 +56,7 @@ from lattice_operator.ports import (
 )
 from lattice_operator.protocol.engine import FeedResult, RunEventEngine
 from lattice_operator.protocol.inputs import validate_resume_inputs
+from lattice_operator.protocol.models import EventType
 from lattice_operator.protocol.projection import ActionRequestStatus, RunEventsStatus
 from lattice_operator.reconcilers.grants import decide_grants, run_policy_refusal
 from lattice_operator.redaction import Redactor
@@ -214,6 +215,8 @@ class RunDriver:
             min_interval=timings.patch_interval,
             urgent=lambda old, new: old is None or old.get("phase") != new.get("phase"),
         )
+        self._ack_due = False
+        """A resumed session started: its first event must acknowledge the resume."""
         self._redactor = Redactor()
         """Every secret value delivered to the sprite, kept out of status and receipts."""
         self._pacer.prime(self._snapshot())
@@ -482,6 +485,7 @@ class RunDriver:
         """Feed output and the outbox until exit (an end) or socket loss (None)."""
         engine = self._require_engine()
         next_outbox = self._clock.monotonic()
+        waiting_since: float | None = None
         while True:
             if self._stopped.is_set():
                 raise _Stop
@@ -504,6 +508,17 @@ class RunDriver:
                 await self._read_outbox()
                 await self._handle_actions(run)
                 next_outbox = self._clock.monotonic() + self._timings.outbox_interval
+            if engine.gate == "waiting":
+                waiting_since = waiting_since or self._clock.monotonic()
+                grace = self._timings.waiting_exit_grace
+                if self._clock.monotonic() - waiting_since >= grace:
+                    # The protocol: once you emit WAITING, stop. It did not: it is stopped.
+                    violation = engine.record_violation(
+                        "work_after_waiting",
+                        f"the session was still running {grace:g}s after its WAITING: stopped",
+                    )
+                    VIOLATIONS.labels(category=violation.category).inc()
+                    return await self._kill(session, "AfterWaiting")
             latest = self._view()
             if latest.spec.cancel:
                 return await self._kill(session, "Canceled")
@@ -719,9 +734,13 @@ class RunDriver:
             session = await self._exec(run, argv)
         except AdapterError as exc:
             await self._attempt_failed(
-                run, "StartFailed", f"could not start the continuation: {exc}"
+                run,
+                "StartFailed",
+                f"could not start the continuation: {exc}",
+                failure=exc.failure_class,
             )
             return
+        self._ack_due = True
         await self._run_session(run, session, resumed=True)
 
     # -- what the sprite asks for -----------------------------------------------------------
@@ -1033,6 +1052,17 @@ class RunDriver:
         self._pending_receipts.extend(receipts)
 
     def _absorb(self, result: FeedResult) -> None:
+        if self._ack_due and result.committed:
+            self._ack_due = False
+            first = result.committed[0]
+            if first.event_type != EventType.INFO:
+                violation = self._require_engine().record_violation(
+                    "resume_not_acknowledged",
+                    f"the resumed session's first event was {first.event_type.value}, not the "
+                    "INFO that acknowledges the resume",
+                    line=first.line,
+                )
+                VIOLATIONS.labels(category=violation.category).inc()
         for event in result.committed:
             EVENTS_INGESTED.labels(type=event.event_type.value).inc()
             self._emit(self.receipts.for_event(event))
