@@ -72,3 +72,25 @@ def test_rule_no_work_after_waiting(stack: Stack, namespace: str) -> None:
     assert _violations(run).get("work_after_waiting") == 1
     # It was stopped, not left running in the background.
     assert status["sessionId"] not in _session_ids(stack, str(status["spriteName"]))
+
+
+TRUNCATES_ITS_OUTBOX = agent(
+    r"""
+emit("INFO", {"message": "one"})
+emit("INFO", {"message": "two"})
+time.sleep(2)  # the operator has read both by now
+_outbox.truncate(0)  # events are append-only: this one erases them
+time.sleep(2)
+"""
+)
+
+
+def test_rule_events_are_append_only(stack: Stack, namespace: str) -> None:
+    _setup(stack, namespace, "eraser", TRUNCATES_ITS_OUTBOX)
+    run = stack.wait_phase(namespace, "runs", "eraser", {"Succeeded", "Failed"})
+    assert _violations(run).get("outbox_rewritten") == 1, run["status"]["events"]
+    [violation] = [
+        v for v in run["status"]["events"]["violations"] if v["category"] == "outbox_rewritten"
+    ]
+    assert "truncated behind the operator" in violation["reason"]
+    assert run["status"]["events"]["eventCount"] == 2  # what was read stays counted

@@ -146,6 +146,9 @@ class RunEventEngine:
         self._event_count = c.event_count
         self._last_digest = c.last_digest
         self._last_raw: bytes | None = None
+        self._last_len: int | None = None
+        """Length of the last outbox line read (for `recheck_span`); None when unknown."""
+        self._truncation_reported = False
         # A restored engine checks, on its first read that includes the bytes before the
         # cursor, that the outbox still ends there with the line the cursor recorded.
         self._verify = cursor is not None and c.last_digest is not None and c.outbox_offset > 0
@@ -230,6 +233,22 @@ class RunEventEngine:
     def outbox_behind(self) -> bool:
         """stdout has shown events the outbox has not: read the outbox now."""
         return len(self._merger) > 0
+
+    def recheck_span(self) -> int:
+        """Bytes before the cursor to read again with the next `feed_outbox`, which then checks
+        that the outbox still ends there with the line last read: rewrites and truncation are
+        found during a live session, not only after a restart. 0 when there is nothing to check
+        (nothing read yet in this session, or the last line's length is unknown)."""
+        if self.canonical != "outbox" or self._skipping or self._last_len is None:
+            return 0
+        if self._last_raw is not None:
+            self._last_digest = line_digest(self._last_raw)
+            self._last_raw = None
+        if self._last_digest is None:
+            return 0
+        self._verify = True
+        # The line, its line end (maybe CRLF) and the newline before it, with some margin.
+        return min(self._outbox_offset, self._last_len + 16)
 
     @property
     def gate(self) -> str:
@@ -325,7 +344,22 @@ class RunEventEngine:
         result = _feed_result()
         if offset < expected:
             seen = data[: expected - offset]
-            if self._verify and len(seen) == expected - offset:
+            if self._verify and len(seen) < expected - offset:
+                if not self._truncation_reported:
+                    self._truncation_reported = True
+                    self._violate(
+                        result,
+                        ViolationCategory.OUTBOX_REWRITTEN,
+                        "outbox",
+                        max(self._line_count - 1, 0),
+                        offset + len(seen),
+                        f"the outbox ends at byte {offset + len(seen)}, before the "
+                        f"{expected} bytes already read: it was truncated behind the operator "
+                        "(events are append-only); reading continues at that byte",
+                        b"",
+                    )
+            elif self._verify:
+                self._truncation_reported = False
                 self._check_cursor_line(seen, line_start=offset == 0, result=result)
             self._prime(seen, line_start=offset == 0)
             data = data[expected - offset :]
@@ -370,6 +404,7 @@ class RunEventEngine:
                 rejected = [i for i, r in enumerate(fresh) if type(r) is not dict]
             self._commit_lines(result, read, fresh, rejected)  # type: ignore[arg-type]
         self._last_raw = raws[-1]
+        self._last_len = len(raws[-1])
         return result
 
     def _commit_lines(
@@ -462,7 +497,12 @@ class RunEventEngine:
                 continue
             if len(parts[index]) > self.limits.max_line_bytes:
                 return  # recorded by its first KiB only; not worth re-deriving
-            if line_digest(body) != self._last_digest:
+            digest = line_digest(body)
+            if digest != self._last_digest:
+                recorded, self._last_digest = (
+                    self._last_digest,
+                    digest,
+                )  # reported once: the next check compares with this
                 self._violate(
                     result,
                     ViolationCategory.OUTBOX_REWRITTEN,
@@ -470,7 +510,7 @@ class RunEventEngine:
                     max(self._line_count - 1, 0),
                     len(seen) - len(parts[index]) - 1,
                     f"the outbox no longer ends at byte {self._outbox_offset} with the line "
-                    f"last read there ({self._last_digest}): it was rewritten or replaced "
+                    f"last read there ({recorded}): it was rewritten or replaced "
                     "behind the operator; reading continues at that byte",
                     body,
                 )
@@ -573,7 +613,7 @@ class RunEventEngine:
             self._outbox_offset = outbox_offset
             self._skipping = False
             # The line before the new offset was never read in this file: no digest for it.
-            self._last_digest, self._last_raw = None, None
+            self._last_digest, self._last_raw, self._last_len = None, None, None
         self._verify = False
         self._splitter.reset()
         self._merger.drain()

@@ -1135,6 +1135,7 @@ class RunDriver:
         """Consume the outbox from the cursor (from `reread` bytes before it, if given)."""
         engine = self._require_engine()
         assert self.sprite_name is not None
+        reread = max(reread, engine.recheck_span())  # the last line again: still there?
         offset = max(0, engine.cursor.outbox_offset - reread)
         try:
             data = await self._backend.read_file(self.sprite_name, OUTBOX_PATH, offset=offset)
