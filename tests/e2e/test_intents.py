@@ -553,3 +553,50 @@ def test_a_secret_the_sprite_echoes_is_redacted_and_removed_at_the_end(
     )
     after = stack.wait_phase(namespace, "runs", "after", {"Succeeded", "Failed"})
     assert after["status"]["phase"] == "Succeeded", after["status"]
+
+
+FETCHES_THEN_WORKS = agent(
+    r"""
+emit("ACTION_REQUEST", {"action": "FETCH_CREDENTIAL", "parameters": {"name": "gh"},
+                        "blocking": False})
+for _ in range(300):
+    if os.path.exists("/workspace/.lattice/credentials/gh"):
+        break
+    time.sleep(0.1)
+emit("INFO", {"message": "got it, working"})
+time.sleep(600)
+"""
+)
+
+
+def test_a_delivered_credential_is_removed_when_the_run_is_canceled(
+    stack: Stack, namespace: str
+) -> None:
+    _setup(stack, namespace)
+    _secret(stack, namespace)
+    stack.apply(
+        namespace,
+        _intent(
+            "worker",
+            ["python3", "-c", FETCHES_THEN_WORKS],
+            trusted=True,
+            allowedActions=["FETCH_CREDENTIAL"],
+            credentials=[{"name": "gh", "secretKeyRef": {"name": "tokens", "key": "gh"}}],
+        ),
+    )
+    sprite = str(stack.wait_sprite_ready(namespace, "box")["status"]["spriteName"])
+    delivered = stack.sprites.host_root(sprite) / ".lattice" / "credentials" / "gh"
+
+    def working() -> bool:
+        try:
+            run = stack.get(namespace, "runs", "worker-run")
+        except Exception:  # not created yet
+            return False
+        return (run.get("status") or {}).get("events", {}).get("eventCount", 0) >= 2
+
+    wait_for(working, timeout=60, what="the agent got its credential and works")
+    assert delivered.read_text() == SECRET
+    lattice(stack, "cancel", "intent/worker", "-n", namespace)
+    run = stack.wait_phase(namespace, "runs", "worker-run", {"Canceled", "Failed", "Succeeded"})
+    assert run["status"]["phase"] == "Canceled", run["status"]
+    assert not delivered.exists()
