@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from lattice_operator.protocol.engine import RunEventEngine
 from lattice_operator.protocol.models import EventType
 from lattice_operator.protocol.parse import Rejection, batch_parser, parse_line
@@ -55,3 +57,43 @@ def test_the_engine_reports_it_and_goes_on() -> None:
     assert [v.category for v in result.violations] == [V.DUPLICATE_KEY]
     assert result.violations[0].line == 1
     assert engine.status().state != "Completed"
+
+
+def _line(body: str) -> bytes:
+    head = (
+        f'{{"protocol_version":"v1","sprite_id":"{SPRITE}","work_item_id":"{WORK}",'
+        f'"timestamp":"{ts()}",'
+    )
+    return (head + body + "}").encode()
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        # Spelled differently, the same key: an escape, whitespace before the colon.
+        _line('"event_type":"COMPLETED","event\\u005ftype":"INFO","payload":{"message":"m"}'),
+        _line('"event_type" :"COMPLETED","event_type":"INFO","payload":{"message":"m"}'),
+        _line('"event_type":"INFO","payload":{"message":"a\\":b","message":"c"}'),
+        _line('"event_type":"INFO","payload":{"message":"a\\\\","message":"c"}'),
+    ],
+)
+def test_every_spelling_of_a_duplicate_is_found_in_a_batch(raw: bytes) -> None:
+    parse_many = batch_parser(sprite_id=SPRITE, work_item_id=WORK, max_payload_bytes=65536)
+    results, rejected = parse_many([info("a"), raw, info("b")])
+    assert rejected == [1], results[1]
+    assert isinstance(results[1], Rejection)
+    assert results[1].category is V.DUPLICATE_KEY
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '"event_type":"INFO","payload":{"message":"quotes \\": inside, twice \\":"}',
+        '"event_type":"INFO","payload":{"message":"caf\\u00e9","metadata":{"message":1}}',
+        '"event_type" : "INFO", "payload" : {"message" : "spaced"}',
+    ],
+)
+def test_look_alikes_are_not_duplicates(body: str) -> None:
+    parse_many = batch_parser(sprite_id=SPRITE, work_item_id=WORK, max_payload_bytes=65536)
+    results, rejected = parse_many([_line(body), info("b")])
+    assert rejected == [], results
