@@ -310,8 +310,14 @@ def test_granted_credential_is_delivered_and_never_leaked(stack: Stack, namespac
     )
 
     # The value appears nowhere the operator writes or logs.
-    places = {
-        "run and intent": stack.cluster.kubectl(
+    for where, text in _written_by_the_operator(stack, namespace).items():
+        assert SECRET not in text, f"the secret leaked into the {where}"
+
+
+def _written_by_the_operator(stack: Stack, namespace: str) -> dict[str, str]:
+    """Everything the operator writes or logs, by where it is."""
+    return {
+        "runs and intents": stack.cluster.kubectl(
             "get", "runs,intents", "-n", namespace, "-o", "json"
         ).stdout,
         "events": stack.cluster.kubectl("get", "events", "-A", "-o", "json").stdout
@@ -321,8 +327,6 @@ def test_granted_credential_is_delivered_and_never_leaked(stack: Stack, namespac
             f"http://127.0.0.1:{stack.metrics_port}/metrics", trust_env=False
         ).text,
     }
-    for where, text in places.items():
-        assert SECRET not in text, f"the secret leaked into the {where}"
 
 
 def test_ungranted_action_is_refused_and_answered(stack: Stack, namespace: str) -> None:
@@ -521,18 +525,7 @@ def test_a_secret_the_sprite_echoes_is_redacted_and_removed_at_the_end(
         base64.b64encode(SECRET.encode()).decode().rstrip("="),
         quote(SECRET, safe=""),
     }
-    places = {
-        "runs and intents": stack.cluster.kubectl(
-            "get", "runs,intents", "-n", namespace, "-o", "json"
-        ).stdout,
-        "events": stack.cluster.kubectl("get", "events", "-A", "-o", "json").stdout
-        + stack.cluster.kubectl("get", "events.events.k8s.io", "-A", "-o", "json").stdout,
-        "operator log": stack.operator.log(),
-        "metrics": httpx.get(
-            f"http://127.0.0.1:{stack.metrics_port}/metrics", trust_env=False
-        ).text,
-    }
-    for where, text in places.items():
+    for where, text in _written_by_the_operator(stack, namespace).items():
         for form in forms:
             assert form not in text, f"{form!r} leaked into the {where}"
     # The notification was sent, without the value.
