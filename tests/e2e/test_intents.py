@@ -593,3 +593,38 @@ def test_a_delivered_credential_is_removed_when_the_run_is_canceled(
     run = stack.wait_phase(namespace, "runs", "worker-run", {"Canceled", "Failed", "Succeeded"})
     assert run["status"]["phase"] == "Canceled", run["status"]
     assert not delivered.exists()
+
+
+FETCHES_THEN_FAILS = agent(
+    r"""
+emit("ACTION_REQUEST", {"action": "FETCH_CREDENTIAL", "parameters": {"name": "gh"},
+                        "blocking": False})
+for _ in range(300):
+    if os.path.exists("/workspace/.lattice/credentials/gh"):
+        break
+    time.sleep(0.1)
+value = open("/workspace/.lattice/credentials/gh").read()
+emit("INFO", {"message": "got it: %d bytes" % len(value)})
+sys.exit(3)
+"""
+)
+
+
+def test_a_delivered_credential_is_removed_when_the_run_fails(stack: Stack, namespace: str) -> None:
+    _setup(stack, namespace)
+    _secret(stack, namespace)
+    stack.apply(
+        namespace,
+        _intent(
+            "failing",
+            ["python3", "-c", FETCHES_THEN_FAILS],
+            trusted=True,
+            allowedActions=["FETCH_CREDENTIAL"],
+            credentials=[{"name": "gh", "secretKeyRef": {"name": "tokens", "key": "gh"}}],
+        ),
+    )
+    sprite = str(stack.wait_sprite_ready(namespace, "box")["status"]["spriteName"])
+    run = stack.wait_phase(namespace, "runs", "failing-run", {"Succeeded", "Failed"})
+    assert run["status"]["phase"] == "Failed", run["status"]
+    assert f"got it: {len(SECRET)} bytes" in json.dumps(run["status"]["events"])  # delivered
+    assert not (stack.sprites.host_root(sprite) / ".lattice" / "credentials" / "gh").exists()
