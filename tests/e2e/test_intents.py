@@ -581,9 +581,8 @@ def test_a_delivered_credential_is_removed_when_the_run_is_canceled(
     delivered = stack.sprites.host_root(sprite) / ".lattice" / "credentials" / "gh"
 
     def working() -> bool:
-        try:
-            run = stack.get(namespace, "runs", "worker-run")
-        except Exception:  # not created yet
+        run = stack.find(namespace, "runs", "worker-run")
+        if run is None:  # not created yet
             return False
         return (run.get("status") or {}).get("events", {}).get("eventCount", 0) >= 2
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from kubernetes.client.exceptions import ApiException
 
 from lattice_adapters.localcluster.controlplane import free_port
 from tests.support.cluster import Cluster, wait_for
@@ -59,12 +60,25 @@ class Stack:
         )
         return obj
 
+    def find(self, namespace: str, plural: str, name: str) -> dict[str, Any] | None:
+        """The object, or None while it does not exist (an Intent creates its Run later)."""
+        try:
+            return self.get(namespace, plural, name)
+        except ApiException as err:
+            if err.status == 404:
+                return None
+            raise
+
     def wait_phase(
         self, namespace: str, plural: str, name: str, phases: set[str], timeout: float = 120.0
     ) -> dict[str, Any]:
         def reached() -> dict[str, Any] | None:
-            obj = self.get(namespace, plural, name)
-            return obj if (obj.get("status") or {}).get("phase") in phases else None
+            obj = self.find(namespace, plural, name)
+            return (
+                obj
+                if obj is not None and (obj.get("status") or {}).get("phase") in phases
+                else None
+            )
 
         found: dict[str, Any] = wait_for(
             reached, timeout=timeout, what=f"{plural}/{name} to reach {sorted(phases)}"
@@ -73,7 +87,9 @@ class Stack:
 
     def wait_sprite_ready(self, namespace: str, name: str, timeout: float = 60.0) -> dict[str, Any]:
         def ready() -> dict[str, Any] | None:
-            obj = self.get(namespace, "sprites", name)
+            obj = self.find(namespace, "sprites", name)
+            if obj is None:
+                return None
             conditions = (obj.get("status") or {}).get("conditions") or []
             ok = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
             return obj if ok else None
