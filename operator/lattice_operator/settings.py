@@ -87,6 +87,11 @@ class RunTimings(_Settings):
     waiting_exit_grace: float = Field(default=30.0, gt=0)
     """Seconds a session may keep running after its WAITING before the operator stops it
     (the protocol: once you emit WAITING, stop)."""
+    idle_poll: float = Field(default=1.0, gt=0)
+    """Seconds between looks at a waiting Run's spec (resume, cancel) and at an idle session."""
+    start_retry_wait: float = Field(default=1.0, gt=0)
+    """Seconds before another attempt after a start that failed retryably (the adapter has
+    already waited out what Retry-After it could within its own deadline)."""
     history_limit: int = Field(default=50, ge=0)
     """Finished Runs kept per Sprite (newest first; 0 keeps all). Runs an Intent created are
     not counted: they go with their Intent."""

@@ -72,9 +72,6 @@ PREVIOUS_RESUME_PATH = f"{LATTICE_DIR}/resume.previous.json"
 OUTBOX_TAIL_BYTES = 64 * 1024
 """How much of the outbox's end a new Run reads to find the last complete line."""
 EXIT_DIR = f"{LATTICE_DIR}/exit"
-START_RETRY_WAIT = 1.0
-"""Seconds before another attempt after a start that failed retryably (the adapter has
-already waited out what Retry-After it could within its own deadline)."""
 CHECKPOINT_ATTEMPTS = 3
 """Tries at taking a checkpoint for a WAITING before the pass gives up (and is retried)."""
 REREAD_BYTES = 1024 * 1024
@@ -320,7 +317,7 @@ class RunDriver:
                 run, "StartFailed", f"could not start: {exc}", failure=exc.failure_class
             )
             if phase_of(self.status) == "Pending":
-                await self._sleep(START_RETRY_WAIT)
+                await self._sleep(self._timings.start_retry_wait)
             return
         await self._run_session(run, session, resumed=False)
 
@@ -370,7 +367,7 @@ class RunDriver:
                 await self._request_resume(run, digest)
                 return
         await self._flush()
-        await self._sleep(1.0)
+        await self._sleep(self._timings.idle_poll)
 
     # -- sessions -------------------------------------------------------------------------
 
@@ -490,7 +487,7 @@ class RunDriver:
             if self._stopped.is_set():
                 raise _Stop
             now = self._clock.monotonic()
-            wait = max(0.0, min(next_outbox - now, self._pacer_wait(), 1.0))
+            wait = max(0.0, min(next_outbox - now, self._pacer_wait(), self._timings.idle_poll))
             try:
                 kind, value = await asyncio.wait_for(queue.get(), timeout=wait)
             except TimeoutError:
@@ -1015,7 +1012,7 @@ class RunDriver:
 
     def _pacer_wait(self) -> float:
         wait = self._pacer.wait_time(self._snapshot())
-        return 1.0 if wait is None else wait
+        return self._timings.idle_poll if wait is None else wait
 
     async def _flush(self, *, force: bool = False) -> None:
         """Write the status if it is due (or `force`), then publish the receipts it stored."""

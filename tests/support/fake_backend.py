@@ -1,0 +1,372 @@
+"""An in-memory Sprites backend for unit tests of the Run driver.
+
+Files, checkpoints and exec sessions live in memory. A session runs a *program*: an async
+function the test registers by the command's first word, which writes to stdout, appends
+to the outbox and exits through a `FakeProcess`. Faults are queued per method
+(`backend.fail("exec", TransportError(...))`) and raised by the next call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any, Self
+
+from lattice_adapters.errors import ExitStatusUnknown, NotFound
+from lattice_operator.backend import (
+    CheckpointInfo,
+    ExecOutput,
+    FileStat,
+    KillResult,
+    SessionInfo,
+)
+
+OUTBOX = "/workspace/.lattice/outbox.jsonl"
+PREFIX = "LATTICE_EVENT "
+
+Program = Callable[["FakeProcess"], Awaitable[None]]
+
+
+def unwrap(command: Sequence[str]) -> tuple[dict[str, str], str, list[str]]:
+    """(environment, exit file, argv) of a command the driver wrapped."""
+    assert command[0] == "env", command
+    env: dict[str, str] = {}
+    i = 1
+    while command[i] != "sh":
+        key, _, value = command[i].partition("=")
+        env[key] = value
+        i += 1
+    marker = command.index("lattice-run", i)
+    return env, command[marker + 1], list(command[marker + 2 :])
+
+
+class FakeProcess:
+    """One command running in a fake sprite."""
+
+    def __init__(self, backend: FakeBackend, sprite: str, session_id: str, command: list[str]):
+        self.backend = backend
+        self.sprite = sprite
+        self.session_id = session_id
+        self.env, self.exit_file, self.argv = unwrap(command)
+        self.scrollback: list[bytes] = []
+        self.listeners: list[asyncio.Queue[tuple[str, Any]]] = []
+        self.exit_code: int | None = None
+        self.finished = asyncio.Event()
+        self.killed = False
+        self.task: asyncio.Task[None] | None = None
+
+    # -- what a program does ------------------------------------------------------------
+
+    def stdout(self, data: bytes | str) -> None:
+        chunk = data.encode() if isinstance(data, str) else data
+        self.scrollback.append(chunk)
+        for queue in self.listeners:
+            queue.put_nowait(("out", chunk))
+
+    def event(
+        self,
+        event_type: str,
+        payload: dict[str, Any],
+        *,
+        outbox: bool = True,
+        stdout: bool = True,
+        **override: Any,
+    ) -> str:
+        """Emit one protocol event the way the protocol asks: outbox first, then stdout."""
+        envelope = {
+            "protocol_version": "v1",
+            "event_type": event_type,
+            "sprite_id": self.env["LATTICE_SPRITE_ID"],
+            "work_item_id": self.env["LATTICE_WORK_ITEM_ID"],
+            "timestamp": "2026-01-15T10:30:00Z",
+            "payload": payload,
+            **override,
+        }
+        line = json.dumps(envelope)
+        if outbox:
+            self.backend.append(self.sprite, OUTBOX, (line + "\n").encode())
+        if stdout:
+            self.stdout(PREFIX + line + "\n")
+        return line
+
+    def exit(self, code: int) -> None:
+        """End the command: the wrapper writes the exit file, then the exit frame goes out."""
+        if self.finished.is_set():
+            return
+        self.backend.files[(self.sprite, self.exit_file)] = f"{code}\n".encode()
+        self._end(code)
+
+    def drop_sockets(self) -> None:
+        """Every attachment loses its socket without an exit frame; the process runs on."""
+        for queue in self.listeners:
+            queue.put_nowait(("drop", None))
+        self.listeners.clear()
+
+    def _end(self, code: int | None) -> None:
+        self.exit_code = code
+        self.finished.set()
+        for queue in self.listeners:
+            queue.put_nowait(("exit", code))
+        self.listeners.clear()
+
+
+class FakeSession:
+    """One attachment to a FakeProcess (the ExecSession port)."""
+
+    def __init__(self, process: FakeProcess, *, replay: bool) -> None:
+        self._process = process
+        self._queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        self._exit: int | None = None
+        if replay:
+            for chunk in process.scrollback:
+                self._queue.put_nowait(("replay", chunk))
+        if process.finished.is_set():
+            self._queue.put_nowait(("exit", process.exit_code))
+        else:
+            process.listeners.append(self._queue)
+
+    @property
+    def session_id(self) -> str:
+        return self._process.session_id
+
+    @property
+    def tty(self) -> bool:
+        return False
+
+    @property
+    def exit_code(self) -> int | None:
+        return self._exit
+
+    async def __aiter__(self) -> AsyncIterator[ExecOutput]:
+        while True:
+            kind, value = await self._queue.get()
+            if kind in ("out", "replay"):
+                yield ExecOutput(stream="stdout", data=value, replay=kind == "replay")
+            elif kind == "exit":
+                if value is None:
+                    raise ExitStatusUnknown("killed", session_id=self.session_id)
+                self._exit = int(value)
+                return
+            else:
+                raise ExitStatusUnknown("socket dropped", session_id=self.session_id)
+
+    async def write_stdin(self, data: bytes) -> None:
+        raise NotImplementedError
+
+    async def close_stdin(self) -> None:
+        raise NotImplementedError
+
+    async def resize(self, cols: int, rows: int) -> None:
+        raise NotImplementedError
+
+    async def signal(self, name: str) -> None:
+        raise NotImplementedError
+
+    async def wait(self) -> int:
+        async for _ in self:
+            pass
+        assert self._exit is not None
+        return self._exit
+
+    async def detach(self) -> None:
+        if self._queue in self._process.listeners:
+            self._process.listeners.remove(self._queue)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.detach()
+
+
+@dataclass
+class Call:
+    method: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+class FakeBackend:
+    """The SpriteBackend port, in memory (only what the Run driver uses)."""
+
+    def __init__(self) -> None:
+        self.files: dict[tuple[str, str], bytes] = {}
+        self.modes: dict[tuple[str, str], int] = {}
+        self.programs: dict[str, Program] = {}
+        self.processes: list[FakeProcess] = []
+        self.checkpoints: dict[str, list[tuple[CheckpointInfo, dict[str, bytes]]]] = {}
+        self.calls: list[Call] = []
+        self._faults: dict[str, list[BaseException]] = {}
+
+    # -- test controls -----------------------------------------------------------------
+
+    def program(self, name: str) -> Callable[[Program], Program]:
+        """Register the program run for commands whose first word is `name`."""
+
+        def register(fn: Program) -> Program:
+            self.programs[name] = fn
+            return fn
+
+        return register
+
+    def fail(self, method: str, *errors: BaseException) -> None:
+        """The next calls of `method` raise these, in order."""
+        self._faults.setdefault(method, []).extend(errors)
+
+    def append(self, sprite: str, path: str, data: bytes) -> None:
+        self.files[(sprite, path)] = self.files.get((sprite, path), b"") + data
+
+    def read(self, sprite: str, path: str) -> bytes | None:
+        return self.files.get((sprite, path))
+
+    def called(self, method: str) -> list[Call]:
+        return [c for c in self.calls if c.method == method]
+
+    def running(self) -> list[FakeProcess]:
+        return [p for p in self.processes if not p.finished.is_set()]
+
+    def _enter(self, method: str, *args: Any, **kwargs: Any) -> None:
+        self.calls.append(Call(method, args, kwargs))
+        queued = self._faults.get(method)
+        if queued:
+            raise queued.pop(0)
+
+    # -- sessions ----------------------------------------------------------------------
+
+    async def exec(
+        self,
+        name: str,
+        command: Sequence[str],
+        *,
+        workdir: str | None = None,
+        env: dict[str, str] | None = None,
+        tty: bool = False,
+        stdin: bool = False,
+        max_run_after_disconnect: float | None = None,
+    ) -> FakeSession:
+        self._enter("exec", name, list(command))
+        process = FakeProcess(self, name, f"s{len(self.processes) + 1}", list(command))
+        program = self.programs[process.argv[0]]
+        self.processes.append(process)
+        session = FakeSession(process, replay=False)
+
+        async def run() -> None:
+            await program(process)
+            process.exit(0)  # a program that returns exits with status 0
+
+        process.task = asyncio.create_task(run(), name=f"fake-{process.session_id}")
+        return session
+
+    async def attach(self, name: str, session_id: str) -> FakeSession:
+        self._enter("attach", name, session_id)
+        process = self._process(session_id)
+        if process.finished.is_set():
+            raise NotFound(f"session {session_id} has ended")
+        return FakeSession(process, replay=True)
+
+    async def list_sessions(self, name: str) -> list[SessionInfo]:
+        self._enter("list_sessions", name)
+        return [SessionInfo(id=p.session_id) for p in self.running() if p.sprite == name]
+
+    async def kill_session(
+        self, name: str, session_id: str, *, signal: str = "SIGTERM", grace: float = 10.0
+    ) -> KillResult:
+        self._enter("kill_session", name, session_id)
+        process = self._process(session_id)
+        if process.finished.is_set():
+            raise NotFound(f"session {session_id} has ended")
+        process.killed = True
+        if process.task is not None:
+            process.task.cancel()
+        process._end(None)
+        return KillResult(exit_code=143)
+
+    def _process(self, session_id: str) -> FakeProcess:
+        for process in self.processes:
+            if process.session_id == session_id:
+                return process
+        raise NotFound(f"no session {session_id}")
+
+    # -- files -------------------------------------------------------------------------
+
+    async def read_file(self, name: str, path: str, *, offset: int = 0) -> bytes:
+        self._enter("read_file", name, path)
+        data = self.files.get((name, path))
+        if data is None:
+            raise NotFound(f"{path}: no such file")
+        return data[offset:]
+
+    async def write_file(
+        self, name: str, path: str, data: bytes, *, mode: int = 0o644, atomic: bool = True
+    ) -> None:
+        self._enter("write_file", name, path)
+        self.files[(name, path)] = data
+        self.modes[(name, path)] = mode
+
+    async def rename(self, name: str, source: str, dest: str) -> None:
+        self._enter("rename", name, source, dest)
+        if (name, source) not in self.files:
+            raise NotFound(f"{source}: no such file")
+        self.files[(name, dest)] = self.files.pop((name, source))
+
+    async def stat(self, name: str, path: str) -> FileStat:
+        self._enter("stat", name, path)
+        data = self.files.get((name, path))
+        if data is None:
+            raise NotFound(f"{path}: no such file")
+        return FileStat(path=path, name=path.rsplit("/", 1)[-1], size=len(data))
+
+    async def delete_file(self, name: str, path: str) -> None:
+        self._enter("delete_file", name, path)
+        if self.files.pop((name, path), None) is None:
+            raise NotFound(f"{path}: no such file")
+
+    # -- checkpoints -------------------------------------------------------------------
+
+    async def create_checkpoint(self, name: str, comment: str = "") -> CheckpointInfo:
+        self._enter("create_checkpoint", name, comment)
+        taken = self.checkpoints.setdefault(name, [])
+        info = CheckpointInfo(
+            id=f"v{len(taken) + 1}", comment=comment, create_time=datetime.now(UTC)
+        )
+        snapshot = {path: data for (sprite, path), data in self.files.items() if sprite == name}
+        taken.append((info, snapshot))
+        return info
+
+    async def list_checkpoints(self, name: str) -> list[CheckpointInfo]:
+        self._enter("list_checkpoints", name)
+        return [info for info, _ in self.checkpoints.get(name, [])]
+
+    async def restore_checkpoint(self, name: str, checkpoint_id: str) -> None:
+        self._enter("restore_checkpoint", name, checkpoint_id)
+        for info, snapshot in self.checkpoints.get(name, []):
+            if info.id == checkpoint_id:
+                self.files = {k: v for k, v in self.files.items() if k[0] != name}
+                self.files.update({(name, path): data for path, data in snapshot.items()})
+                return
+        raise NotFound(f"no checkpoint {checkpoint_id}")
+
+    def take_checkpoint(self, sprite: str, comment: str = "") -> str:
+        """What `sprite-checkpoint` inside the sprite does (no call recorded)."""
+        taken = self.checkpoints.setdefault(sprite, [])
+        info = CheckpointInfo(id=f"v{len(taken) + 1}", comment=comment)
+        snapshot = {path: data for (s, path), data in self.files.items() if s == sprite}
+        taken.append((info, snapshot))
+        return info.id
+
+    async def aclose(self) -> None:
+        for process in self.running():
+            if process.task is not None:
+                process.task.cancel()
+
+
+__all__ = ["FakeBackend", "FakeProcess", "FakeSession", "Program", "unwrap"]

@@ -1,0 +1,340 @@
+"""The Run driver from start to end: start, stream, endings, retries by class, cancel, timeout.
+
+Characterisation tests: they pin what the driver does today, through its ports only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from lattice_adapters.errors import InvalidRequest, TransportError
+from lattice_operator.lifeloop.vocabulary import LifecycleEvent
+from lattice_operator.ports import SpriteView
+from tests.support.fake_backend import OUTBOX, FakeProcess
+from tests.support.run_harness import BACKEND_SPRITE, Harness, run_doc
+
+
+def _events(h: Harness) -> list[LifecycleEvent]:
+    return [r.event for r in h.publisher.posted]
+
+
+async def test_a_command_that_completes_succeeds_with_its_summary(harness: Harness) -> None:
+    @harness.backend.program("agent")
+    async def agent(p: FakeProcess) -> None:
+        p.stdout("building...\n")
+        p.event("INFO", {"message": "hi"})
+        p.event("COMPLETED", {"status": "success", "summary": "all done"})
+
+    harness.start()
+    status = await harness.finished()
+    assert status["phase"] == "Succeeded"
+    assert harness.condition()["reason"] == "Completed"
+    assert harness.condition()["message"] == "all done"
+    assert status["events"]["eventCount"] == 2
+    assert status["events"]["completion"]["summary"] == "all done"
+    [attempt] = status["attempts"]
+    assert (attempt["outcome"], attempt["exitCode"]) == ("Succeeded", 0)
+    assert status["spriteName"] == BACKEND_SPRITE
+    assert status["sessionId"] == "s1"
+    # Start, started, ended: every lifecycle moment has its receipt, in order.
+    assert _events(harness) == [
+        LifecycleEvent.SESSION_STARTING,
+        LifecycleEvent.SESSION_STARTED,
+        LifecycleEvent.SESSION_ENDING,
+        LifecycleEvent.SESSION_ENDED,
+    ]
+    assert [r.sequence for r in harness.publisher.posted] == [1, 2, 3, 4]
+
+
+async def test_the_command_runs_wrapped_with_the_protocol_environment(harness: Harness) -> None:
+    harness.doc["spec"]["env"] = [{"name": "MODE", "value": "fast"}]
+    harness.doc["spec"]["command"] = ["agent", "--flag"]
+    seen: list[FakeProcess] = []
+
+    @harness.backend.program("agent")
+    async def agent(p: FakeProcess) -> None:
+        seen.append(p)
+
+    harness.start()
+    await harness.finished()
+    [p] = seen
+    assert p.argv == ["agent", "--flag"]
+    assert p.env == {
+        "LATTICE_SPRITE_ID": BACKEND_SPRITE,
+        "LATTICE_WORK_ITEM_ID": "job",
+        "LATTICE_RUN": "job",
+        "LATTICE_SESSION": "1",
+        "MODE": "fast",
+    }
+    assert p.exit_file == "/workspace/.lattice/exit/uid-job-a1-s1"
+    assert harness.condition()["reason"] == "Exited"  # exit 0 without COMPLETED
+
+
+async def test_status_is_written_before_its_receipts_are_published(harness: Harness) -> None:
+    """A receipt is never posted before the ledger state that produced it is stored."""
+    order: list[tuple[str, int]] = []
+    writer, publisher = harness.write_run_status, harness.publisher.publish
+
+    async def write(namespace: str, name: str, status: dict[str, object]) -> None:
+        ledger = status["receipts"]["state"]["ledger"]  # type: ignore[index]
+        order.append(("write", ledger["sequence"]))
+        await writer(namespace, name, status)
+
+    async def publish(regarding: object, receipts: object) -> None:
+        batch = list(receipts)  # type: ignore[call-overload]
+        order.append(("publish", max(r.sequence for r in batch)))
+        await publisher(regarding, batch)  # type: ignore[arg-type]
+
+    harness.write_run_status = write  # type: ignore[method-assign]
+    harness.publisher.publish = publish  # type: ignore[method-assign]
+
+    @harness.backend.program("agent")
+    async def agent(p: FakeProcess) -> None:
+        p.event("COMPLETED", {"status": "success"})
+
+    harness.start()
+    await harness.finished()
+    stored = 0
+    for kind, sequence in order:
+        if kind == "write":
+            stored = max(stored, sequence)
+        else:
+            assert sequence <= stored, order
+    assert any(kind == "publish" for kind, _ in order)
+
+
+async def test_a_nonzero_exit_fails_the_run(harness: Harness) -> None:
+    @harness.backend.program("agent")
+    async def agent(p: FakeProcess) -> None:
+        p.event("INFO", {"message": "trying"})
+        p.exit(3)
+
+    harness.start()
+    status = await harness.finished()
+    assert status["phase"] == "Failed"
+    assert harness.condition()["reason"] == "ExitCode"
+    assert harness.condition()["message"] == "the command exited with status 3"
+    [attempt] = status["attempts"]
+    assert (attempt["exitCode"], attempt["failureClass"]) == (3, "internal_error")
+
+
+async def test_completed_failure_wins_over_exit_status_zero(harness: Harness) -> None:
+    @harness.backend.program("agent")
+    async def agent(p: FakeProcess) -> None:
+        p.event("COMPLETED", {"status": "failure", "summary": "tests red"})
+
+    harness.start()
+    await harness.finished()
+    assert (harness.phase, harness.condition()["reason"]) == ("Failed", "CompletedFailure")
+    assert harness.condition()["message"] == "tests red"
+
+
+async def test_an_error_event_fails_the_run_with_its_message(harness: Harness) -> None:
+    @harness.backend.program("agent")
+    async def agent(p: FakeProcess) -> None:
+        p.event("ERROR", {"message": "disk full"})
+
+    harness.start()
+    await harness.finished()
+    assert harness.condition()["reason"] == "SpriteError"
+    assert "disk full" in harness.condition()["message"]
+
+
+async def test_completed_with_a_nonzero_exit_is_a_failure(harness: Harness) -> None:
+    @harness.backend.program("agent")
+    async def agent(p: FakeProcess) -> None:
+        p.event("COMPLETED", {"status": "success"})
+        p.exit(1)
+
+    harness.start()
+    await harness.finished()
+    assert harness.condition()["reason"] == "ExitCode"
+
+
+async def test_events_only_in_the_outbox_are_counted_once(harness: Harness) -> None:
+    @harness.backend.program("agent")
+    async def agent(p: FakeProcess) -> None:
+        p.event("INFO", {"message": "both"})
+        p.event("INFO", {"message": "outbox only"}, stdout=False)
+        p.event("COMPLETED", {"status": "success"})
+
+    harness.start()
+    status = await harness.finished()
+    assert status["events"]["eventCount"] == 3
+    assert [e["summary"] for e in status["events"]["recent"]][:2] == ["both", "outbox only"]
+
+
+async def test_an_invalid_line_is_a_violation_and_processing_continues(harness: Harness) -> None:
+    @harness.backend.program("agent")
+    async def agent(p: FakeProcess) -> None:
+        harness.backend.append(p.sprite, OUTBOX, b'{"not": "an event"}\n')
+        p.stdout('LATTICE_EVENT {"not": "an event"}\n')
+        p.event("COMPLETED", {"status": "success"})
+
+    harness.start()
+    status = await harness.finished()
+    assert status["phase"] == "Succeeded"
+    assert status["events"]["violationCount"] >= 1
+
+
+async def test_a_sprite_that_is_not_ready_holds_the_run_pending(harness: Harness) -> None:
+    harness.directory.view = SpriteView(ready=False, backend_name=None, reason="creating")
+
+    @harness.backend.program("agent")
+    async def agent(p: FakeProcess) -> None:
+        p.event("COMPLETED", {"status": "success"})
+
+    harness.start()
+    await harness.until(lambda: harness.status.get("conditions"))
+    assert harness.phase == "Pending"
+    assert harness.condition()["reason"] == "SpriteNotReady"
+    assert "creating" in harness.condition()["message"]
+    assert not harness.backend.called("exec")
+    harness.directory.view = SpriteView(ready=True, backend_name=BACKEND_SPRITE)
+    await harness.finished()
+    assert harness.phase == "Succeeded"
+
+
+async def test_a_sprite_held_by_another_run_holds_the_run_pending(harness: Harness) -> None:
+    harness.directory.held_by = "first"
+
+    @harness.backend.program("agent")
+    async def agent(p: FakeProcess) -> None:
+        pass
+
+    harness.start()
+    await harness.until(lambda: harness.status.get("conditions"))
+    assert harness.condition()["reason"] == "SpriteBusy"
+    assert "Run first" in harness.condition()["message"]
+    harness.directory.held_by = None
+    await harness.finished()
+    assert harness.phase == "Succeeded"
+
+
+async def test_an_intent_only_sprite_refuses_a_hand_made_run(harness: Harness) -> None:
+    harness.directory.view = SpriteView(
+        ready=True, backend_name=BACKEND_SPRITE, run_policy="IntentOnly"
+    )
+    harness.start()
+    await harness.finished()
+    assert (harness.phase, harness.condition()["reason"]) == ("Failed", "RunPolicy")
+    assert not harness.backend.called("exec")
+
+
+async def test_a_start_refused_by_the_backend_is_not_retried(harness: Harness) -> None:
+    harness.doc["spec"]["retries"] = 2
+    harness.backend.fail("exec", InvalidRequest("bad command"))
+    harness.start()
+    await harness.finished()
+    assert (harness.phase, harness.condition()["reason"]) == ("Failed", "StartFailed")
+    [attempt] = harness.status["attempts"]
+    assert (attempt["failureClass"], attempt["retryClass"]) == ("invalid_request", "do_not_retry")
+
+
+async def test_a_dropped_start_is_retried_within_retries(harness: Harness) -> None:
+    harness.doc["spec"]["retries"] = 1
+    harness.backend.fail("exec", TransportError("connection reset"))
+
+    @harness.backend.program("agent")
+    async def agent(p: FakeProcess) -> None:
+        p.event("COMPLETED", {"status": "success"})
+
+    harness.start()
+    status = await harness.finished()
+    assert status["phase"] == "Succeeded"
+    first, second = status["attempts"]
+    assert (first["outcome"], first["failureClass"], first["retryClass"]) == (
+        "Failed",
+        "transport_error",
+        "safe_retry",
+    )
+    assert second["outcome"] == "Succeeded"
+    assert len(harness.backend.called("exec")) == 2
+
+
+async def test_retries_run_out(harness: Harness) -> None:
+    harness.doc["spec"]["retries"] = 1
+    runs: list[str] = []
+
+    @harness.backend.program("agent")
+    async def agent(p: FakeProcess) -> None:
+        runs.append(p.session_id)
+        p.exit(2)
+
+    harness.start()
+    status = await harness.finished()
+    assert runs == ["s1", "s2"]  # internal_error: retry_after_reread, so one retry
+    assert [a["outcome"] for a in status["attempts"]] == ["Failed", "Failed"]
+    assert harness.condition()["reason"] == "ExitCode"
+    # Each attempt has its own exit file.
+    assert [p.exit_file.rsplit("/", 1)[1] for p in harness.backend.processes] == [
+        "uid-job-a1-s1",
+        "uid-job-a2-s1",
+    ]
+
+
+async def test_cancel_kills_the_session_and_ends_canceled(harness: Harness) -> None:
+    release = asyncio.Event()
+
+    @harness.backend.program("agent")
+    async def agent(p: FakeProcess) -> None:
+        p.event("INFO", {"message": "working"})
+        await release.wait()
+
+    harness.start()
+    await harness.until_phase("Running")
+    harness.edit_spec(cancel=True)
+    status = await harness.finished()
+    assert (status["phase"], harness.condition()["reason"]) == ("Canceled", "Canceled")
+    assert [c.args[1] for c in harness.backend.called("kill_session")] == ["s1"]
+    assert status["attempts"][-1]["outcome"] == "Canceled"
+    assert status["completionTime"]
+
+
+async def test_cancel_before_start_runs_nothing(harness: Harness) -> None:
+    harness.doc["spec"]["cancel"] = True
+    harness.start()
+    await harness.finished()
+    assert harness.phase == "Canceled"
+    assert not harness.backend.called("exec")
+
+
+async def test_timeout_kills_the_session_and_is_never_retried(harness: Harness) -> None:
+    harness.doc["spec"].update(timeoutSeconds=60, retries=3)
+
+    @harness.backend.program("agent")
+    async def agent(p: FakeProcess) -> None:
+        await asyncio.Event().wait()
+
+    harness.start()
+    await harness.until_phase("Running")
+    harness.clock.advance(61)
+    status = await harness.finished()
+    assert (status["phase"], harness.condition()["reason"]) == ("Failed", "Timeout")
+    assert "timeoutSeconds (60) elapsed" in harness.condition()["message"]
+    assert len(harness.backend.called("exec")) == 1
+    assert harness.backend.called("kill_session")
+    assert status["attempts"][-1]["failureClass"] == "timeout"
+    assert any(r.failure_class == "timeout" for r in harness.publisher.posted)
+
+
+async def test_a_run_already_done_is_left_alone() -> None:
+    h = Harness(run_doc())
+    h.doc["status"] = {
+        "phase": "Succeeded",
+        "conditions": [
+            {
+                "type": "Succeeded",
+                "status": "True",
+                "reason": "Completed",
+                "message": "done",
+                "lastTransitionTime": "2026-01-15T10:00:00Z",
+            }
+        ],
+    }
+    try:
+        h.start()
+        await h.finished()
+        assert h.backend.calls == []
+    finally:
+        await h.close()
