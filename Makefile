@@ -25,9 +25,10 @@ venv: $(VENV_STAMP) ## Create/refresh the virtualenv from the pinned lock file
 tools: ## Build the pinned Kubernetes binaries (cached outside the clone; once per machine)
 	@bash hack/build-tools.sh >/dev/null
 
-lint: venv ## ruff lint and format check
+lint: venv ## ruff lint and format check; the import layering (import-linter contracts)
 	$(VENV)/bin/ruff check operator adapters tests
 	$(VENV)/bin/ruff format --check operator adapters tests
+	$(VENV)/bin/lint-imports --no-cache
 
 typecheck: venv ## mypy --strict on both packages
 	$(VENV)/bin/mypy operator/lattice_operator adapters/lattice_adapters

@@ -8,9 +8,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
-from lattice_adapters.errors import AdapterError
-from lattice_operator.backend import SpriteBackend
 from lattice_operator.metrics import BACKEND_CALL_SECONDS, BACKEND_ERRORS
+from lattice_operator.ports.errors import AdapterError
+from lattice_operator.ports.sprites import SpriteBackend
 
 
 class InstrumentedBackend:

@@ -6,10 +6,10 @@ import logging
 from collections.abc import Iterable
 
 from lattice_adapters.kube import KubeApiError, KubeClient, resource_path
+from lattice_operator.api.object_ref import ObjectRef
 from lattice_operator.builders import (
     REPORTING_CONTROLLER,
     RUN_UID_LABEL,
-    ObjectRef,
     notice_event,
     receipt_event,
 )

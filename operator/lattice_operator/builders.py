@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from lattice_operator.api.object_ref import ObjectRef
 from lattice_operator.api.v1alpha1 import Intent, Run
 from lattice_operator.api.v1alpha1.intent import SpriteCreateParams
 from lattice_operator.api.v1alpha1.run import RunTemplate
@@ -18,26 +18,6 @@ RECEIPT_ANNOTATION = "lattice.dev/receipt"
 REPORTING_CONTROLLER = "lattice.dev/operator"
 RUN_UID_LABEL = "lattice.dev/run-uid"
 NOTE_CHARS = 1024
-
-
-@dataclass(frozen=True)
-class ObjectRef:
-    """Enough of an object to point an Event at it."""
-
-    api_version: str
-    kind: str
-    namespace: str
-    name: str
-    uid: str
-
-    def to_wire(self) -> dict[str, str]:
-        return {
-            "apiVersion": self.api_version,
-            "kind": self.kind,
-            "namespace": self.namespace,
-            "name": self.name,
-            "uid": self.uid,
-        }
 
 
 def camel_reason(event: str) -> str:

@@ -16,8 +16,8 @@ from typing import Protocol
 import sprites
 from sprites.session import kill_session as sdk_kill_session
 
-from lattice_adapters import errors
 from lattice_adapters.sprites import RetryPolicy, SpritesAdapter, SpritesCredentials
+from lattice_operator.ports import errors
 
 
 def http_status(error: BaseException) -> int | None:

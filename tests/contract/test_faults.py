@@ -12,8 +12,8 @@ import time
 import pytest
 import sprites
 
-from lattice_adapters import errors
 from lattice_adapters.sprites import RetryPolicy, SpritesAdapter, WsExecSession
+from lattice_operator.ports import errors
 from tests.contract._drivers import AdapterDriver, Driver
 from tests.contract.conftest import Target, local_target
 from tests.support.sprites_server import LocalSprites

@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Self
 
-from lattice_adapters.errors import ExitStatusUnknown, NotFound
-from lattice_operator.backend import (
+from lattice_operator.ports.errors import ExitStatusUnknown, NotFound
+from lattice_operator.ports.sprites import (
     CheckpointInfo,
     ExecOutput,
     FileStat,

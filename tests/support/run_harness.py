@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from lattice_operator.api.object_ref import ObjectRef
 from lattice_operator.api.v1alpha1 import Run
-from lattice_operator.builders import ObjectRef
 from lattice_operator.lifeloop.receipts import LifecycleReceipt
 from lattice_operator.ports import Grants, SpriteView
 from lattice_operator.reconcilers.run_driver import RunDriver

@@ -9,7 +9,7 @@ import celpy
 import pytest
 from celpy.adapter import json_to_cel
 
-from lattice_operator.admission_config import (
+from lattice_operator.handlers.admission_config import (
     APPROVAL_HANDLER,
     APPROVAL_MATCH,
     GRANTS_HANDLER,

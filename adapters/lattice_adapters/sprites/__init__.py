@@ -8,7 +8,7 @@ credentials read from a Kubernetes Secret or the environment:
         session = await backend.exec("box", ["sh", "-c", "echo hi"])
         async for chunk in session: ...
 
-Errors are those of `lattice_adapters.errors`; see `_adapter` for what the SDK lacks and
+Errors are those of `lattice_operator.ports.errors`; see `_adapter` for what the SDK lacks and
 how the gaps are filled.
 """
 

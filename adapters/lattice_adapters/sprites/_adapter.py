@@ -20,7 +20,7 @@ Gaps in sprites-py 0.7.2 filled here at the HTTP/WebSocket level:
   the shared HTTP client's hook raises our exceptions before the SDK sees the response.
 
 Every public method translates httpx, websockets and SDK exceptions into
-`lattice_adapters.errors`, and retries per `RetryPolicy` where that is safe.
+`lattice_operator.ports.errors`, and retries per `RetryPolicy` where that is safe.
 """
 
 from __future__ import annotations
@@ -42,19 +42,20 @@ import sprites
 from pydantic import ValidationError
 
 from lattice_adapters._duration import format_duration
-from lattice_adapters.errors import (
-    AdapterError,
-    InvalidRequest,
-    OperationFailed,
-    ProtocolError,
-)
 from lattice_adapters.sprites._credentials import SpritesCredentials
 from lattice_adapters.sprites._exec import WsExecSession
 from lattice_adapters.sprites._http import RedactingLogger, build_http_client
 from lattice_adapters.sprites._retry import RetryPolicy, Sleep, call_with_retry
 from lattice_adapters.sprites._translate import translate_exception
 from lattice_operator.api.v1alpha1.sprite import BackendStatus, NetworkRule, SpriteService, UrlAuth
-from lattice_operator.backend import (
+from lattice_operator.clock import Clock, SystemClock
+from lattice_operator.ports.errors import (
+    AdapterError,
+    InvalidRequest,
+    OperationFailed,
+    ProtocolError,
+)
+from lattice_operator.ports.sprites import (
     CheckpointInfo,
     FileStat,
     KillEvent,
@@ -65,7 +66,6 @@ from lattice_operator.backend import (
     SpriteInfo,
     SpritePage,
 )
-from lattice_operator.clock import Clock, SystemClock
 
 T = TypeVar("T")
 _CHECKPOINT_ID = re.compile(r"\b(v\d+)\b")

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, SecretStr, field_validator
 
-from lattice_adapters.errors import CredentialsMissing, InvalidRequest
+from lattice_operator.ports.errors import CredentialsMissing, InvalidRequest
 
 DEFAULT_API_URL = "https://api.sprites.dev"
 TOKEN_KEYS = ("SPRITES_TOKEN", "SPRITE_TOKEN", "token")

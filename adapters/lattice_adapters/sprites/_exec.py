@@ -29,15 +29,15 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from lattice_adapters.errors import (
+from lattice_adapters.sprites._translate import translate_exception
+from lattice_operator.ports.errors import (
     AdapterError,
     ExitStatusUnknown,
     InvalidRequest,
     ProtocolError,
     Timeout,
 )
-from lattice_adapters.sprites._translate import translate_exception
-from lattice_operator.backend import ExecOutput
+from lattice_operator.ports.sprites import ExecOutput
 
 STDIN, STDOUT, STDERR, EXIT, STDIN_EOF = 0, 1, 2, 3, 4
 REPLAY_QUIET = 0.1

@@ -20,9 +20,9 @@ from typing import Any
 
 import httpx
 
-from lattice_adapters.errors import InvalidRequest
 from lattice_adapters.sprites._credentials import SpritesCredentials
 from lattice_adapters.sprites._translate import error_from_response, redact
+from lattice_operator.ports.errors import InvalidRequest
 
 USER_AGENT = "lattice-operator (sprites-py/0.7.2)"
 

@@ -14,14 +14,14 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from lattice_adapters.errors import (
+from lattice_operator.clock import Clock, SystemClock
+from lattice_operator.ports.errors import (
     AdapterError,
     ExitStatusUnknown,
     RateLimited,
     Timeout,
     TransportError,
 )
-from lattice_operator.clock import Clock, SystemClock
 
 T = TypeVar("T")
 Sleep = Callable[[float], Awaitable[None]]

@@ -22,7 +22,7 @@ from websockets.exceptions import (
     WebSocketException,
 )
 
-from lattice_adapters.errors import (
+from lattice_operator.ports.errors import (
     AdapterError,
     Conflict,
     InvalidRequest,

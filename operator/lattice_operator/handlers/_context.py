@@ -12,8 +12,8 @@ from lattice_operator.settings import OperatorSettings
 if TYPE_CHECKING:
     from lattice_adapters.kube import KubeClient
     from lattice_adapters.kube_events import ReceiptEvents
-    from lattice_operator.backend import SpriteBackend
     from lattice_operator.policy import CompiledPolicy
+    from lattice_operator.ports.sprites import SpriteBackend
 
 
 @dataclass

@@ -14,15 +14,15 @@ import kopf
 from prometheus_client import start_http_server
 
 from lattice_adapters import tls
-from lattice_adapters.errors import CredentialsMissing
 from lattice_adapters.instrumented import instrumented
 from lattice_adapters.kube import KubeApiError, KubeClient, KubeConfig, resource_path
 from lattice_adapters.kube_events import ReceiptEvents
 from lattice_adapters.sprites import SpritesAdapter, load_credentials
-from lattice_operator.admission_config import webhook_configurations
 from lattice_operator.handlers._context import OperatorContext, context_of
+from lattice_operator.handlers.admission_config import webhook_configurations
 from lattice_operator.metrics import REGISTRY
 from lattice_operator.policy import compile_policy
+from lattice_operator.ports.errors import CredentialsMissing
 from lattice_operator.settings import WebhookSettings
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     if ours.webhook.managed:
         server = _RegisteringServer(server, ctx, ours.webhook.managed)
     settings.admission.server = server
-    # We register the configurations ourselves (see lattice_operator.admission_config).
+    # We register the configurations ourselves (see lattice_operator.handlers.admission_config).
     settings.admission.managed = None
 
     ctx.kube = KubeClient(KubeConfig.load())

@@ -10,16 +10,16 @@ import kopf
 from pydantic import ValidationError
 
 from lattice_adapters.kube import resource_path
-from lattice_operator.admission_config import (
+from lattice_operator.api.v1alpha1 import Run, Sprite
+from lattice_operator.api.v1alpha1.intentpolicy import IntentPolicySpec
+from lattice_operator.handlers._context import context_of
+from lattice_operator.handlers.admission_config import (
     APPROVAL_HANDLER,
     GRANTS_HANDLER,
     POLICY_HANDLER,
     RUN_OWNER_HANDLER,
     RUN_POLICY_HANDLER,
 )
-from lattice_operator.api.v1alpha1 import Run, Sprite
-from lattice_operator.api.v1alpha1.intentpolicy import IntentPolicySpec
-from lattice_operator.handlers._context import context_of
 from lattice_operator.metrics import APPROVALS
 from lattice_operator.policy import PolicyInvalid, compile_policy
 from lattice_operator.reconcilers.approvals import (

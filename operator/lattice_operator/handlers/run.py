@@ -12,14 +12,15 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from lattice_adapters.errors import AdapterError, NotFound
 from lattice_adapters.kube import KubeApiError, resource_path
+from lattice_operator.api.object_ref import ObjectRef
 from lattice_operator.api.v1alpha1 import API_VERSION, TERMINAL_RUN_PHASES, Run, Sprite
-from lattice_operator.builders import REPORTING_CONTROLLER, ObjectRef, notice_event
+from lattice_operator.builders import REPORTING_CONTROLLER, notice_event
 from lattice_operator.handlers._context import OperatorContext, context_of
 from lattice_operator.handlers.sprite import IndexedSprites
 from lattice_operator.metrics import REGISTRY, PhaseCollector, reconcile_timer
 from lattice_operator.ports import Grants
+from lattice_operator.ports.errors import AdapterError, NotFound
 from lattice_operator.reconcilers.run_driver import RunDriver
 from lattice_operator.reconcilers.run_retention import Expired, expired_runs
 from lattice_operator.reconcilers.sprite_claims import RunClaim

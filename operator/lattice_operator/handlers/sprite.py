@@ -11,12 +11,12 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from lattice_adapters.errors import AdapterError
 from lattice_adapters.kube import KubeApiError, resource_path
 from lattice_operator.api.v1alpha1 import Sprite
 from lattice_operator.handlers._context import OperatorContext, context_of
 from lattice_operator.metrics import RECONCILE_SECONDS, RECONCILES, STATUS_PATCHES
 from lattice_operator.ports import SpriteView
+from lattice_operator.ports.errors import AdapterError
 from lattice_operator.reconcilers.fleet import FleetObserver
 from lattice_operator.reconcilers.sprite import (
     SpriteBackendError,

@@ -31,7 +31,6 @@ from collections.abc import Iterable
 
 from pydantic import Field
 
-from lattice_operator.api._model import ApiModel
 from lattice_operator.clock import Clock
 from lattice_operator.lifeloop.classes import RetryClass
 from lattice_operator.lifeloop.ledger import (
@@ -53,9 +52,10 @@ from lattice_operator.lifeloop.vocabulary import (
     IntegrationMode,
     SupportState,
 )
-from lattice_operator.protocol._text import clip
+from lattice_operator.modeling import ApiModel
 from lattice_operator.protocol.merge import CommittedEvent
 from lattice_operator.protocol.models import EventType
+from lattice_operator.text import clip
 
 CLIENT_ID = "lattice"
 ADAPTER_ID = "sprites"

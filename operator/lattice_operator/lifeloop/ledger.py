@@ -31,7 +31,6 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 from ulid import ULID
 
-from lattice_operator.api._model import ApiModel
 from lattice_operator.clock import Clock
 from lattice_operator.lifeloop.classes import FailureClass, RetryClass
 from lattice_operator.lifeloop.errors import ReceiptRequestError
@@ -41,6 +40,7 @@ from lattice_operator.lifeloop.receipts import (
     PayloadReceipt,
 )
 from lattice_operator.lifeloop.vocabulary import IntegrationMode, LifecycleEvent, ReceiptStatus
+from lattice_operator.modeling import ApiModel
 
 IDEMPOTENCY_MEMORY = 32
 """Idempotency keys remembered (and persisted) per ledger, most recent first out last."""

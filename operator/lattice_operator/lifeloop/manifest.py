@@ -212,7 +212,7 @@ SPRITES_MANIFEST = validate_manifest(
             harness_task_id=SupportState.NATIVE,
         ),
         # Every class a receipt or a backend error of this adapter can carry (receipts
-        # from the Run driver's failure table; errors from lattice_adapters.errors).
+        # from the Run driver's failure table; errors from lattice_operator.ports.errors).
         failure_modes=[
             FailureClass.TRANSPORT_ERROR,
             FailureClass.TIMEOUT,

@@ -103,7 +103,7 @@ async def run_events(kube: Any, args: Mapping[str, Any]) -> dict[str, Any]:
 
 async def run_receipts(kube: Any, args: Mapping[str, Any]) -> dict[str, Any]:
     from lattice_adapters.kube import resource_path
-    from lattice_operator.cli._runs import receipt_event_params, receipts_from_events
+    from lattice_operator.receipt_reader import receipt_event_params, receipts_from_events
 
     namespace = _str(args, "namespace", "default")
     run = await kube.get(_path("runs", namespace, _str(args, "name")))

@@ -7,8 +7,8 @@ from lattice_operator.policy.classify import (
     Decision,
     classify,
     compile_policy,
-    intent_document,
 )
+from lattice_operator.policy.document import intent_document
 
 __all__ = [
     "DEFAULT_DECISION",

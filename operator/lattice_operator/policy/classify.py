@@ -73,19 +73,6 @@ def compile_policy(name: str, spec: IntentPolicySpec) -> CompiledPolicy:
     return CompiledPolicy(name, spec, tuple(compiled))
 
 
-def intent_document(metadata: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
-    """What rules see as `intent`: identifying metadata and the spec, never status."""
-    return {
-        "metadata": {
-            "name": metadata.get("name", ""),
-            "namespace": metadata.get("namespace", ""),
-            "labels": dict(metadata.get("labels") or {}),
-            "annotations": dict(metadata.get("annotations") or {}),
-        },
-        "spec": spec,
-    }
-
-
 def classify(
     intent: dict[str, Any],
     policies: Sequence[CompiledPolicy],

@@ -5,6 +5,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from lattice_operator.policy.document import intent_document
+
 _RUN = {"spriteRef": {"name": "s"}, "command": ["true"]}
 
 _PARAMS: dict[str, dict[str, Any]] = {
@@ -37,7 +39,6 @@ _PARAMS: dict[str, dict[str, Any]] = {
 @functools.cache
 def _build() -> tuple[dict[str, Any], ...]:
     from lattice_operator.api.v1alpha1.intent import INTENT_KINDS, IntentSpec, params_field
-    from lattice_operator.policy.classify import intent_document
 
     docs = []
     for kind in INTENT_KINDS:

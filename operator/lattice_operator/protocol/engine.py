@@ -44,7 +44,6 @@ from typing import Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from lattice_operator.protocol._text import clip, excerpt
 from lattice_operator.protocol.errors import EngineStateError, OutboxGapError
 from lattice_operator.protocol.merge import (
     CommittedEvent,
@@ -65,6 +64,7 @@ from lattice_operator.protocol.violations import (
     ViolationCategory,
     ViolationSource,
 )
+from lattice_operator.text import clip, excerpt
 
 Canonical = Literal["outbox", "stdout"]
 

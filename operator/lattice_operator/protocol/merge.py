@@ -27,7 +27,7 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import Field
 
-from lattice_operator.api._model import ApiModel
+from lattice_operator.modeling import ApiModel
 from lattice_operator.protocol.models import EVENT_ADAPTER, EventData, EventType, ProtocolEvent
 from lattice_operator.protocol.parse import Rejection
 

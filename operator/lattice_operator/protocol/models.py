@@ -24,7 +24,7 @@ from typing import Annotated, Any, Literal, NotRequired, Union, cast, get_args, 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter
 from typing_extensions import TypedDict
 
-from lattice_operator.api._model import CHECKPOINT_ID_PATTERN
+from lattice_operator.modeling import CHECKPOINT_ID_PATTERN
 
 PROTOCOL_VERSION = "v1"
 LINE_PREFIX = b"LATTICE_EVENT "

@@ -27,7 +27,6 @@ from typing import Any, NamedTuple, cast
 import pydantic_core
 from pydantic import ValidationError
 
-from lattice_operator.protocol._text import clip
 from lattice_operator.protocol.models import (
     EVENT_DATA_ADAPTER,
     PROTOCOL_VERSION,
@@ -35,6 +34,7 @@ from lattice_operator.protocol.models import (
     EventType,
 )
 from lattice_operator.protocol.violations import REASON_CHARS, ViolationCategory
+from lattice_operator.text import clip
 
 _EVENT_TYPES = frozenset(t.value for t in EventType)
 # The SchemaValidator itself: TypeAdapter.validate_json adds a Python frame per event.

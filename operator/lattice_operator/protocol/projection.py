@@ -36,13 +36,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints
 
-from lattice_operator.api._model import PRESERVE_UNKNOWN, ApiModel
-from lattice_operator.protocol._text import clip
+from lattice_operator.modeling import PRESERVE_UNKNOWN, ApiModel
 from lattice_operator.protocol.errors import UnknownActionRequestError
 from lattice_operator.protocol.merge import CommittedEvent
 from lattice_operator.protocol.models import ActionName, AdjustmentType, EventType
 from lattice_operator.protocol.parse import compact_size
 from lattice_operator.protocol.violations import Violation
+from lattice_operator.text import clip
 
 STATUS_BUDGET_BYTES = 64 * 1024
 """The projection never serialises (camelCase JSON) larger than this."""

@@ -16,8 +16,8 @@ from io import BytesIO as _BytesIO
 from itertools import accumulate, compress, count, repeat
 from operator import is_, is_not
 
-from lattice_operator.protocol._text import clip
 from lattice_operator.protocol.models import LINE_PREFIX
+from lattice_operator.text import clip
 
 _PREFIX_LEN = len(LINE_PREFIX)
 _removeprefix = bytes.removeprefix

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from lattice_operator.api._model import ApiModel
+from lattice_operator.modeling import ApiModel
 
 EXCERPT_CHARS = 120
 """How much of an offending line a violation quotes."""

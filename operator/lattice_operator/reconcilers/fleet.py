@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from lattice_adapters.errors import AdapterError, NotFound
 from lattice_operator.api.v1alpha1 import Sprite
 from lattice_operator.api.v1alpha1.sprite import NetworkPolicy
-from lattice_operator.backend import SpriteBackend, SpriteInfo
 from lattice_operator.clock import Clock
+from lattice_operator.ports.errors import AdapterError, NotFound
+from lattice_operator.ports.sprites import SpriteBackend, SpriteInfo
 from lattice_operator.reconcilers.sprite import (
     SpriteBackendError,
     SpriteReconcileError,

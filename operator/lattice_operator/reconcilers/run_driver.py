@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from lattice_adapters.errors import AdapterError, ExitStatusUnknown, NotFound
+from lattice_operator.api.object_ref import ObjectRef
 from lattice_operator.api.v1alpha1 import Run, RunAttempt, RunStatus, set_condition
 from lattice_operator.api.v1alpha1.run import (
     ActionResult,
@@ -33,8 +33,7 @@ from lattice_operator.api.v1alpha1.run import (
     RunReceiptsStatus,
     SequenceRange,
 )
-from lattice_operator.backend import CheckpointInfo, ExecSession, SpriteBackend
-from lattice_operator.builders import ObjectRef, environment_change_intent
+from lattice_operator.builders import environment_change_intent
 from lattice_operator.lifeloop.builder import RunReceipts
 from lattice_operator.lifeloop.classes import FailureClass, RetryClass
 from lattice_operator.lifeloop.mapping import RunTransition
@@ -54,6 +53,8 @@ from lattice_operator.ports import (
     RunStatusWriter,
     SpriteDirectory,
 )
+from lattice_operator.ports.errors import AdapterError, ExitStatusUnknown, NotFound
+from lattice_operator.ports.sprites import CheckpointInfo, ExecSession, SpriteBackend
 from lattice_operator.protocol.engine import FeedResult, RunEventEngine
 from lattice_operator.protocol.inputs import validate_resume_inputs
 from lattice_operator.protocol.models import EventType

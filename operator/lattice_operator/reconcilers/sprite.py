@@ -18,11 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from lattice_adapters.errors import AdapterError, NotFound
 from lattice_operator.api.v1alpha1 import Sprite, SpriteStatus, set_condition
 from lattice_operator.api.v1alpha1.sprite import NetworkPolicy, SpriteServiceStatus
-from lattice_operator.backend import SpriteBackend, SpriteInfo
 from lattice_operator.errors import LatticeError
+from lattice_operator.ports.errors import AdapterError, NotFound
+from lattice_operator.ports.sprites import SpriteBackend, SpriteInfo
 
 OWNER_LABEL_PREFIX = "lattice-owner-"
 

@@ -181,7 +181,7 @@ def test_static_ownership_lifeloop_core_imports_no_client_or_framework_modules()
         "lattice_operator.lifeloop",
         "lattice_operator.errors",
         "lattice_operator.clock",
-        "lattice_operator.api._model",
+        "lattice_operator.modeling",
     )
     for name in core:
         tree = ast.parse((LIFELOOP / name).read_text())

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from lattice_adapters.errors import AdapterError
 from lattice_operator.lifeloop import (
     SPRITES_MANIFEST,
     AdapterManifest,
@@ -25,6 +24,7 @@ from lattice_operator.lifeloop import (
 )
 from lattice_operator.lifeloop.manifest import manifest_problems
 from lattice_operator.lifeloop.mapping import LIFECYCLE_MAP
+from lattice_operator.ports.errors import AdapterError
 from lattice_operator.protocol import EventType, RunEventEngine
 from lattice_operator.reconcilers.run_driver import FAILURE_CLASSES
 from tests.unit.lifeloop.support import committed, receipts

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
+from lattice_operator.api.object_ref import ObjectRef
 from lattice_operator.api.v1alpha1 import Intent, Run, Sprite
 from lattice_operator.builders import (
-    ObjectRef,
     environment_change_intent,
     notice_event,
     run_for_intent,

@@ -6,7 +6,11 @@ import json
 from typing import Any
 
 from lattice_operator.builders import RECEIPT_ANNOTATION, RUN_UID_LABEL
-from lattice_operator.cli._runs import dropped_receipts, receipt_event_params, receipts_from_events
+from lattice_operator.receipt_reader import (
+    dropped_receipts,
+    receipt_event_params,
+    receipts_from_events,
+)
 
 
 def _event(sequence: int, receipt_id: str) -> dict[str, Any]:

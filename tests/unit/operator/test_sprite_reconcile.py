@@ -8,10 +8,10 @@ from typing import Any, cast
 
 import pytest
 
-from lattice_adapters.errors import AdapterError, NotFound, TransportError
 from lattice_operator.api.v1alpha1 import Sprite
 from lattice_operator.api.v1alpha1.sprite import NetworkRule, SpriteService, UrlAuth
-from lattice_operator.backend import ServiceInfo, SpriteBackend, SpriteInfo, SpritePage
+from lattice_operator.ports.errors import AdapterError, NotFound, TransportError
+from lattice_operator.ports.sprites import ServiceInfo, SpriteBackend, SpriteInfo, SpritePage
 from lattice_operator.reconcilers.fleet import FleetObserver
 from lattice_operator.reconcilers.sprite import (
     SpriteBackendError,

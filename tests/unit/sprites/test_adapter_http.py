@@ -11,9 +11,9 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from lattice_adapters import errors
 from lattice_adapters.sprites import RetryPolicy, SpritesAdapter, SpritesCredentials
 from lattice_adapters.sprites._http import RedactingLogger, build_http_client
+from lattice_operator.ports import errors
 
 TOKEN = "org/7/unit-secret"
 BASE = "http://sprites.test:8080"

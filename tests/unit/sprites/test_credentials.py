@@ -6,7 +6,6 @@ import base64
 
 import pytest
 
-from lattice_adapters import errors
 from lattice_adapters.sprites import (
     DEFAULT_API_URL,
     SpritesAdapter,
@@ -14,6 +13,7 @@ from lattice_adapters.sprites import (
     credentials_from_secret,
     load_credentials,
 )
+from lattice_operator.ports import errors
 
 TOKEN = "my-org/1234/s3cr3t-value"
 

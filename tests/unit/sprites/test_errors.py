@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from lattice_adapters import errors
 from lattice_operator.lifeloop import FailureClass, RetryClass
+from lattice_operator.ports import errors
 
 EXPECTED = {
     errors.NotFound: (FailureClass.STATE_CONFLICT, RetryClass.RETRY_AFTER_REREAD),

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pydantic import SecretStr
 
-import lattice_adapters.errors
 import lattice_adapters.sprites
 import lattice_adapters.sprites_local
-import lattice_operator.backend
+import lattice_operator.ports.errors
+import lattice_operator.ports.sprites
 from lattice_operator.ports import SpriteBackend
 
 
@@ -41,7 +41,7 @@ def test_local_server_surface() -> None:
 
 
 def test_the_adapter_implements_every_port_method() -> None:
-    port = lattice_operator.backend.SpriteBackend
+    port = lattice_operator.ports.sprites.SpriteBackend
     wanted = {n for n in vars(port) if not n.startswith("_")}
     missing = {
         n for n in wanted if not callable(getattr(lattice_adapters.sprites.SpritesAdapter, n, None))
@@ -61,5 +61,5 @@ async def test_the_adapter_is_a_sprite_backend_for_the_type_checker() -> None:
 
 
 def test_errors_surface() -> None:
-    for name in lattice_adapters.errors.__all__:
-        assert issubclass(getattr(lattice_adapters.errors, name), Exception)
+    for name in lattice_operator.ports.errors.__all__:
+        assert issubclass(getattr(lattice_operator.ports.errors, name), Exception)

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from lattice_adapters import errors
 from lattice_adapters.sprites import RetryPolicy, call_with_retry
+from lattice_operator.ports import errors
 from tests.support.clock import FakeClock
 
 

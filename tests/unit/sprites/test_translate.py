@@ -12,13 +12,13 @@ from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosedError, InvalidStatus
 from websockets.http11 import Response
 
-from lattice_adapters import errors
 from lattice_adapters.sprites._translate import (
     error_from_response,
     parse_retry_after,
     redact,
     translate_exception,
 )
+from lattice_operator.ports import errors
 
 SECRET = "org/42/very-secret"
 

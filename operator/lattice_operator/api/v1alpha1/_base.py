@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import Field
 
-from lattice_operator.api._model import (
+from lattice_operator.modeling import (
     CHECKPOINT_ID_PATTERN,
     DNS_LABEL,
     DNS_SUBDOMAIN,

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import asyncio
 
-from lattice_adapters.errors import InvalidRequest, TransportError
 from lattice_operator.lifeloop.vocabulary import LifecycleEvent
 from lattice_operator.ports import SpriteView
+from lattice_operator.ports.errors import InvalidRequest, TransportError
 from tests.support.fake_backend import OUTBOX, FakeProcess
 from tests.support.run_harness import BACKEND_SPRITE, Harness, run_doc
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 
-from lattice_adapters.errors import TransportError
 from lattice_operator.lifeloop.vocabulary import LifecycleEvent
+from lattice_operator.ports.errors import TransportError
 from tests.support.fake_backend import FakeProcess
 from tests.support.run_harness import BACKEND_SPRITE, Harness
 
@@ -166,7 +166,7 @@ async def test_the_continuation_command_runs_on_resume(harness: Harness) -> None
 
 
 async def test_a_failed_restore_fails_the_attempt(harness: Harness) -> None:
-    from lattice_adapters.errors import InvalidRequest
+    from lattice_operator.ports.errors import InvalidRequest
 
     _waits(harness)
     harness.start()

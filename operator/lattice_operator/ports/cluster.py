@@ -1,30 +1,14 @@
-"""Protocols the reconcilers depend on; adapters implement them."""
+"""The cluster-side ports of the Run driver: Sprites from memory, grants and secrets, status
+writes and receipt Events (the handlers implement them over kopf and the API server)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from lattice_operator.builders import ObjectRef
-    from lattice_operator.lifeloop.receipts import LifecycleReceipt
-
-from lattice_operator.backend import (
-    CheckpointInfo,
-    ExecOutput,
-    ExecSession,
-    FileStat,
-    KillEvent,
-    KillResult,
-    ServiceEvent,
-    ServiceInfo,
-    SessionInfo,
-    SpriteBackend,
-    SpriteInfo,
-    SpritePage,
-)
-from lattice_operator.clock import Clock, SystemClock
+from lattice_operator.api.object_ref import ObjectRef
+from lattice_operator.lifeloop.receipts import LifecycleReceipt
 
 
 @dataclass(frozen=True)
@@ -115,23 +99,9 @@ class ReceiptPublisher(Protocol):
 
 __all__ = [
     "ActionServices",
-    "CheckpointInfo",
-    "Clock",
-    "ExecOutput",
-    "ExecSession",
-    "FileStat",
     "Grants",
-    "KillEvent",
-    "KillResult",
     "ReceiptPublisher",
     "RunStatusWriter",
-    "ServiceEvent",
-    "ServiceInfo",
-    "SessionInfo",
-    "SpriteBackend",
     "SpriteDirectory",
-    "SpriteInfo",
-    "SpritePage",
     "SpriteView",
-    "SystemClock",
 ]

@@ -1,7 +1,8 @@
-"""The one exception tree of `lattice_adapters`.
+"""The Sprites backend port's errors: the one exception tree every backend adapter raises.
 
-Errors from httpx, websockets and the Sprites SDK are translated into these at the adapter
-boundary and never leak upward. Each class names its Lifeloop failure class; the retry class
+They belong to the port, not to an adapter: the reconcilers decide on them, and each
+adapter translates httpx, websocket and SDK errors into them at its boundary (nothing else
+leaks upward). Each class names its Lifeloop failure class; the retry class
 defaults to the contract's table and is tightened where blind retry would be unsafe
 (`ExitStatusUnknown`: the command may have run, so reread before acting).
 

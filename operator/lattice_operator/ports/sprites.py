@@ -2,7 +2,7 @@
 
 `SpriteBackend` is implemented by `lattice_adapters.sprites.SpritesAdapter` (the Fly.io
 Sprites API, or the local Sprites-compatible server). Every method is async; every failure
-is an exception of `lattice_adapters.errors`, each carrying a Lifeloop failure class.
+is an exception of `lattice_operator.ports.errors`, each carrying a Lifeloop failure class.
 
 Inputs reuse the CRD models where they already say the right thing (`SpriteService`,
 `NetworkRule`); outputs are small frozen models defined here.

@@ -1,7 +1,7 @@
 """The base of every API model: camelCase on the wire, schema helpers, shared patterns.
 
-Import-light on purpose (no kind models here), so that the protocol engine and
-Lifeloop can build on it while the kind models embed what they define.
+Below every layer on purpose (no kind models here): the protocol engine and Lifeloop
+build their status models on it, and the kind models in `api/` embed those.
 """
 
 from __future__ import annotations

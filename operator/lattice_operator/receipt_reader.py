@@ -1,0 +1,70 @@
+"""Reading receipts back from the Events the operator posted (the inverse of `builders`).
+
+Pure over Event listings, so that `lattice logs --receipts` and the cluster MCP tools trust
+and parse receipts the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from lattice_operator.builders import RECEIPT_ANNOTATION, REPORTING_CONTROLLER, RUN_UID_LABEL
+
+
+def receipt_event_params(run: dict[str, Any]) -> dict[str, str]:
+    """List parameters for the receipt Events of exactly this Run: by its uid, not its name,
+    so a Run deleted and created again under the same name never shows the old one's."""
+    return {"labelSelector": f"{RUN_UID_LABEL}={run['metadata']['uid']}"}
+
+
+def receipts_from_events(
+    listing: dict[str, Any], *, instance: str | None = None
+) -> tuple[list[dict[str, Any]], int]:
+    """The receipts carried by a listing of Events, in sequence order, and how many Events
+    carried one but were not trusted: not reported by the operator's controller (or by the
+    given instance), or not a well-formed receipt. Anyone allowed to post Events can copy
+    our annotation; only the operator's own count."""
+    receipts: list[dict[str, Any]] = []
+    untrusted = 0
+    for item in listing.get("items", []):
+        annotations = (item.get("metadata") or {}).get("annotations") or {}
+        if RECEIPT_ANNOTATION not in annotations:
+            continue  # a notice, not a receipt
+        ours = item.get("reportingController") == REPORTING_CONTROLLER and (
+            instance is None or item.get("reportingInstance") == instance
+        )
+        receipt = _well_formed_receipt(annotations[RECEIPT_ANNOTATION]) if ours else None
+        if receipt is None:
+            untrusted += 1
+            continue
+        receipt["reporting_instance"] = str(item.get("reportingInstance") or "")
+        receipts.append(receipt)
+    receipts.sort(key=lambda r: (r["sequence"] or 0, r["receipt_id"]))
+    return receipts, untrusted
+
+
+def _well_formed_receipt(text: object) -> dict[str, Any] | None:
+    try:
+        value = json.loads(str(text))
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    if not isinstance(value, dict):
+        return None
+    sequence = value.get("sequence")
+    if sequence is not None and (not isinstance(sequence, int) or isinstance(sequence, bool)):
+        return None
+    required = ("receipt_id", "event", "status")
+    if not all(isinstance(value.get(k), str) for k in required):
+        return None
+    value.setdefault("sequence", None)
+    return value
+
+
+def dropped_receipts(run: dict[str, Any]) -> int:
+    """Receipts the operator did not post as Events (the per-Run rate limit), from the status."""
+    receipts = (run.get("status") or {}).get("receipts") or {}
+    return int(receipts.get("eventsDropped") or 0)
+
+
+__all__ = ["dropped_receipts", "receipt_event_params", "receipts_from_events"]
