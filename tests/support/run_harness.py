@@ -19,7 +19,7 @@ from lattice_operator.api.object_ref import ObjectRef
 from lattice_operator.api.v1alpha1 import Run
 from lattice_operator.lifeloop.receipts import LifecycleReceipt
 from lattice_operator.ports import Grants, SpriteView
-from lattice_operator.reconcilers.run_driver import RunDriver
+from lattice_operator.reconcilers.run import RunDriver
 from lattice_operator.settings import RunTimings
 from tests.support.fake_backend import FakeBackend
 

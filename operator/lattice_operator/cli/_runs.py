@@ -91,7 +91,7 @@ def resume(
 ) -> None:
     """Resume a Waiting Run (or Intent) with inputs, checked against what its WAITING expects."""
     from lattice_operator.protocol.inputs import validate_resume_inputs
-    from lattice_operator.reconcilers.run_driver import resume_digest
+    from lattice_operator.reconcilers.run import resume_digest
 
     plural, name = _target(target)
     obj = _get(namespace, plural, name)

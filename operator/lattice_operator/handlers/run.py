@@ -21,7 +21,7 @@ from lattice_operator.handlers.sprite import IndexedSprites
 from lattice_operator.metrics import REGISTRY, PhaseCollector, reconcile_timer
 from lattice_operator.ports import Grants
 from lattice_operator.ports.errors import AdapterError, NotFound
-from lattice_operator.reconcilers.run_driver import RunDriver
+from lattice_operator.reconcilers.run import RunDriver
 from lattice_operator.reconcilers.run_retention import Expired, expired_runs
 from lattice_operator.reconcilers.sprite_claims import RunClaim
 

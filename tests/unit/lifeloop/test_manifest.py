@@ -26,7 +26,7 @@ from lattice_operator.lifeloop.manifest import manifest_problems
 from lattice_operator.lifeloop.mapping import LIFECYCLE_MAP
 from lattice_operator.ports.errors import AdapterError
 from lattice_operator.protocol import EventType, RunEventEngine
-from lattice_operator.reconcilers.run_driver import FAILURE_CLASSES
+from lattice_operator.reconcilers.run import FAILURE_CLASSES
 from tests.unit.lifeloop.support import committed, receipts
 from tests.unit.protocol.streams import PREFIX, SPRITE, WORK, ev, info
 

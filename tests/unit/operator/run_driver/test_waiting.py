@@ -176,3 +176,41 @@ async def test_a_failed_restore_fails_the_attempt(harness: Harness) -> None:
     await harness.finished()
     assert (harness.phase, harness.condition()["reason"]) == ("Failed", "ResumeFailed")
     assert harness.status["attempts"][-1]["failureClass"] == "state_conflict"
+
+
+async def test_a_run_waiting_across_an_operator_restart_still_resumes(harness: Harness) -> None:
+    _waits(harness)
+    harness.start()
+    await harness.until_phase("Waiting")
+    await harness.stop()
+    harness.start()
+    harness.edit_spec(resume={"checkpointId": "v1", "inputs": {"approved": True}})
+    status = await harness.finished()
+    assert status["phase"] == "Succeeded"
+    assert status["events"]["eventCount"] == 4
+
+
+async def test_a_resume_recorded_before_a_crash_is_applied_by_the_next_operator(
+    harness: Harness,
+) -> None:
+    _waits(harness)
+    harness.start()
+    await harness.until_phase("Waiting")
+    await harness.stop()
+    # The previous operator recorded the resume (phase Resuming) and died before applying it.
+    harness.edit_spec(resume={"checkpointId": "v1", "inputs": {"approved": True}})
+    status = dict(harness.doc["status"])
+    status["resume"] = {
+        **status["resume"],
+        "requestedDigest": "sha256:x",
+        "inputs": {"approved": True},
+    }
+    for cond in status["conditions"]:
+        if cond["type"] == "Succeeded":
+            cond["reason"] = "Resuming"
+    status["phase"] = "Resuming"
+    harness.doc["status"] = status
+    harness.start()
+    final = await harness.finished()
+    assert final["phase"] == "Succeeded", final
+    assert final["resume"]["count"] == 1

@@ -1,0 +1,380 @@
+"""Driving one Run: the fixed order of steps on every pass, and how attempts end.
+
+One `RunDriver` per active Run (a kopf daemon owns it). Every pass follows one order
+(after Tekton's TaskRun reconciler): done? → canceled? → timed out? → act on the phase
+(start, follow after a restart, wait and resume). The work is done by small parts that
+share the Run's `RunRecorder`: `SessionRunner` (exec sessions), `ProtocolFiles` (outbox,
+resume.json, exit and credential files), `ActionHandler` (what the sprite asks for) and
+`Resumer` (WAITING and resume); what to do is decided by the pure functions of
+`decisions`.
+
+Everything that must survive a restart is in the Run's status and written in the same
+patch: the phase and conditions, the exec session id, the stream cursor (outbox offset,
+counts, digest), the receipt ledger state, the resume bookkeeping. A restarted operator
+re-attaches to a live session (the merger drops the replayed scrollback) or, if the
+session ended meanwhile, recovers from the outbox and the exit file the command wrapper
+leaves behind. An unknown exit is never a success.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from lattice_operator.api.object_ref import ObjectRef
+from lattice_operator.api.v1alpha1 import Run
+from lattice_operator.lifeloop.classes import FailureClass
+from lattice_operator.lifeloop.mapping import RunTransition
+from lattice_operator.ports import (
+    ActionServices,
+    AdapterError,
+    Clock,
+    ReceiptPublisher,
+    RunStatusWriter,
+    SpriteBackend,
+    SpriteDirectory,
+)
+from lattice_operator.reconcilers.grants import run_policy_refusal
+from lattice_operator.reconcilers.run.actions import ActionHandler
+from lattice_operator.reconcilers.run.decisions import (
+    SessionEnd,
+    auto_resume,
+    ending_transition,
+    failure_class,
+    judge,
+    requested_resume,
+    retries_left,
+)
+from lattice_operator.reconcilers.run.files import REREAD_BYTES, ProtocolFiles
+from lattice_operator.reconcilers.run.reasons import EndReason, Reason
+from lattice_operator.reconcilers.run.recorder import RunRecorder
+from lattice_operator.reconcilers.run.resume import Resumer
+from lattice_operator.reconcilers.run.session import SessionRunner
+from lattice_operator.reconcilers.run.stopping import Stop, Stopper
+from lattice_operator.settings import RunTimings
+
+
+class RunDriver:
+    """Everything one Run needs while it is active."""
+
+    def __init__(
+        self,
+        run: Run,
+        *,
+        view: Callable[[], Run],
+        backend: SpriteBackend,
+        sprites: SpriteDirectory,
+        writer: RunStatusWriter,
+        publisher: ReceiptPublisher,
+        clock: Clock,
+        timings: RunTimings,
+        stopped: asyncio.Event,
+        actions: ActionServices | None = None,
+    ) -> None:
+        meta = run.metadata
+        self.ref = ObjectRef(
+            api_version=run.api_version,
+            kind="Run",
+            namespace=meta.namespace or "default",
+            name=meta.name,
+            uid=meta.uid or meta.name,
+        )
+        self._view = view
+        self._sprites = sprites
+        self._clock = clock
+        self._timings = timings
+        self._stopper = Stopper(stopped)
+        self.recorder = RunRecorder(
+            run,
+            ref=self.ref,
+            writer=writer,
+            publisher=publisher,
+            clock=clock,
+            patch_interval=timings.patch_interval,
+        )
+        self.files = ProtocolFiles(backend, self.recorder)
+        self.actions = ActionHandler(actions, recorder=self.recorder, files=self.files, clock=clock)
+        self.sessions = SessionRunner(
+            backend=backend,
+            recorder=self.recorder,
+            files=self.files,
+            clock=clock,
+            timings=timings,
+            stopper=self._stopper,
+            view=view,
+            on_outbox=self.actions.handle,
+        )
+        self.resumer = Resumer(
+            backend=backend,
+            recorder=self.recorder,
+            files=self.files,
+            clock=clock,
+            stopper=self._stopper,
+        )
+
+    # -- the loop -------------------------------------------------------------------------
+
+    async def drive(self) -> None:
+        """Run until the Run is done or the daemon is stopped."""
+        recorder = self.recorder
+        try:
+            await recorder.audit()
+            await self.actions.recall_secrets(self._view())
+            while not self._stopper.stopped:
+                run = self._view()
+                recorder.generation = run.metadata.generation
+                if recorder.is_done():
+                    break
+                if run.spec.cancel:
+                    await self._cancel()
+                    break
+                if run.has_timed_out(self._clock.now()):
+                    await self._fail(run, EndReason.TIMEOUT, _timed_out(run))
+                    break
+                await self._step(run)
+        except Stop:
+            pass
+        finally:
+            await recorder.flush(force=True)
+            self.files.close()
+
+    async def _step(self, run: Run) -> None:
+        phase = self.recorder.phase
+        if phase == "Waiting":
+            await self._waiting(run)
+        elif phase == "Resuming":
+            self._engine(run)
+            await self._resume(run)
+        elif phase in ("Starting", "Running") and self.recorder.status.session_id:
+            await self._follow(run)
+        else:
+            await self._start(run)
+
+    def _engine(self, run: Run) -> None:
+        if self.files.sprite is None:
+            raise RuntimeError("the Run has no sprite yet")
+        self.recorder.engine_for(self.files.sprite, run.work_item_id())
+
+    async def _hold(self, reason: Reason, message: str) -> None:
+        self.recorder.set("Unknown", reason, message)
+        await self.recorder.flush()
+        await self._stopper.sleep(self._timings.sprite_wait)
+
+    # -- phases ---------------------------------------------------------------------------
+
+    async def _start(self, run: Run) -> None:
+        recorder = self.recorder
+        name = run.spec.sprite_ref.name
+        sprite = self._sprites.lookup(self.ref.namespace, name)
+        if sprite is None or not sprite.ready or sprite.backend_name is None:
+            why = sprite.reason if sprite else f"Sprite {name!r} not found"
+            await self._hold(Reason.SPRITE_NOT_READY, f"waiting for the Sprite: {why}")
+            return
+        refusal = run_policy_refusal(run, name, sprite.run_policy)
+        if refusal is not None:  # also when admission could not check it (no webhook)
+            await self._fail(run, EndReason.RUN_POLICY, refusal)
+            return
+        first = self._sprites.holder(self.ref.namespace, name, self.ref.uid)
+        if first is not None:
+            await self._hold(Reason.SPRITE_BUSY, f"waiting for Run {first}, which has the Sprite")
+            return
+        self.files.sprite = sprite.backend_name
+        recorder.status.sprite_name = sprite.backend_name
+        attempt = recorder.begin_attempt()
+        recorder.set(
+            "Unknown", Reason.STARTING, f"attempt {attempt.number}: starting the exec session"
+        )
+        recorder.emit(
+            recorder.receipts.for_transition(RunTransition.EXEC_STARTING, key=recorder.tag())
+        )
+        await recorder.flush(force=True)
+        try:
+            await self.files.prepare_workspace()
+            if recorder.status.outbox_start is None:
+                await self.files.claim()
+            self._engine(run)
+            if attempt.number > 1 or recorder.status.session_segment > 1:
+                recorder.require_engine().restart_session(
+                    outbox_size=await self.files.outbox_size()
+                )
+            session = await self.sessions.start(run, list(run.spec.command))
+        except AdapterError as exc:
+            # Classed by what the adapter said: a dropped connection or a throttled request
+            # is retried (safe_retry), a refused or unknown sprite is not.
+            await self._attempt_failed(
+                run, EndReason.START_FAILED, f"could not start: {exc}", failure=exc.failure_class
+            )
+            if recorder.phase == "Pending":
+                await self._stopper.sleep(self._timings.start_retry_wait)
+            return
+        await self._session_over(run, await self.sessions.follow(run, session, resumed=False))
+
+    async def _follow(self, run: Run) -> None:
+        """After a restart, with the session id known: attach, or recover from disk."""
+        recorder = self.recorder
+        self._engine(run)
+        # The stdout stream was lost with the previous operator process.
+        key = f"{recorder.tag()}:restart:{self._clock.monotonic()}"
+        recorder.emit(
+            recorder.receipts.for_transition(
+                RunTransition.STDOUT_LOST,
+                key=key,
+                evidence="the operator restarted while the session was running",
+            )
+        )
+        # Re-read the outbox tail before the cursor: checks the cursor's digest and lets
+        # the merger recognise stdout copies of those lines in an unmarked replay.
+        await self.files.read_outbox(reread=REREAD_BYTES)
+        session = await self.sessions.reattach()
+        if session is None:
+            await self._session_over(run, SessionEnd(await self.files.read_exit_code()))
+            return
+        recorder.emit(
+            recorder.receipts.for_transition(
+                RunTransition.STDOUT_RESTORED,
+                key=f"{recorder.tag()}:restart:{self._clock.monotonic()}",
+                evidence=f"re-attached to session {session.session_id} after a restart",
+            )
+        )
+        end = await self.sessions.follow(run, session, resumed=False, attached=True)
+        await self._session_over(run, end)
+
+    async def _waiting(self, run: Run) -> None:
+        self._engine(run)
+        await self.actions.handle(run)
+        recorder = self.recorder
+        answer = auto_resume(recorder.require_engine().status(), recorder.status.action_results)
+        if answer is not None:
+            await self.resumer.begin(answer.digest, answer.inputs, answer=answer.request_id)
+            await self._resume(run)
+            return
+        digest = requested_resume(run, recorder.status.resume)
+        if digest is not None:
+            if await self.resumer.request(run, digest):
+                await self._resume(run)
+            return
+        await recorder.flush()
+        await self._stopper.sleep(self._timings.idle_poll)
+
+    async def _resume(self, run: Run) -> None:
+        """Restore, write resume.json, re-execute: every step safe to repeat after a crash."""
+        try:
+            await self.resumer.restore(run)
+        except AdapterError as exc:
+            await self._attempt_failed(run, EndReason.RESUME_FAILED, f"resume failed: {exc}")
+            return
+        argv = list(run.spec.continuation_command or run.spec.command)
+        try:
+            session = await self.sessions.start(run, argv)
+        except AdapterError as exc:
+            await self._attempt_failed(
+                run,
+                EndReason.START_FAILED,
+                f"could not start the continuation: {exc}",
+                failure=exc.failure_class,
+            )
+            return
+        self.recorder.ack_due = True
+        await self._session_over(run, await self.sessions.follow(run, session, resumed=True))
+
+    # -- endings ----------------------------------------------------------------------------
+
+    async def _session_over(self, run: Run, end: SessionEnd) -> None:
+        recorder = self.recorder
+        engine = recorder.require_engine()
+        await self.files.read_outbox(final=True)
+        recorder.absorb(engine.end_session(end.exit_code))
+        if recorder.status.attempts:
+            recorder.status.attempts[-1].exit_code = end.exit_code
+        if end.killed_for == "Canceled":
+            await self._cancel(killed=True)
+            return
+        if end.killed_for == "Timeout":
+            await self._fail(run, EndReason.TIMEOUT, _timed_out(run))
+            return
+        await self.actions.handle(run)
+        events = engine.status()
+        if events.state == "Waiting" and events.waiting is not None:
+            recorder.emit(
+                recorder.receipts.for_transition(
+                    RunTransition.EXEC_EXITED, key=recorder.tag(), exit_code=end.exit_code
+                )
+            )
+            await self.resumer.enter_waiting()
+            return
+        recorder.emit(
+            recorder.receipts.for_transition(
+                ending_transition(events, end), key=recorder.tag(), exit_code=end.exit_code
+            )
+        )
+        reason, message = judge(events, end)
+        if reason is None:
+            await self.actions.remove_credentials()
+            recorder.finish_attempt("Succeeded", message)
+            done = Reason.COMPLETED if events.completion else Reason.EXITED
+            recorder.set("True", done, message)
+            recorder.status.completion_time = self._clock.now()
+            await recorder.flush(force=True)
+            return
+        await self._attempt_failed(run, reason, message)
+
+    async def _attempt_failed(
+        self, run: Run, reason: str, message: str, *, failure: FailureClass | None = None
+    ) -> None:
+        recorder = self.recorder
+        failure = failure_class(reason, failure)
+        retry = failure.default_retry
+        recorder.finish_attempt("Failed", message, failure, retry)
+        attempts = len(recorder.status.attempts)
+        if not retries_left(reason, failure, attempts, run.spec.retries):
+            await self._fail(run, reason, message, failure=failure)
+            return
+        session_id = recorder.status.session_id
+        if reason == EndReason.SESSION_LOST and session_id and self.files.sprite:
+            # It may still be running where we cannot see it: never two copies at once.
+            await self.sessions.kill(session_id)
+        recorder.status.session_id = None
+        recorder.set(
+            "Unknown",
+            Reason.PENDING,
+            f"attempt {attempts} failed ({reason}: {message}); retrying ({failure}, {retry})",
+        )
+        await recorder.flush(force=True)
+
+    async def _fail(
+        self, run: Run, reason: str, message: str, *, failure: FailureClass | None = None
+    ) -> None:
+        recorder = self.recorder
+        await self.actions.remove_credentials()
+        session_id = recorder.status.session_id
+        if reason == EndReason.TIMEOUT and session_id and self.files.sprite:
+            await self.sessions.kill(session_id)
+            recorder.emit(
+                recorder.receipts.for_transition(RunTransition.TIMED_OUT, key=recorder.tag())
+            )
+        failure = failure_class(reason, failure)
+        if recorder.attempt_open():
+            recorder.finish_attempt("Failed", message, failure, failure.default_retry)
+        recorder.set("False", EndReason(reason), message)
+        recorder.status.completion_time = self._clock.now()
+        await recorder.flush(force=True)
+
+    async def _cancel(self, *, killed: bool = False) -> None:
+        recorder = self.recorder
+        session_id = recorder.status.session_id
+        if not killed and session_id and self.files.sprite:
+            await self.sessions.kill(session_id)
+        await self.actions.remove_credentials()
+        recorder.emit(recorder.receipts.for_transition(RunTransition.CANCELED, key=recorder.tag()))
+        if recorder.attempt_open():
+            recorder.finish_attempt("Canceled", "canceled by spec.cancel")
+        recorder.set("False", Reason.CANCELED, "canceled by spec.cancel")
+        recorder.status.completion_time = self._clock.now()
+        await recorder.flush(force=True)
+
+
+def _timed_out(run: Run) -> str:
+    return f"timeoutSeconds ({run.spec.timeout_seconds}) elapsed"
+
+
+__all__ = ["RunDriver"]

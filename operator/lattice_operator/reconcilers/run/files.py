@@ -1,0 +1,131 @@
+"""The protocol files a Run reads and writes in its sprite: the outbox, resume.json, the exit
+file the command wrapper leaves, and the credentials delivered to it."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+from lattice_operator.metrics import OUTBOX_LAG
+from lattice_operator.ports import AdapterError, NotFound, SpriteBackend
+from lattice_operator.reconcilers.run.decisions import outbox_start
+from lattice_operator.reconcilers.run.recorder import RunRecorder
+
+log = logging.getLogger(__name__)
+
+LATTICE_DIR = "/workspace/.lattice"
+OUTBOX_PATH = f"{LATTICE_DIR}/outbox.jsonl"
+RESUME_PATH = f"{LATTICE_DIR}/resume.json"
+PREVIOUS_RESUME_PATH = f"{LATTICE_DIR}/resume.previous.json"
+"""Where a new Run moves the resume file an earlier Run left (never read by the operator)."""
+EXIT_DIR = f"{LATTICE_DIR}/exit"
+OUTBOX_TAIL_BYTES = 64 * 1024
+"""How much of the outbox's end a new Run reads to find the last complete line."""
+REREAD_BYTES = 1024 * 1024
+"""How much of the outbox before the cursor a restarted operator reads again."""
+
+
+class ProtocolFiles:
+    """One Run's view of its sprite's protocol files."""
+
+    def __init__(self, backend: SpriteBackend, recorder: RunRecorder) -> None:
+        self._backend = backend
+        self._recorder = recorder
+        self.sprite: str | None = recorder.status.sprite_name
+        self._outbox_lag = 0
+
+    def _sprite(self) -> str:
+        if self.sprite is None:
+            raise RuntimeError("the Run has no sprite yet")
+        return self.sprite
+
+    def exit_file(self) -> str:
+        return f"{EXIT_DIR}/{self._recorder.ref.uid}-{self._recorder.tag()}"
+
+    async def prepare_workspace(self) -> None:
+        # Creates /workspace/.lattice/ (and its exit/ folder) before the program runs.
+        await self._backend.write_file(self._sprite(), f"{EXIT_DIR}/.keep", b"", atomic=False)
+
+    async def claim(self) -> None:
+        """Make the protocol files this Run's own before its first session (safe to repeat:
+        nothing has run yet). An earlier Run's resume file is moved aside, and the outbox's
+        current length (to its last line end) becomes where this Run's lines begin: the
+        protocol fixes both paths, so they are shared by every Run on the Sprite."""
+        sprite = self._sprite()
+        with contextlib.suppress(NotFound):
+            await self._backend.rename(sprite, RESUME_PATH, PREVIOUS_RESUME_PATH)
+        size = await self.outbox_size()
+        tail, offset = b"", 0
+        if size:
+            offset = max(0, size - OUTBOX_TAIL_BYTES)
+            tail = await self._backend.read_file(sprite, OUTBOX_PATH, offset=offset)
+            tail = tail[: size - offset]
+        start = outbox_start(size, tail, offset)
+        status = self._recorder.status
+        status.outbox_start = start
+        status.cursor = status.cursor.model_copy(update={"outbox_offset": start})
+        self._recorder.changed()
+        await self._recorder.flush(force=True)
+
+    async def outbox_size(self) -> int:
+        try:
+            return (await self._backend.stat(self._sprite(), OUTBOX_PATH)).size
+        except NotFound:
+            return 0
+
+    async def read_outbox(self, *, final: bool = False, reread: int = 0) -> None:
+        """Consume the outbox from the cursor (from `reread` bytes before it, if given)."""
+        engine = self._recorder.require_engine()
+        reread = max(reread, engine.recheck_span())  # the last line again: still there?
+        offset = max(0, engine.cursor.outbox_offset - reread)
+        try:
+            data = await self._backend.read_file(self._sprite(), OUTBOX_PATH, offset=offset)
+        except NotFound:
+            data = b""
+        except AdapterError as exc:
+            log.warning("run %s: outbox read failed: %s", self._recorder.ref.name, exc)
+            return
+        self._recorder.absorb(engine.feed_outbox(data, offset, final=final))
+        lag = offset + len(data) - engine.cursor.outbox_offset
+        OUTBOX_LAG.inc(lag - self._outbox_lag)
+        self._outbox_lag = lag
+
+    async def read_exit_code(self) -> int | None:
+        try:
+            text = await self._backend.read_file(self._sprite(), self.exit_file())
+        except AdapterError:
+            return None
+        try:
+            return int(text.strip())
+        except ValueError:
+            return None
+
+    async def write_resume(self, payload: bytes) -> None:
+        await self._backend.write_file(self._sprite(), RESUME_PATH, payload, atomic=True)
+
+    async def write_credential(self, path: str, value: bytes) -> None:
+        await self._backend.write_file(self._sprite(), path, value, mode=0o600, atomic=True)
+
+    async def remove(self, paths: list[str]) -> None:
+        """Remove delivered credentials (a failure is logged: the next pass tries again)."""
+        if self.sprite is None:
+            return
+        for path in paths:
+            try:
+                await self._backend.delete_file(self.sprite, path)
+            except AdapterError as exc:
+                log.warning("run %s: could not remove %s: %s", self._recorder.ref.name, path, exc)
+
+    def close(self) -> None:
+        OUTBOX_LAG.dec(self._outbox_lag)
+        self._outbox_lag = 0
+
+
+__all__ = [
+    "EXIT_DIR",
+    "OUTBOX_PATH",
+    "PREVIOUS_RESUME_PATH",
+    "REREAD_BYTES",
+    "RESUME_PATH",
+    "ProtocolFiles",
+]

@@ -1,0 +1,257 @@
+"""One exec session of a Run: started (or re-attached), followed to its end.
+
+Stdout goes to the event engine as it arrives; the outbox is read every
+`outbox_interval` and at once when stdout shows events the outbox has not yet; a socket
+that drops without an exit frame is re-attached (the outbox still has every event). The
+session is stopped by the operator for a cancel, a timeout, or work after WAITING.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from lattice_operator.api.v1alpha1 import Run
+from lattice_operator.clock import Clock
+from lattice_operator.lifeloop.mapping import RunTransition
+from lattice_operator.ports import (
+    AdapterError,
+    ExecSession,
+    ExitStatusUnknown,
+    NotFound,
+    SpriteBackend,
+)
+from lattice_operator.reconcilers.run.decisions import SessionEnd, wrapped_command
+from lattice_operator.reconcilers.run.files import ProtocolFiles
+from lattice_operator.reconcilers.run.reasons import Reason
+from lattice_operator.reconcilers.run.recorder import RunRecorder
+from lattice_operator.reconcilers.run.stopping import SessionLostError, Stop, Stopper
+from lattice_operator.settings import RunTimings
+
+log = logging.getLogger(__name__)
+
+QUEUE_SIZE = 256
+"""Output chunks held between the socket and the engine (back-pressure beyond that)."""
+
+
+class SessionRunner:
+    """Starts, re-attaches and follows a Run's exec sessions."""
+
+    def __init__(
+        self,
+        *,
+        backend: SpriteBackend,
+        recorder: RunRecorder,
+        files: ProtocolFiles,
+        clock: Clock,
+        timings: RunTimings,
+        stopper: Stopper,
+        view: Callable[[], Run],
+        on_outbox: Callable[[Run], Awaitable[None]],
+    ) -> None:
+        self._backend = backend
+        self._recorder = recorder
+        self._files = files
+        self._clock = clock
+        self._timings = timings
+        self._stopper = stopper
+        self._view = view
+        self._on_outbox = on_outbox
+        """Called after each outbox read (the driver answers new action requests)."""
+
+    def _sprite(self) -> str:
+        if self._files.sprite is None:
+            raise RuntimeError("the Run has no sprite yet")
+        return self._files.sprite
+
+    async def start(self, run: Run, argv: list[str]) -> ExecSession:
+        """A new session running `argv` under the protocol's environment and the exit
+        wrapper; its id is in the status at once (a crash from here on re-attaches)."""
+        status = self._recorder.status
+        sprite = self._sprite()
+        env = {
+            "LATTICE_SPRITE_ID": sprite,
+            "LATTICE_WORK_ITEM_ID": run.work_item_id(),
+            "LATTICE_RUN": self._recorder.ref.name,
+            "LATTICE_SESSION": str(status.session_segment),
+            **{e.name: e.value for e in run.spec.env},
+        }
+        session = await self._backend.exec(
+            sprite,
+            wrapped_command(argv, env, self._files.exit_file()),
+            workdir=run.spec.working_dir,
+            tty=run.spec.tty,
+            stdin=False,
+            max_run_after_disconnect=0,
+        )
+        status.session_id = session.session_id
+        attempt = status.attempts[-1]
+        attempt.session_id = session.session_id
+        attempt.start_time = attempt.start_time or self._clock.now()
+        if status.start_time is None:
+            status.start_time = self._clock.now()
+        self._recorder.receipts.set_session(session.session_id)
+        self._recorder.changed()
+        return session
+
+    async def reattach(self) -> ExecSession | None:
+        """The session again if it is still running; None if it has ended."""
+        session_id = self._recorder.status.session_id
+        if session_id is None:
+            return None
+        sprite = self._sprite()
+        deadline = self._clock.monotonic() + self._timings.reattach_deadline
+        delay = 0.2
+        while True:
+            try:
+                sessions = await self._backend.list_sessions(sprite)
+                if all(s.id != session_id for s in sessions):
+                    return None
+                return await self._backend.attach(sprite, session_id)
+            except NotFound:
+                return None
+            except AdapterError as exc:
+                if self._clock.monotonic() > deadline:
+                    log.warning("run %s: giving up re-attaching: %s", self._recorder.ref.name, exc)
+                    raise SessionLostError(str(exc)) from exc
+                self._recorder.set(
+                    "Unknown", Reason.REATTACHING, f"re-attaching to the session: {exc}"
+                )
+                await self._recorder.flush()
+                await self._stopper.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    async def follow(
+        self, run: Run, session: ExecSession, *, resumed: bool, attached: bool = False
+    ) -> SessionEnd:
+        """Follow a started (or re-attached) session to its end."""
+        recorder = self._recorder
+        if not attached:
+            transition = RunTransition.RESUME_STARTED if resumed else RunTransition.EXEC_STARTED
+            recorder.emit(recorder.receipts.for_transition(transition, key=recorder.tag()))
+        recorder.set("Unknown", Reason.RUNNING, f"session {session.session_id} is running")
+        await recorder.flush(force=True)
+        try:
+            return await self._stream(run, session)
+        except SessionLostError as exc:
+            log.info("run %s: session lost: %s", recorder.ref.name, exc)
+            return SessionEnd(None, lost=True)
+
+    async def kill(self, session_id: str) -> None:
+        """Stop a session (already over: nothing to do)."""
+        with contextlib.suppress(AdapterError):
+            await self._backend.kill_session(self._sprite(), session_id, grace=5.0)
+
+    def _degraded(self, transition: RunTransition, evidence: str) -> None:
+        recorder = self._recorder
+        key = f"{recorder.tag()}:{self._clock.monotonic()}"
+        recorder.emit(recorder.receipts.for_transition(transition, key=key, evidence=evidence))
+
+    async def _stream(self, run: Run, session: ExecSession) -> SessionEnd:
+        """Follow one session to its end, re-attaching when the socket drops."""
+        engine = self._recorder.require_engine()
+        while True:
+            queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue(maxsize=QUEUE_SIZE)
+            pump = asyncio.create_task(
+                _pump(session, queue), name=f"pump-{self._recorder.ref.name}"
+            )
+            try:
+                end = await self._consume(run, session, queue)
+            finally:
+                pump.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await pump
+                with contextlib.suppress(Exception):
+                    await session.detach()
+            if end is not None:
+                return end
+            # The socket dropped without an exit frame: the outbox still has every event.
+            self._degraded(
+                RunTransition.STDOUT_LOST, "the exec socket closed without an exit frame"
+            )
+            await self._files.read_outbox()
+            reattached = await self.reattach()
+            if reattached is None:
+                return SessionEnd(await self._files.read_exit_code())
+            session = reattached
+            engine.stdout_reattached()
+            self._degraded(
+                RunTransition.STDOUT_RESTORED, f"re-attached to session {session.session_id}"
+            )
+            self._recorder.set(
+                "Unknown", Reason.RUNNING, f"session {session.session_id} re-attached"
+            )
+            await self._recorder.flush()
+
+    async def _consume(
+        self, run: Run, session: ExecSession, queue: asyncio.Queue[tuple[str, Any]]
+    ) -> SessionEnd | None:
+        """Feed output and the outbox until exit (an end) or socket loss (None)."""
+        recorder = self._recorder
+        engine = recorder.require_engine()
+        next_outbox = self._clock.monotonic()
+        waiting_since: float | None = None
+        while True:
+            if self._stopper.stopped:
+                raise Stop
+            now = self._clock.monotonic()
+            idle = self._timings.idle_poll
+            wait = max(0.0, min(next_outbox - now, recorder.wait_time(idle), idle))
+            try:
+                kind, value = await asyncio.wait_for(queue.get(), timeout=wait)
+            except TimeoutError:
+                kind, value = "tick", None
+            if kind == "out":
+                recorder.absorb(engine.feed_stdout(value))
+            elif kind == "replay":
+                recorder.absorb(engine.feed_stdout(value, replay=True))
+            elif kind == "exit":
+                await self._files.read_outbox()
+                return SessionEnd(int(value))
+            elif kind == "lost":
+                return None
+            if engine.outbox_behind or self._clock.monotonic() >= next_outbox:
+                await self._files.read_outbox()
+                await self._on_outbox(run)
+                next_outbox = self._clock.monotonic() + self._timings.outbox_interval
+            if engine.gate == "waiting":
+                waiting_since = waiting_since or self._clock.monotonic()
+                grace = self._timings.waiting_exit_grace
+                if self._clock.monotonic() - waiting_since >= grace:
+                    # The protocol: once you emit WAITING, stop. It did not: it is stopped.
+                    recorder.violation(
+                        "work_after_waiting",
+                        f"the session was still running {grace:g}s after its WAITING: stopped",
+                    )
+                    return await self._stop(session, "AfterWaiting")
+            latest = self._view()
+            if latest.spec.cancel:
+                return await self._stop(session, "Canceled")
+            if latest.has_timed_out(self._clock.now()):
+                return await self._stop(session, "Timeout")
+            await recorder.flush()
+
+    async def _stop(self, session: ExecSession, why: str) -> SessionEnd:
+        await self.kill(session.session_id)
+        await self._files.read_outbox()
+        return SessionEnd(None, killed_for=why)
+
+
+async def _pump(session: ExecSession, queue: asyncio.Queue[tuple[str, Any]]) -> None:
+    try:
+        async for chunk in session:
+            if chunk.stream == "stdout":
+                await queue.put(("replay" if chunk.replay else "out", chunk.data))
+        code = session.exit_code
+        await queue.put(("exit", code) if code is not None else ("lost", None))
+    except ExitStatusUnknown:
+        await queue.put(("lost", None))
+    except AdapterError as exc:
+        log.info("exec stream ended: %s", exc)
+        await queue.put(("lost", None))
+
+
+__all__ = ["SessionRunner"]
