@@ -9,6 +9,7 @@ from typing import Any
 from lattice_operator.api.object_ref import ObjectRef
 from lattice_operator.api.v1alpha1 import Intent, Run
 from lattice_operator.api.v1alpha1.intent import SpriteCreateParams
+from lattice_operator.api.v1alpha1.resources import API_VERSION
 from lattice_operator.api.v1alpha1.run import RunTemplate
 from lattice_operator.lifeloop.receipts import LifecycleReceipt
 from lattice_operator.protocol.projection import ProposalStatus
@@ -127,7 +128,7 @@ def run_for_intent(intent: Intent, template: RunTemplate) -> dict[str, Any]:
     spec = template.to_wire()
     spec["intentRef"] = {"name": intent.metadata.name}
     return {
-        "apiVersion": "lattice.dev/v1alpha1",
+        "apiVersion": API_VERSION,
         "kind": "Run",
         "metadata": {
             "name": run_name(intent),
@@ -142,7 +143,7 @@ def run_for_intent(intent: Intent, template: RunTemplate) -> dict[str, Any]:
 def sprite_for_intent(intent: Intent, params: SpriteCreateParams) -> dict[str, Any]:
     """The Sprite a sprite_create Intent creates (not owned: a sprite outlives the Intent)."""
     return {
-        "apiVersion": "lattice.dev/v1alpha1",
+        "apiVersion": API_VERSION,
         "kind": "Sprite",
         "metadata": {
             "name": params.name,
@@ -187,7 +188,7 @@ def environment_change_intent(
         "scope": proposal.scope,
     }
     return {
-        "apiVersion": "lattice.dev/v1alpha1",
+        "apiVersion": API_VERSION,
         "kind": "Intent",
         "metadata": {
             "name": f"{run.metadata.name[:230]}-env-{proposal.line}",

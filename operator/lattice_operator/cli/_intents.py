@@ -16,6 +16,7 @@ Reason = Annotated[str, typer.Option("--reason", "-r", help="Why (recorded with 
 
 def _decide(intent: str, namespace: str, decision: str, reason: str) -> None:
     from lattice_adapters.kube import KubeApiError, resource_path
+    from lattice_operator.api.v1alpha1.resources import INTENTS
     from lattice_operator.reconcilers.approvals import (
         REQUEST,
         ApprovalRefused,
@@ -23,7 +24,7 @@ def _decide(intent: str, namespace: str, decision: str, reason: str) -> None:
         raw_spec_digest,
     )
 
-    path = resource_path("lattice.dev", "v1alpha1", "intents", namespace, intent)
+    path = resource_path(*INTENTS.gvp, namespace, intent)
     try:
         current: dict[str, Any] = kube_call(lambda kube: kube.get(path))
     except KubeApiError as exc:

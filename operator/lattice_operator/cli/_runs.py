@@ -158,8 +158,9 @@ def _target(text: str) -> tuple[str, str]:
 
 def _path(namespace: str, plural: str, name: str) -> str:
     from lattice_adapters.kube import resource_path
+    from lattice_operator.api.v1alpha1.resources import GROUP, VERSION
 
-    return resource_path("lattice.dev", "v1alpha1", plural, namespace, name)
+    return resource_path(GROUP, VERSION, plural, namespace, name)
 
 
 def _get(namespace: str, plural: str, name: str) -> dict[str, Any]:

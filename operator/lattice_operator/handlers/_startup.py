@@ -19,6 +19,7 @@ from lattice_adapters.kube import KubeApiError, KubeClient, KubeConfig, resource
 from lattice_adapters.kube_events import ReceiptEvents
 from lattice_adapters.sprites import SpritesAdapter, load_credentials
 from lattice_operator.handlers._context import OperatorContext, context_of
+from lattice_operator.handlers._writes import create_or_exists, create_or_patch
 from lattice_operator.handlers.admission_config import webhook_configurations
 from lattice_operator.metrics import REGISTRY
 from lattice_operator.policy import compile_policy
@@ -102,12 +103,7 @@ async def register_webhooks(kube: KubeClient, name: str, client_config: dict[str
     approvals)."""
     for plural, body in webhook_configurations(name, client_config).items():
         collection = resource_path("admissionregistration.k8s.io", "v1", plural)
-        try:
-            await kube.create(collection, body)
-        except KubeApiError as exc:
-            if exc.status != 409:
-                raise
-            await kube.merge_patch(f"{collection}/{name}", {"webhooks": body["webhooks"]})
+        await create_or_patch(kube, collection, body, {"webhooks": body["webhooks"]})
         log.info("registered %s %s", plural, name)
 
 
@@ -184,9 +180,5 @@ async def _ensure_peering(kube: KubeClient, name: str, namespaces: tuple[str, ..
             "kind": kind,
             "metadata": {"name": name, **({"namespace": ns} if ns else {})},
         }
-        try:
-            await kube.create(resource_path("kopf.dev", "v1", plural, ns), body)
+        if await create_or_exists(kube, resource_path("kopf.dev", "v1", plural, ns), body):
             log.info("created %s %s", kind, name)
-        except KubeApiError as exc:
-            if not exc.conflict:
-                raise

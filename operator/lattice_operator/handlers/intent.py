@@ -15,9 +15,17 @@ from pydantic import ValidationError
 from lattice_adapters.kube import KubeApiError, resource_path
 from lattice_operator.api.v1alpha1 import Intent, Run, Sprite, set_condition
 from lattice_operator.api.v1alpha1.intentpolicy import IntentPolicy, IntentPolicySpec
+from lattice_operator.api.v1alpha1.resources import (
+    INTENT_POLICIES,
+    INTENTS,
+    RUNS,
+    SPRITES,
+    resource_of_kind,
+)
 from lattice_operator.builders import INTENT_LABEL
 from lattice_operator.builders import run_name as run_name_of
 from lattice_operator.handlers._context import OperatorContext, context_of
+from lattice_operator.handlers._writes import create_or_exists
 from lattice_operator.metrics import (
     AWAITING_APPROVAL_SECONDS,
     INTENT_DECISIONS,
@@ -32,7 +40,6 @@ from lattice_operator.reconcilers.approvals import parse_records
 from lattice_operator.reconcilers.intent import TERMINAL, IntentPlan, IntentWorld, reconcile_intent
 
 log = logging.getLogger(__name__)
-GROUP, VERSION = "lattice.dev", "v1alpha1"
 
 
 def parse_intent(body: kopf.Body) -> Intent:
@@ -45,7 +52,7 @@ def parse_intent(body: kopf.Body) -> Intent:
 # -- indexes: what the pipeline reads, from memory ---------------------------------------------
 
 
-@kopf.index(GROUP, VERSION, "intentpolicies")
+@kopf.index(*INTENT_POLICIES.gvp)
 async def compiled_policies(body: kopf.Body, **_: Any) -> dict[str, tuple[str, CompiledPolicy]]:
     name = body.metadata.name or ""
     try:
@@ -57,13 +64,13 @@ async def compiled_policies(body: kopf.Body, **_: Any) -> dict[str, tuple[str, C
     return {body.metadata.namespace or "": (name, compiled)}
 
 
-@kopf.index(GROUP, VERSION, "runs")
+@kopf.index(*RUNS.gvp)
 async def runs_by_name(body: kopf.Body, **_: Any) -> dict[tuple[str, str], Run]:
     run = Run.model_validate(copy.deepcopy(dict(body)))
     return {(run.metadata.namespace or "", run.metadata.name): run}
 
 
-@kopf.index(GROUP, VERSION, "intents")
+@kopf.index(*INTENTS.gvp)
 async def intent_grants(body: kopf.Body, **_: Any) -> dict[tuple[str, str], tuple[str, Grants]]:
     """What each Intent grants its sprite (and its uid, to post Events on it)."""
     spec = body.get("spec", {})
@@ -85,7 +92,7 @@ async def intent_grants(body: kopf.Body, **_: Any) -> dict[tuple[str, str], tupl
     }
 
 
-@kopf.index(GROUP, VERSION, "intents")
+@kopf.index(*INTENTS.gvp)
 async def intent_phases(body: kopf.Body, **_: Any) -> dict[tuple[str, str], str]:
     phase = str(body.get("status", {}).get("phase") or "Proposed")
     return {(phase, str(body.get("spec", {}).get("kind", ""))): str(body.metadata.uid)}
@@ -129,20 +136,20 @@ def _wake(memo: kopf.Memo, namespace: str | None, name: str | None) -> None:
 
 # kopf calls index functions for every watch event, before any handler, and without a log
 # line per call: the right place for a wake-up. They index nothing.
-@kopf.index(GROUP, VERSION, "intents")
+@kopf.index(*INTENTS.gvp)
 async def wake_on_intent(body: kopf.Body, memo: kopf.Memo, **_: Any) -> dict[str, str]:
     _wake(memo, body.metadata.namespace, body.metadata.name)
     return {}
 
 
-@kopf.index(GROUP, VERSION, "runs")
+@kopf.index(*RUNS.gvp)
 async def wake_on_run(body: kopf.Body, memo: kopf.Memo, **_: Any) -> dict[str, str]:
     ref = body.get("spec", {}).get("intentRef") or {}
     _wake(memo, body.metadata.namespace, ref.get("name"))
     return {}
 
 
-@kopf.index(GROUP, VERSION, "sprites")
+@kopf.index(*SPRITES.gvp)
 async def wake_on_sprite(body: kopf.Body, memo: kopf.Memo, **_: Any) -> dict[str, str]:
     _wake(memo, body.metadata.namespace, body.metadata.labels.get(INTENT_LABEL))
     return {}
@@ -152,9 +159,7 @@ def _open(body: kopf.Body, **_: Any) -> bool:
     return body.get("status", {}).get("phase") not in TERMINAL
 
 
-@kopf.daemon(
-    GROUP, VERSION, "intents", when=_open, cancellation_backoff=2.0, cancellation_timeout=10.0
-)
+@kopf.daemon(*INTENTS.gvp, when=_open, cancellation_backoff=2.0, cancellation_timeout=10.0)
 async def intent_daemon(
     body: kopf.Body, memo: kopf.Memo, stopped: kopf.DaemonStopped, **kwargs: Any
 ) -> None:
@@ -213,7 +218,7 @@ async def _drive_intent(
                     # Decided on an outdated spec: decide again at once on the stored one
                     # (the watch may not have delivered it yet).
                     conflicts += 1
-                    path = resource_path(GROUP, VERSION, "intents", namespace, intent.metadata.name)
+                    path = resource_path(*INTENTS.gvp, namespace, intent.metadata.name)
                     stored = await ctx.require_kube().get(path)
                     fresh = kopf.Body(cast(kopf.RawBody, stored))
                     continue
@@ -240,7 +245,7 @@ async def _apply(ctx: OperatorContext, intent: Intent, plan: IntentPlan, body: k
     the next pass decides again on the new version)."""
     kube = ctx.require_kube()
     namespace = intent.metadata.namespace or ""
-    path = resource_path(GROUP, VERSION, "intents", namespace, intent.metadata.name, "status")
+    path = resource_path(*INTENTS.gvp, namespace, intent.metadata.name, "status")
     status_written = False
     if plan.phase != (intent.status.phase or "Proposed"):
         # A phase change (above all into Approved, after which the spec is frozen) was
@@ -262,20 +267,18 @@ async def _apply(ctx: OperatorContext, intent: Intent, plan: IntentPlan, body: k
             raise
         status_written = True
     for manifest in plan.create:
-        plural = "runs" if manifest["kind"] == "Run" else "sprites"
+        collection = resource_path(*resource_of_kind(manifest["kind"]).gvp, namespace)
         try:
-            await kube.create(resource_path(GROUP, VERSION, plural, namespace), manifest)
+            created = await create_or_exists(kube, collection, manifest)
         except KubeApiError as exc:
-            if exc.conflict and manifest["kind"] == "Run":
-                # Already there: ours from a retried pass, or someone else's. Write nothing
-                # more until a pass sees it (the reconciler adopts only a Run this Intent owns).
-                return status_written
-            if not exc.conflict:  # already there (a retried pass): that is success
-                raise kopf.TemporaryError(
-                    f"cannot create {manifest['kind']}: {exc}", delay=5
-                ) from exc
+            raise kopf.TemporaryError(f"cannot create {manifest['kind']}: {exc}", delay=5) from exc
+        if not created and manifest["kind"] == "Run":
+            # Already there: ours from a retried pass, or someone else's. Write nothing
+            # more until a pass sees it (the reconciler adopts only a Run this Intent owns).
+            # A Sprite already there is a retried pass's: that is success.
+            return status_written
     if plan.run_patch is not None and plan.status.run_ref is not None:
-        path = resource_path(GROUP, VERSION, "runs", namespace, plan.status.run_ref.name)
+        path = resource_path(*RUNS.gvp, namespace, plan.status.run_ref.name)
         with contextlib.suppress(KubeApiError):
             await kube.merge_patch(path, plan.run_patch)
     if not status_written:
@@ -299,9 +302,9 @@ async def _apply(ctx: OperatorContext, intent: Intent, plan: IntentPlan, body: k
 # -- IntentPolicy status --------------------------------------------------------------------
 
 
-@kopf.on.create(GROUP, VERSION, "intentpolicies")
-@kopf.on.update(GROUP, VERSION, "intentpolicies", field="spec")
-@kopf.on.resume(GROUP, VERSION, "intentpolicies")
+@kopf.on.create(*INTENT_POLICIES.gvp)
+@kopf.on.update(*INTENT_POLICIES.gvp, field="spec")
+@kopf.on.resume(*INTENT_POLICIES.gvp)
 async def policy_status(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
     ctx = context_of(memo)
     policy = IntentPolicy.model_validate(copy.deepcopy(dict(body)))

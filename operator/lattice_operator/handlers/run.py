@@ -15,8 +15,10 @@ from pydantic import ValidationError
 from lattice_adapters.kube import KubeApiError, resource_path
 from lattice_operator.api.object_ref import ObjectRef
 from lattice_operator.api.v1alpha1 import API_VERSION, TERMINAL_RUN_PHASES, Run, Sprite
+from lattice_operator.api.v1alpha1.resources import INTENTS, RUNS
 from lattice_operator.builders import REPORTING_CONTROLLER, notice_event
 from lattice_operator.handlers._context import OperatorContext, context_of
+from lattice_operator.handlers._writes import create_or_exists, delete_if_present
 from lattice_operator.handlers.sprite import IndexedSprites
 from lattice_operator.metrics import REGISTRY, PhaseCollector, reconcile_timer
 from lattice_operator.ports import Grants
@@ -26,7 +28,6 @@ from lattice_operator.reconcilers.run_retention import Expired, expired_runs
 from lattice_operator.reconcilers.sprite_claims import RunClaim
 
 log = logging.getLogger(__name__)
-GROUP, VERSION, PLURAL = "lattice.dev", "v1alpha1", "runs"
 
 
 def parse_run(body: kopf.Body) -> Run:
@@ -40,13 +41,13 @@ def _active(body: kopf.Body, **_: Any) -> bool:
     return body.get("status", {}).get("phase") not in TERMINAL_RUN_PHASES
 
 
-@kopf.index(GROUP, VERSION, PLURAL)
+@kopf.index(*RUNS.gvp)
 async def run_phases(body: kopf.Body, **_: Any) -> dict[str, str]:
     """Runs by phase, for the lattice_runs metric (no per-Run label values)."""
     return {str(body.get("status", {}).get("phase") or "Pending"): str(body.metadata.uid)}
 
 
-@kopf.index(GROUP, VERSION, PLURAL)
+@kopf.index(*RUNS.gvp)
 async def run_claims(body: kopf.Body, **_: Any) -> dict[tuple[str, str], RunClaim]:
     """Each Run's claim on its Sprite, to let one Run at a time use a Sprite."""
     run = parse_run(body)
@@ -105,7 +106,7 @@ async def _retention(ctx: OperatorContext, claims: kopf.Index[tuple[str, str], R
 
 
 async def _delete_expired(ctx: OperatorContext, run: Expired) -> None:
-    path = resource_path(GROUP, VERSION, PLURAL, run.namespace, run.name)
+    path = resource_path(*RUNS.gvp, run.namespace, run.name)
     options = {
         "apiVersion": "v1",
         "kind": "DeleteOptions",
@@ -113,11 +114,10 @@ async def _delete_expired(ctx: OperatorContext, run: Expired) -> None:
         "propagationPolicy": "Background",
     }
     try:
-        await ctx.require_kube().request("DELETE", path, body=options)
-        log.info("deleted Run %s/%s: %s", run.namespace, run.name, run.why)
+        if await delete_if_present(ctx.require_kube(), path, options):
+            log.info("deleted Run %s/%s: %s", run.namespace, run.name, run.why)
     except KubeApiError as exc:
-        if not (exc.not_found or exc.conflict):
-            log.warning("could not delete Run %s/%s: %s", run.namespace, run.name, exc)
+        log.warning("could not delete Run %s/%s: %s", run.namespace, run.name, exc)
 
 
 class KubeActions:
@@ -166,14 +166,8 @@ class KubeActions:
             await self._ctx.require_kube().create(path, body)
 
     async def propose(self, manifest: dict[str, Any]) -> None:
-        namespace = manifest["metadata"]["namespace"]
-        try:
-            await self._ctx.require_kube().create(
-                resource_path(GROUP, VERSION, "intents", namespace), manifest
-            )
-        except KubeApiError as exc:
-            if not exc.conflict:
-                raise
+        collection = resource_path(*INTENTS.gvp, manifest["metadata"]["namespace"])
+        await create_or_exists(self._ctx.require_kube(), collection, manifest)
 
 
 class KubeRunStatus:
@@ -183,15 +177,13 @@ class KubeRunStatus:
         self._ctx = ctx
 
     async def write_run_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        path = resource_path(GROUP, VERSION, PLURAL, namespace, name, "status")
+        path = resource_path(*RUNS.gvp, namespace, name, "status")
         await self._ctx.require_kube().merge_patch(path, {"status": status})
 
 
 # When a Run ends, kopf stops its daemon: the stop flag first, then (after the backoff) a
 # cancellation; the backoff lets the driver post the last receipts it just persisted.
-@kopf.daemon(
-    GROUP, VERSION, PLURAL, when=_active, cancellation_backoff=5.0, cancellation_timeout=30.0
-)
+@kopf.daemon(*RUNS.gvp, when=_active, cancellation_backoff=5.0, cancellation_timeout=30.0)
 async def run_daemon(
     body: kopf.Body,
     memo: kopf.Memo,
@@ -247,7 +239,7 @@ async def _drive_run(
             await watcher
 
 
-@kopf.on.delete(GROUP, VERSION, PLURAL)
+@kopf.on.delete(*RUNS.gvp)
 async def run_delete(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     """Kill the Run's session so that nothing keeps running for a deleted Run."""
     ctx = context_of(memo)

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from lattice_adapters.kube import KubeApiError, resource_path
 from lattice_operator.api.v1alpha1 import Sprite
+from lattice_operator.api.v1alpha1.resources import SPRITES
 from lattice_operator.handlers._context import OperatorContext, context_of
 from lattice_operator.metrics import RECONCILE_SECONDS, RECONCILES, STATUS_PATCHES
 from lattice_operator.ports import SpriteView
@@ -30,7 +31,6 @@ from lattice_operator.reconcilers.sprite import (
 from lattice_operator.reconcilers.sprite_claims import RunClaim, holder
 
 log = logging.getLogger(__name__)
-GROUP, VERSION, PLURAL = "lattice.dev", "v1alpha1", "sprites"
 DELETE_ATTEMPTS_ANNOTATION = "lattice.dev/delete-attempts"
 
 
@@ -41,7 +41,7 @@ def parse_sprite(body: kopf.Body) -> Sprite:
         raise kopf.PermanentError(f"invalid Sprite: {exc}") from exc
 
 
-@kopf.index(GROUP, VERSION, PLURAL)
+@kopf.index(*SPRITES.gvp)
 async def sprite_directory(body: kopf.Body, **_: Any) -> dict[tuple[str, str], Sprite]:
     """Every Sprite in memory, by (namespace, name): Runs and the fleet observer read it."""
     sprite = Sprite.model_validate(dict(body))
@@ -85,9 +85,9 @@ class IndexedSprites:
         return [next(iter(v)) for v in self._index.values() if v]
 
 
-@kopf.on.create(GROUP, VERSION, PLURAL)
-@kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
-@kopf.on.resume(GROUP, VERSION, PLURAL)
+@kopf.on.create(*SPRITES.gvp)
+@kopf.on.update(*SPRITES.gvp, field="spec")
+@kopf.on.resume(*SPRITES.gvp)
 async def sprite_reconcile(
     body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, reason: str, **_: Any
 ) -> None:
@@ -135,7 +135,7 @@ async def sprite_reconcile(
     RECONCILES.labels(kind="Sprite", outcome="ok").inc()
 
 
-@kopf.on.delete(GROUP, VERSION, PLURAL)
+@kopf.on.delete(*SPRITES.gvp)
 async def sprite_delete(
     body: kopf.Body, memo: kopf.Memo, retry: int, logger: kopf.Logger, **_: Any
 ) -> None:
@@ -173,9 +173,7 @@ async def sprite_delete(
 
 
 async def _patch_status(ctx: OperatorContext, sprite: Sprite, status: dict[str, Any]) -> None:
-    path = resource_path(
-        GROUP, VERSION, PLURAL, sprite.metadata.namespace, sprite.metadata.name, "status"
-    )
+    path = resource_path(*SPRITES.gvp, sprite.metadata.namespace, sprite.metadata.name, "status")
     with contextlib.suppress(KubeApiError):
         await ctx.require_kube().merge_patch(path, {"status": status})
         STATUS_PATCHES.labels(kind="Sprite").inc()

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from lattice_operator.api.v1alpha1.resources import GROUP, VERSION
 from lattice_operator.mcp.errors import ToolError
 
-GROUP, VERSION = "lattice.dev", "v1alpha1"
 KINDS = ("sprites", "runs", "intents")
 ClusterHandler = Callable[[Any, Mapping[str, Any]], Awaitable[dict[str, Any]]]
 

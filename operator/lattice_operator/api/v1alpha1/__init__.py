@@ -21,6 +21,7 @@ from lattice_operator.api.v1alpha1.intent import (
     IntentStatus,
     params_field,
 )
+from lattice_operator.api.v1alpha1.resources import API_VERSION, VERSION
 from lattice_operator.api.v1alpha1.run import (
     TERMINAL_RUN_PHASES,
     ActionResult,
@@ -43,9 +44,6 @@ from lattice_operator.api.v1alpha1.sprite import (
     SpriteSpec,
     SpriteStatus,
 )
-
-VERSION = "v1alpha1"
-API_VERSION = "lattice.dev/v1alpha1"
 
 __all__ = [
     "API_VERSION",
