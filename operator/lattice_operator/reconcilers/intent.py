@@ -39,6 +39,7 @@ from lattice_operator.builders import run_for_intent, sprite_for_intent
 from lattice_operator.policy import CompiledPolicy, Decision, classify, intent_document
 from lattice_operator.reconcilers.approvals import for_spec, spec_digest
 from lattice_operator.reconcilers.grants import adoption_refusal, owned_by
+from lattice_operator.reconcilers.intent_reasons import WAITING_REASONS, IntentReason
 
 OPERATOR = "lattice-operator"
 AUDIT_LIMIT = 64
@@ -47,23 +48,34 @@ TERMINAL = frozenset({"Succeeded", "Failed", "Rejected", "Canceled"})
 
 # Kinds whose execution needs a capability this installation does not have yet: recorded as
 # Waiting with a reason, never silently succeeded.
-UNAVAILABLE: dict[str, tuple[str, str]] = {
-    "issue_triage": ("NoForgeConfigured", "triaging an issue needs a forge (GitHub) integration"),
-    "issue_plan_approve": ("NoForgeConfigured", "acting on an issue needs a forge integration"),
-    "pr_create_from_plan": ("NoForgeConfigured", "opening a pull request needs a forge"),
-    "pr_fixup_from_feedback": ("NoForgeConfigured", "pushing to a pull request needs a forge"),
-    "health_detect": ("NoForgeConfigured", "recording a health issue needs a forge"),
+UNAVAILABLE: dict[str, tuple[IntentReason, str]] = {
+    "issue_triage": (
+        IntentReason.NO_FORGE_CONFIGURED,
+        "triaging an issue needs a forge (GitHub) integration",
+    ),
+    "issue_plan_approve": (
+        IntentReason.NO_FORGE_CONFIGURED,
+        "acting on an issue needs a forge integration",
+    ),
+    "pr_create_from_plan": (
+        IntentReason.NO_FORGE_CONFIGURED,
+        "opening a pull request needs a forge",
+    ),
+    "pr_fixup_from_feedback": (
+        IntentReason.NO_FORGE_CONFIGURED,
+        "pushing to a pull request needs a forge",
+    ),
+    "health_detect": (IntentReason.NO_FORGE_CONFIGURED, "recording a health issue needs a forge"),
     "fileops": (
-        "FileOpsNotEnabled",
+        IntentReason.FILEOPS_NOT_ENABLED,
         "FileOps requests are validated; executing them is not enabled in this version",
     ),
     "environment_change": (
-        "NoEnvironmentManager",
+        IntentReason.NO_ENVIRONMENT_MANAGER,
         "approved environment changes wait for the "
         "environment manager, which is not enabled in this version",
     ),
 }
-WAITING_REASONS = frozenset({"Waiting", *(r for r, _ in UNAVAILABLE.values()), "NotSupported"})
 
 Phase = IntentPhase
 
@@ -114,7 +126,7 @@ def derive_phase(status: IntentStatus) -> Phase:
         if done.status == "True":
             return "Succeeded"
         if done.status == "False":
-            return "Canceled" if done.reason == "Canceled" else "Failed"
+            return "Canceled" if done.reason == IntentReason.CANCELED else "Failed"
         return "Waiting" if done.reason in WAITING_REASONS else "Executing"
     approved = find_condition(status.conditions, "Approved")
     if approved is not None:
@@ -140,7 +152,7 @@ class _Pass:
         self,
         type: str,
         status: Literal["True", "False", "Unknown"],
-        reason: str,
+        reason: IntentReason,
         message: str,
         actor: str = OPERATOR,
     ) -> None:
@@ -198,7 +210,9 @@ def _cancel(step: _Pass) -> None:
         step.plan.run_patch = {"spec": {"cancel": True}}
     step.status.result = IntentResult(status="canceled", summary="canceled by spec.cancel")
     step.status.waiting = None
-    step.set("Succeeded", "False", "Canceled", "canceled by spec.cancel", actor="spec.cancel")
+    step.set(
+        "Succeeded", "False", IntentReason.CANCELED, "canceled by spec.cancel", actor="spec.cancel"
+    )
 
 
 def _classified(step: _Pass) -> bool:
@@ -229,9 +243,11 @@ def _classified(step: _Pass) -> bool:
         message = f"the spec changed after approval by {', '.join(stale)}; approvals reset"
         step.plan.notices.append(Notice("ApprovalsReset", message, warning=True))
     if decision.evaluation_errors:
-        reason = "PolicyRuleError"  # failed closed: the message names the rule and the error
+        reason = (
+            IntentReason.POLICY_RULE_ERROR
+        )  # failed closed: the message names the rule and the error
     else:
-        reason = "PolicyRule" if decision.policy else "NoRuleMatched"
+        reason = IntentReason.POLICY_RULE if decision.policy else IntentReason.NO_RULE_MATCHED
     step.set("Classified", "True", reason, f"{decision.risk}: {decision.message}")
     return True
 
@@ -262,18 +278,24 @@ def _gate(step: _Pass) -> bool:
         else ""
     )
     if classification.outcome == "deny":
-        step.set("Approved", "False", "Denied", f"denied by policy rule {rule}", actor=_actor(rule))
+        step.set(
+            "Approved",
+            "False",
+            IntentReason.DENIED,
+            f"denied by policy rule {rule}",
+            actor=_actor(rule),
+        )
         return False
     if rejections:
         who = rejections[-1]
         message = f"rejected by {who.user}" + (f": {who.reason}" if who.reason else "")
-        step.set("Approved", "False", "Rejected", message, actor=who.user)
+        step.set("Approved", "False", IntentReason.REJECTED, message, actor=who.user)
         return False
     if classification.outcome == "allow":
         step.set(
             "Approved",
             "True",
-            "AutoApproved",
+            IntentReason.AUTO_APPROVED,
             f"allowed by policy rule {rule}",
             actor=_actor(rule),
         )
@@ -284,7 +306,7 @@ def _gate(step: _Pass) -> bool:
         step.set(
             "Approved",
             "True",
-            "Approved",
+            IntentReason.APPROVED,
             f"approved by {', '.join(approvers)}",
             actor=", ".join(approvers),
         )
@@ -294,7 +316,7 @@ def _gate(step: _Pass) -> bool:
     step.set(
         "Approved",
         "Unknown",
-        "AwaitingApproval",
+        IntentReason.AWAITING_APPROVAL,
         f"rule {rule} requires {needed} approval(s) of the current spec; {len(approvers)} so far"
         + (f" ({', '.join(approvers)})" if approvers else "")
         + reset,
@@ -320,13 +342,16 @@ def _execute(step: _Pass) -> None:
             _through_run(step, params.run)
         elif params.remediation == "open_pr":
             step.set(
-                "Succeeded", "Unknown", "NoForgeConfigured", "opening a pull request needs a forge"
+                "Succeeded",
+                "Unknown",
+                IntentReason.NO_FORGE_CONFIGURED,
+                "opening a pull request needs a forge",
             )
         else:
             step.set(
                 "Succeeded",
                 "Unknown",
-                "NotSupported",
+                IntentReason.NOT_SUPPORTED,
                 f"remediation {params.remediation} is not supported in this version",
             )
     elif kind == "sprite_create":
@@ -347,12 +372,12 @@ def _through_run(step: _Pass, template: RunTemplate) -> None:
         # would run their command with this Intent's grants).
         step.status.run_ref = None
         step.status.result = IntentResult(status="failure", summary=refusal[:1024])
-        step.set("Succeeded", "False", "RunNameTaken", refusal)
+        step.set("Succeeded", "False", IntentReason.RUN_NAME_TAKEN, refusal)
         return
     step.status.run_ref = LocalObjectReference(name=name)
     if run is None:
         step.plan.create.append(manifest)
-        step.set("Succeeded", "Unknown", "Executing", f"created Run {name}")
+        step.set("Succeeded", "Unknown", IntentReason.EXECUTING, f"created Run {name}")
         return
     events = run.status.events
     step.status.proposals = list(run.status.proposals)
@@ -379,20 +404,25 @@ def _through_run(step: _Pass, template: RunTemplate) -> None:
             checkpoint_id=events.waiting.checkpoint_id,
             expected_inputs=dict(events.waiting.expected_inputs),
         )
-        step.set("Succeeded", "Unknown", "Waiting", f"Run {name} waits: {events.waiting.reason}")
+        step.set(
+            "Succeeded",
+            "Unknown",
+            IntentReason.WAITING,
+            f"Run {name} waits: {events.waiting.reason}",
+        )
         return
     step.status.waiting = None
     if phase == "Succeeded":
         step.status.result = _result("success", run, message)
-        step.set("Succeeded", "True", "Completed", f"Run {name} succeeded: {message}")
+        step.set("Succeeded", "True", IntentReason.COMPLETED, f"Run {name} succeeded: {message}")
     elif phase == "Failed":
         step.status.result = _result("failure", run, message)
-        step.set("Succeeded", "False", "RunFailed", f"Run {name} failed: {message}")
+        step.set("Succeeded", "False", IntentReason.RUN_FAILED, f"Run {name} failed: {message}")
     elif phase == "Canceled":
         step.status.result = _result("canceled", run, message)
-        step.set("Succeeded", "False", "Canceled", f"Run {name} was canceled")
+        step.set("Succeeded", "False", IntentReason.CANCELED, f"Run {name} was canceled")
     else:
-        step.set("Succeeded", "Unknown", "Executing", f"Run {name} is {phase}")
+        step.set("Succeeded", "Unknown", IntentReason.EXECUTING, f"Run {name} is {phase}")
 
 
 def _result(
@@ -411,16 +441,23 @@ def _create_sprite(step: _Pass, params: SpriteCreateParams) -> None:
     sprite = step.world.sprite
     if sprite is None:
         step.plan.create.append(sprite_for_intent(step.intent, params))
-        step.set("Succeeded", "Unknown", "Executing", f"created Sprite {params.name}")
+        step.set("Succeeded", "Unknown", IntentReason.EXECUTING, f"created Sprite {params.name}")
         return
     ready = find_condition(sprite.status.conditions, "Ready")
     if ready is not None and ready.status == "True":
         step.status.result = IntentResult(
             status="success", summary=f"Sprite {params.name} is ready at {sprite.status.url}"
         )
-        step.set("Succeeded", "True", "SpriteReady", f"Sprite {params.name} is ready")
+        step.set("Succeeded", "True", IntentReason.SPRITE_READY, f"Sprite {params.name} is ready")
     elif ready is not None and ready.status == "False":
         step.status.result = IntentResult(status="failure", summary=ready.message)
-        step.set("Succeeded", "False", "SpriteFailed", f"Sprite {params.name}: {ready.message}")
+        step.set(
+            "Succeeded",
+            "False",
+            IntentReason.SPRITE_FAILED,
+            f"Sprite {params.name}: {ready.message}",
+        )
     else:
-        step.set("Succeeded", "Unknown", "Executing", f"waiting for Sprite {params.name}")
+        step.set(
+            "Succeeded", "Unknown", IntentReason.EXECUTING, f"waiting for Sprite {params.name}"
+        )

@@ -1,0 +1,51 @@
+"""The reasons of an Intent's conditions, as one closed enumeration.
+
+The phase is derived from the conditions' status and reason (`derive_phase`): a misspelt
+reason would silently change a phase (say, Waiting into Executing), so every reason the
+pipeline writes is a member.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class IntentReason(StrEnum):
+    # Classified
+    POLICY_RULE = "PolicyRule"
+    POLICY_RULE_ERROR = "PolicyRuleError"
+    NO_RULE_MATCHED = "NoRuleMatched"
+    # Approved
+    AUTO_APPROVED = "AutoApproved"
+    APPROVED = "Approved"
+    AWAITING_APPROVAL = "AwaitingApproval"
+    DENIED = "Denied"
+    REJECTED = "Rejected"
+    # Succeeded, on the way (Unknown): Executing or one of the waiting reasons
+    EXECUTING = "Executing"
+    WAITING = "Waiting"
+    NO_FORGE_CONFIGURED = "NoForgeConfigured"
+    FILEOPS_NOT_ENABLED = "FileOpsNotEnabled"
+    NO_ENVIRONMENT_MANAGER = "NoEnvironmentManager"
+    NOT_SUPPORTED = "NotSupported"
+    # Succeeded, at the end
+    COMPLETED = "Completed"
+    SPRITE_READY = "SpriteReady"
+    RUN_FAILED = "RunFailed"
+    RUN_NAME_TAKEN = "RunNameTaken"
+    SPRITE_FAILED = "SpriteFailed"
+    CANCELED = "Canceled"
+
+
+WAITING_REASONS = frozenset(
+    {
+        IntentReason.WAITING,
+        IntentReason.NO_FORGE_CONFIGURED,
+        IntentReason.FILEOPS_NOT_ENABLED,
+        IntentReason.NO_ENVIRONMENT_MANAGER,
+        IntentReason.NOT_SUPPORTED,
+    }
+)
+"""Succeeded=Unknown with these reasons is the Waiting phase (never silently Executing)."""
+
+__all__ = ["WAITING_REASONS", "IntentReason"]
