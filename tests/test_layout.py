@@ -50,3 +50,20 @@ def test_lattice_packages_import() -> None:
     for name in ("lattice_operator", "lattice_adapters"):
         module = importlib.import_module(name)
         assert module.__file__ is not None
+
+
+def test_test_modules_share_helpers_only_through_support() -> None:
+    """A test module never imports another test module (or a conftest): what several modules
+    need lives in tests/support/."""
+    tests = Path(__file__).resolve().parent
+    offenders = []
+    for path in tests.rglob("*.py"):
+        if "support" in path.relative_to(tests).parts:
+            continue
+        for line in path.read_text().splitlines():
+            words = line.split()
+            if len(words) >= 2 and words[0] in ("from", "import"):
+                module = words[1]
+                if module.startswith("tests.") and not module.startswith("tests.support"):
+                    offenders.append(f"{path.relative_to(tests)}: {line.strip()}")
+    assert offenders == []

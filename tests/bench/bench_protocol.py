@@ -48,7 +48,7 @@ RUNS = 3  # the machine is shared: report the median and the spread
 
 def _chunks(total: int) -> Iterator[tuple[list[bytes], bytes, bytes]]:
     """(lines, stdout bytes, outbox bytes) per chunk of the stream, generated lazily."""
-    from tests.unit.protocol.streams import PREFIX, realistic_events
+    from tests.support.streams import PREFIX, realistic_events
 
     events = realistic_events(total, seed=7)
     index = 0
@@ -81,7 +81,7 @@ def _schedule(stdout: bytes, outbox: bytes, lines: list[bytes]) -> list[tuple[st
 
 def run_engine(total: int) -> dict[str, Any]:
     from lattice_operator.protocol import RunEventEngine
-    from lattice_operator.protocol.projection import status_size
+    from lattice_operator.protocol.projection import STATUS_BUDGET_BYTES, status_size
 
     rss_start = _maxrss_kib()
     engine = RunEventEngine("sprite-42", "issue-17")
@@ -110,6 +110,7 @@ def run_engine(total: int) -> dict[str, Any]:
     cpu += time.process_time() - t_cpu
     cursor = engine.cursor
     assert cursor.event_count == total, cursor
+    assert largest_status <= STATUS_BUDGET_BYTES, largest_status  # at any stream length
     return {
         "events": total,
         "wall_seconds": round(wall, 3),

@@ -7,26 +7,13 @@ import contextlib
 import os
 import secrets
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 
 import pytest
 
-from lattice_adapters.sprites import SpritesCredentials, credentials_from_env
-from tests.contract._drivers import AdapterDriver, Driver, SdkDriver
+from lattice_adapters.sprites import credentials_from_env
+from tests.support.contract_drivers import AdapterDriver, Driver, SdkDriver
+from tests.support.contract_target import REAL_SKIP, Target, local_target
 from tests.support.sprites_server import LocalSprites, sprites_server
-
-REAL_SKIP = "SPRITES_TOKEN is not set: the real Sprites API part of the suite is skipped"
-
-
-@dataclass
-class Target:
-    """Where the suite runs: the local server or the real service."""
-
-    name: str
-    credentials: SpritesCredentials
-    scratch: str
-    """A writable directory inside every sprite."""
-    local: LocalSprites | None
 
 
 @pytest.fixture(scope="session")
@@ -42,12 +29,6 @@ def target(request: pytest.FixtureRequest) -> Target:
             pytest.skip(REAL_SKIP)
         return Target("real", credentials_from_env(), "/home/sprite", None)
     return local_target(request.getfixturevalue("local_sprites"))
-
-
-def local_target(server: LocalSprites) -> Target:
-    """The local server as a target; modules of local-only tests (fault switches, process
-    checks) override the `target` fixture with it instead of parametrizing."""
-    return Target("local", server.credentials, "/workspace", server)
 
 
 @pytest.fixture(params=["sdk", "adapter"])

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.contract._drivers import Driver
-from tests.contract.conftest import Target
+from tests.support.contract_drivers import Driver
+from tests.support.contract_target import Target
 
 pytestmark = pytest.mark.contract
 

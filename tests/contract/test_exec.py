@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from tests.contract._drivers import Driver
-from tests.contract._drivers import http_status as _status
+from tests.support.contract_drivers import Driver
+from tests.support.contract_drivers import http_status as _status
 
 pytestmark = pytest.mark.contract
 

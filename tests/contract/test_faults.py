@@ -14,8 +14,8 @@ import sprites
 
 from lattice_adapters.sprites import RetryPolicy, SpritesAdapter, WsExecSession
 from lattice_operator.ports import errors
-from tests.contract._drivers import AdapterDriver, Driver
-from tests.contract.conftest import Target, local_target
+from tests.support.contract_drivers import AdapterDriver, Driver
+from tests.support.contract_target import Target, local_target
 from tests.support.sprites_server import LocalSprites
 
 pytestmark = pytest.mark.contract

@@ -17,8 +17,8 @@ import pytest
 from lattice_adapters.sprites import SpritesAdapter
 from lattice_operator.api.v1alpha1 import SpriteService
 from lattice_operator.ports import errors
-from tests.contract._drivers import Driver
-from tests.contract.conftest import Target, local_target
+from tests.support.contract_drivers import Driver
+from tests.support.contract_target import Target, local_target
 from tests.support.sprites_server import LocalSprites, sprites_server
 
 pytestmark = pytest.mark.contract

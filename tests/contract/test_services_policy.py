@@ -10,7 +10,7 @@ import sprites
 
 from lattice_adapters.sprites import RetryPolicy, SpritesAdapter
 from lattice_operator.api.v1alpha1 import NetworkRule, SpriteService
-from tests.contract.conftest import Target
+from tests.support.contract_target import Target
 
 pytestmark = pytest.mark.contract
 

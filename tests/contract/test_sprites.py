@@ -8,9 +8,9 @@ import pytest
 from pydantic import SecretStr
 
 from lattice_adapters.sprites import SpritesCredentials
-from tests.contract._drivers import AdapterDriver, Driver, SdkDriver
-from tests.contract._drivers import http_status as _status
-from tests.contract.conftest import Target
+from tests.support.contract_drivers import AdapterDriver, Driver, SdkDriver
+from tests.support.contract_drivers import http_status as _status
+from tests.support.contract_target import Target
 
 pytestmark = pytest.mark.contract
 

@@ -7,17 +7,17 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_intents import (
+from tests.support.cluster import wait_for
+from tests.support.e2e_intents import (
     APPROVER_ROLE,
     EDITOR_ROLE,
-    _as,
-    _bind,
-    _intent,
-    _request,
-    _setup,
+    approval_request,
+    bind_role,
+    intent_doc,
+    kubectl_as,
+    setup_namespace,
 )
-from tests.e2e.test_runs import lattice
-from tests.support.cluster import wait_for
+from tests.support.e2e_runs import lattice
 from tests.support.stack import Stack
 
 pytestmark = pytest.mark.e2e
@@ -57,17 +57,19 @@ def _wait_message(stack: Stack, namespace: str, name: str, *fragments: str) -> d
 
 
 def _approve(stack: Stack, namespace: str, user: str, name: str) -> None:
-    done = _as(stack, user, "annotate", "intent", name, "-n", namespace, _request("approve"))
+    done = kubectl_as(
+        stack, user, "annotate", "intent", name, "-n", namespace, approval_request("approve")
+    )
     assert done.returncode == 0, done.stderr
 
 
 def test_an_edit_after_an_approval_resets_it(stack: Stack, namespace: str) -> None:
     stack.apply(namespace, TWO_APPROVERS)
-    _setup(stack, namespace)
+    setup_namespace(stack, namespace)
     for user in ("alice", "bob"):
-        _bind(stack, namespace, user, APPROVER_ROLE)
-    _bind(stack, namespace, "mallory", EDITOR_ROLE)
-    stack.apply(namespace, _intent("bound", ["sh", "-c", "echo reviewed"]))
+        bind_role(stack, namespace, user, APPROVER_ROLE)
+    bind_role(stack, namespace, "mallory", EDITOR_ROLE)
+    stack.apply(namespace, intent_doc("bound", ["sh", "-c", "echo reviewed"]))
     intent = stack.wait_phase(namespace, "intents", "bound", {"AwaitingApproval"})
     assert intent["status"]["classification"]["rule"] == "exec-needs-two"
 
@@ -76,7 +78,7 @@ def test_an_edit_after_an_approval_resets_it(stack: Stack, namespace: str) -> No
 
     # Someone who may only edit Intents changes the command after alice's approval.
     edit = {"spec": {"params": {"spriteTaskExec": {"command": ["sh", "-c", "echo edited"]}}}}
-    edited = _as(
+    edited = kubectl_as(
         stack, "mallory", "patch", "intent", "bound", "-n", namespace,
         "--type", "merge", "-p", json.dumps(edit),
     )  # fmt: skip
@@ -107,8 +109,8 @@ def test_an_edit_after_an_approval_resets_it(stack: Stack, namespace: str) -> No
 
 
 def test_lattice_approve_pins_the_spec_it_showed(stack: Stack, namespace: str) -> None:
-    _setup(stack, namespace)
-    stack.apply(namespace, _intent("pinned", ["sh", "-c", "echo pinned"]))
+    setup_namespace(stack, namespace)
+    stack.apply(namespace, intent_doc("pinned", ["sh", "-c", "echo pinned"]))
     stack.wait_phase(namespace, "intents", "pinned", {"AwaitingApproval"})
     # A decision made on a spec that is no longer the stored one is refused ...
     stale = json.dumps({"decision": "approve", "reason": "", "specDigest": "sha256:" + "0" * 64})

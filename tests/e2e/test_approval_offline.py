@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.test_intents import (
+from tests.support.e2e_intents import (
     APPROVER_ROLE,
     EDITOR_ROLE,
-    _as,
-    _bind,
     _forge_approval,
-    _intent,
-    _request,
-    _setup,
+    approval_request,
+    bind_role,
+    intent_doc,
+    kubectl_as,
+    setup_namespace,
 )
 from tests.support.stack import Stack
 
@@ -26,19 +26,26 @@ pytestmark = pytest.mark.e2e
 def test_without_an_operator_intents_are_written_but_approvals_fail_closed(
     stack: Stack, namespace: str
 ) -> None:
-    _setup(stack, namespace)
-    _bind(stack, namespace, "alice", APPROVER_ROLE)
-    _bind(stack, namespace, "mallory", EDITOR_ROLE)
+    setup_namespace(stack, namespace)
+    bind_role(stack, namespace, "alice", APPROVER_ROLE)
+    bind_role(stack, namespace, "mallory", EDITOR_ROLE)
     # A graceful shutdown, with kopf's clean-up (which used to remove the webhooks).
     code = stack.operator.stop()
     assert code == 0, f"operator exited with {code}:\n{stack.operator.log()[-4000:]}"
     try:
         # Ordinary writes need no operator: no webhook is consulted for them.
-        stack.apply(namespace, _intent("offline", ["sh", "-c", "echo offline"]))
+        stack.apply(namespace, intent_doc("offline", ["sh", "-c", "echo offline"]))
         stack.cluster.kubectl("label", "intent", "offline", "-n", namespace, "team=a")
         # Approval writes are refused while nobody can check them, even an authorised one ...
-        refused = _as(
-            stack, "alice", "annotate", "intent", "offline", "-n", namespace, _request("approve")
+        refused = kubectl_as(
+            stack,
+            "alice",
+            "annotate",
+            "intent",
+            "offline",
+            "-n",
+            namespace,
+            approval_request("approve"),
         )
         assert refused.returncode != 0
         assert "failed calling webhook" in refused.stderr, refused.stderr
@@ -50,8 +57,15 @@ def test_without_an_operator_intents_are_written_but_approvals_fail_closed(
     finally:
         stack.start()
     stack.wait_phase(namespace, "intents", "offline", {"AwaitingApproval"})
-    approved = _as(
-        stack, "alice", "annotate", "intent", "offline", "-n", namespace, _request("approve")
+    approved = kubectl_as(
+        stack,
+        "alice",
+        "annotate",
+        "intent",
+        "offline",
+        "-n",
+        namespace,
+        approval_request("approve"),
     )
     assert approved.returncode == 0, approved.stderr
     intent = stack.wait_phase(namespace, "intents", "offline", {"Succeeded", "Failed"})

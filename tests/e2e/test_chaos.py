@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_runs import lattice
 from tests.support.admission_cases import build
 from tests.support.agents import agent
 from tests.support.cluster import Cluster
+from tests.support.e2e_runs import lattice
 from tests.support.sprites_server import LocalSprites
 from tests.support.stack import operator_stack
 

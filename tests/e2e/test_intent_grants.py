@@ -9,8 +9,15 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_intents import AGENT, _as, _bind, _intent, _secret, _setup
 from tests.support.admission_cases import build
+from tests.support.e2e_intents import (
+    AGENT,
+    apply_secret,
+    bind_role,
+    intent_doc,
+    kubectl_as,
+    setup_namespace,
+)
 from tests.support.stack import Stack
 
 pytestmark = pytest.mark.e2e
@@ -49,10 +56,10 @@ def _refused_for_the_credential(stack: Stack, namespace: str, run: str) -> dict[
 
 
 def test_intent_ref_alone_borrows_no_grants(stack: Stack, namespace: str) -> None:
-    _setup(stack, namespace)
-    _secret(stack, namespace)
+    setup_namespace(stack, namespace)
+    apply_secret(stack, namespace)
     # An Intent granting the credential, still awaiting approval.
-    stack.apply(namespace, _intent("vault", ["sh", "-c", "echo approved work"], **GRANT))
+    stack.apply(namespace, intent_doc("vault", ["sh", "-c", "echo approved work"], **GRANT))
     stack.wait_phase(namespace, "intents", "vault", {"AwaitingApproval"})
 
     # Someone who can create Runs points one at it.
@@ -70,14 +77,14 @@ def test_intent_ref_alone_borrows_no_grants(stack: Stack, namespace: str) -> Non
 
 
 def test_a_run_made_under_the_intents_run_name_is_not_adopted(stack: Stack, namespace: str) -> None:
-    _setup(stack, namespace)
-    _secret(stack, namespace)
+    setup_namespace(stack, namespace)
+    apply_secret(stack, namespace)
     # The attacker takes the name the Intent's Run will have, with their own command ...
     stack.apply(namespace, _user_run("taken-run", "taken"))
     stack.wait_phase(namespace, "runs", "taken-run", {"Running", "Waiting", "Succeeded"})
     # ... then an auto-approved Intent granting the credential arrives.
     stack.apply(
-        namespace, _intent("taken", ["sh", "-c", "echo the real work"], trusted=True, **GRANT)
+        namespace, intent_doc("taken", ["sh", "-c", "echo the real work"], trusted=True, **GRANT)
     )
     intent = stack.wait_phase(namespace, "intents", "taken", {"Succeeded", "Failed"})
     status = intent["status"]
@@ -116,22 +123,26 @@ SECRET_READER = {
 
 
 def test_only_someone_who_can_read_a_secret_can_grant_it(stack: Stack, namespace: str) -> None:
-    _setup(stack, namespace)
-    _secret(stack, namespace)
+    setup_namespace(stack, namespace)
+    apply_secret(stack, namespace)
     for user in ("mallory", "alice"):
-        _bind(stack, namespace, user, INTENT_AUTHOR)
-    _bind(stack, namespace, "alice", SECRET_READER)
+        bind_role(stack, namespace, user, INTENT_AUTHOR)
+    bind_role(stack, namespace, "alice", SECRET_READER)
 
     # mallory may create Intents but not read the Secret: granting it is refused ...
-    greedy = _intent("greedy-grant", ["python3", "-c", AGENT], trusted=True, **GRANT)
-    refused = _as(stack, "mallory", "create", "-n", namespace, "-f", "-", input=json.dumps(greedy))
+    greedy = intent_doc("greedy-grant", ["python3", "-c", AGENT], trusted=True, **GRANT)
+    refused = kubectl_as(
+        stack, "mallory", "create", "-n", namespace, "-f", "-", input=json.dumps(greedy)
+    )
     assert refused.returncode != 0
     assert "spec.credentials[0] (gh): mallory may not read Secret tokens" in refused.stderr
     # ... also by adding it to an Intent afterwards.
-    plain = _intent("plain", ["true"])
-    made = _as(stack, "mallory", "create", "-n", namespace, "-f", "-", input=json.dumps(plain))
+    plain = intent_doc("plain", ["true"])
+    made = kubectl_as(
+        stack, "mallory", "create", "-n", namespace, "-f", "-", input=json.dumps(plain)
+    )
     assert made.returncode == 0, made.stderr
-    added = _as(
+    added = kubectl_as(
         stack,
         "mallory",
         "patch",
@@ -147,12 +158,12 @@ def test_only_someone_who_can_read_a_secret_can_grant_it(stack: Stack, namespace
     assert added.returncode != 0
     assert "may not read Secret tokens" in added.stderr
     # Editing an Intent without touching its grants needs no such right.
-    labelled = _as(stack, "mallory", "label", "intent", "plain", "-n", namespace, "team=a")
+    labelled = kubectl_as(stack, "mallory", "label", "intent", "plain", "-n", namespace, "team=a")
     assert labelled.returncode == 0, labelled.stderr
 
     # alice can read it, so she may grant it.
-    fine = _intent("fine-grant", ["python3", "-c", AGENT], trusted=True, **GRANT)
-    made = _as(stack, "alice", "create", "-n", namespace, "-f", "-", input=json.dumps(fine))
+    fine = intent_doc("fine-grant", ["python3", "-c", AGENT], trusted=True, **GRANT)
+    made = kubectl_as(stack, "alice", "create", "-n", namespace, "-f", "-", input=json.dumps(fine))
     assert made.returncode == 0, made.stderr
 
 
@@ -171,9 +182,9 @@ RUN_AUTHOR = {
 
 
 def test_only_the_operator_makes_an_intent_a_runs_controller(stack: Stack, namespace: str) -> None:
-    _setup(stack, namespace)
-    _bind(stack, namespace, "mallory", RUN_AUTHOR)
-    stack.apply(namespace, _intent("target", ["sh", "-c", "echo approved work"], **GRANT))
+    setup_namespace(stack, namespace)
+    bind_role(stack, namespace, "mallory", RUN_AUTHOR)
+    stack.apply(namespace, intent_doc("target", ["sh", "-c", "echo approved work"], **GRANT))
     intent = stack.wait_phase(namespace, "intents", "target", {"AwaitingApproval"})
     owner = {
         "apiVersion": "lattice.dev/v1alpha1",
@@ -184,15 +195,19 @@ def test_only_the_operator_makes_an_intent_a_runs_controller(stack: Stack, names
     }
     forged = _user_run("target-run", "target")
     forged["metadata"]["ownerReferences"] = [owner]
-    refused = _as(stack, "mallory", "create", "-n", namespace, "-f", "-", input=json.dumps(forged))
+    refused = kubectl_as(
+        stack, "mallory", "create", "-n", namespace, "-f", "-", input=json.dumps(forged)
+    )
     assert refused.returncode != 0
     assert "may not make an Intent the controller of a Run" in refused.stderr
     # Nor by adding the reference to a Run made without it.
     plain = _user_run("plain-run", "target")
-    made = _as(stack, "mallory", "create", "-n", namespace, "-f", "-", input=json.dumps(plain))
+    made = kubectl_as(
+        stack, "mallory", "create", "-n", namespace, "-f", "-", input=json.dumps(plain)
+    )
     assert made.returncode == 0, made.stderr
     patch = {"metadata": {"ownerReferences": [owner]}}
-    added = _as(
+    added = kubectl_as(
         stack,
         "mallory",
         "patch",
@@ -209,7 +224,7 @@ def test_only_the_operator_makes_an_intent_a_runs_controller(stack: Stack, names
     assert "may not make an Intent the controller of a Run" in added.stderr
     # A reference that is not a controller one is no claim, and is let through.
     owner["controller"] = False
-    loose = _as(
+    loose = kubectl_as(
         stack,
         "mallory",
         "patch",

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from lattice_operator.builders import INTENT_LABEL
-from tests.e2e.test_intents import _intent, _setup
 from tests.support.admission_cases import sample
 from tests.support.agents import agent
+from tests.support.e2e_intents import intent_doc, setup_namespace
 from tests.support.stack import Stack
 
 pytestmark = pytest.mark.e2e
@@ -71,11 +71,11 @@ else:
 
 
 def test_forge_actions_queue_and_the_intent_resumes_its_run(stack: Stack, namespace: str) -> None:
-    _setup(stack, namespace)
+    setup_namespace(stack, namespace)
     stack.apply(namespace, ALLOW_ALL)
     stack.apply(
         namespace,
-        _intent("pr", ["python3", "-c", ASKS_FOR_A_PR], allowedActions=["OPEN_PR"]),
+        intent_doc("pr", ["python3", "-c", ASKS_FOR_A_PR], allowedActions=["OPEN_PR"]),
     )
     intent = stack.wait_phase(namespace, "intents", "pr", {"Waiting", "Failed"})
     status = intent["status"]

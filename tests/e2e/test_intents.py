@@ -6,105 +6,29 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
-from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
-import yaml
 
-from tests.e2e.test_runs import lattice
 from tests.support.admission_cases import build, sample
 from tests.support.agents import agent
 from tests.support.cluster import wait_for
+from tests.support.e2e_intents import (
+    APPROVER_ROLE,
+    EDITOR_ROLE,
+    POLICY,
+    SECRET,
+    apply_secret,
+    approval_request,
+    bind_role,
+    intent_doc,
+    kubectl_as,
+    setup_namespace,
+)
+from tests.support.e2e_runs import lattice
 from tests.support.stack import Stack
 
 pytestmark = pytest.mark.e2e
-
-POLICY = {
-    "apiVersion": "lattice.dev/v1alpha1",
-    "kind": "IntentPolicy",
-    "metadata": {"name": "team"},
-    "spec": {
-        "rules": [
-            {
-                "name": "trusted-exec",
-                "match": "intent.spec.kind == 'sprite_task_exec' && "
-                "has(intent.metadata.labels) && 'trusted' in intent.metadata.labels",
-                "risk": "safe",
-                "outcome": "allow",
-            },
-            {
-                "name": "no-fileops",
-                "match": "intent.spec.kind == 'fileops'",
-                "risk": "dangerous",
-                "outcome": "deny",
-                "message": "file operations are not allowed in this namespace",
-            },
-            {
-                "name": "env-changes",
-                "match": "intent.spec.kind == 'environment_change'",
-                "risk": "dangerous",
-                "outcome": "require_approval",
-                "approvers": 2,
-            },
-        ]
-    },
-}
-
-APPROVER_ROLE: dict[str, Any] = yaml.safe_load(
-    (Path(__file__).resolve().parents[2] / "manifests/rbac/lattice-approver.yaml").read_text()
-)
-EDITOR_ROLE = {
-    "apiVersion": "rbac.authorization.k8s.io/v1",
-    "kind": "ClusterRole",
-    "metadata": {"name": "lattice-intent-editor-test"},
-    "rules": [
-        {
-            "apiGroups": ["lattice.dev"],
-            "resources": ["intents"],
-            "verbs": ["get", "list", "watch", "update", "patch"],
-        }
-    ],
-}
-
-
-def _setup(stack: Stack, namespace: str, sprite: str = "box") -> None:
-    stack.apply(namespace, POLICY)
-    stack.apply(namespace, build("sprite.yaml", sprite, {"spec.networkPolicy": {"rules": []}}))
-    stack.wait_sprite_ready(namespace, sprite)
-
-
-def _intent(name: str, command: list[str], *, trusted: bool = False, **spec: Any) -> dict[str, Any]:
-    doc = sample("intent-sprite-task-exec.yaml")
-    doc["metadata"] = {"name": name, **({"labels": {"trusted": "yes"}} if trusted else {})}
-    doc["spec"]["params"]["spriteTaskExec"] = {"spriteRef": {"name": "box"}, "command": command}
-    doc["spec"]["allowedActions"] = []
-    doc["spec"].update(spec)
-    return doc
-
-
-def _bind(stack: Stack, namespace: str, user: str, role: dict[str, Any]) -> None:
-    stack.cluster.kubectl("apply", "-f", "-", input=json.dumps(role))
-    binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "RoleBinding",
-        "metadata": {"name": f"{user}-{role['metadata']['name']}", "namespace": namespace},
-        "roleRef": {
-            "apiGroup": "rbac.authorization.k8s.io",
-            "kind": "ClusterRole",
-            "name": role["metadata"]["name"],
-        },
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
-    }
-    stack.cluster.kubectl("apply", "-f", "-", input=json.dumps(binding))
-
-
-def _as(
-    stack: Stack, user: str, *args: str, input: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    """kubectl as another identity (impersonated: works on any cluster the admin controls)."""
-    return stack.cluster.kubectl("--as", user, *args, input=input, check=False)
 
 
 def _forge_approval(
@@ -113,16 +37,12 @@ def _forge_approval(
     """`forger` writes an approval record in `name`'s name straight into the annotation."""
     record = {"user": name, "decision": "approve", "reason": "", "time": "2026-01-01T00:00:00Z"}
     annotation = f"approval.lattice.dev/records={json.dumps([record])}"
-    return _as(stack, forger, "annotate", "intent", intent, "-n", namespace, annotation)
-
-
-def _request(decision: str, reason: str = "") -> str:
-    return "approval.lattice.dev/request=" + json.dumps({"decision": decision, "reason": reason})
+    return kubectl_as(stack, forger, "annotate", "intent", intent, "-n", namespace, annotation)
 
 
 def test_auto_approved_intent_runs_to_success(stack: Stack, namespace: str) -> None:
-    _setup(stack, namespace)
-    stack.apply(namespace, _intent("auto", ["sh", "-c", "echo done"], trusted=True))
+    setup_namespace(stack, namespace)
+    stack.apply(namespace, intent_doc("auto", ["sh", "-c", "echo done"], trusted=True))
     intent = stack.wait_phase(namespace, "intents", "auto", {"Succeeded", "Failed"})
     status = intent["status"]
     assert status["phase"] == "Succeeded", status
@@ -146,17 +66,24 @@ def test_auto_approved_intent_runs_to_success(stack: Stack, namespace: str) -> N
 
 
 def test_approval_by_an_authorised_user_lets_it_run(stack: Stack, namespace: str) -> None:
-    _setup(stack, namespace)
-    _bind(stack, namespace, "alice", APPROVER_ROLE)
-    _bind(stack, namespace, "mallory", EDITOR_ROLE)
-    stack.apply(namespace, _intent("gated", ["sh", "-c", "echo approved work"]))
+    setup_namespace(stack, namespace)
+    bind_role(stack, namespace, "alice", APPROVER_ROLE)
+    bind_role(stack, namespace, "mallory", EDITOR_ROLE)
+    stack.apply(namespace, intent_doc("gated", ["sh", "-c", "echo approved work"]))
     intent = stack.wait_phase(namespace, "intents", "gated", {"AwaitingApproval"})
     assert intent["status"]["classification"]["rule"] == "default"
     assert not _exists(stack, namespace, "runs", "gated-run")
 
     # Someone who may only edit Intents cannot approve ...
-    refused = _as(
-        stack, "mallory", "annotate", "intent", "gated", "-n", namespace, _request("approve")
+    refused = kubectl_as(
+        stack,
+        "mallory",
+        "annotate",
+        "intent",
+        "gated",
+        "-n",
+        namespace,
+        approval_request("approve"),
     )
     assert refused.returncode != 0
     assert "mallory may not approve or reject intents" in refused.stderr
@@ -166,7 +93,7 @@ def test_approval_by_an_authorised_user_lets_it_run(stack: Stack, namespace: str
     assert "written only by the operator's admission webhook" in forgery.stderr
     assert stack.get(namespace, "intents", "gated")["status"]["phase"] == "AwaitingApproval"
 
-    approved = _as(
+    approved = kubectl_as(
         stack,
         "alice",
         "annotate",
@@ -174,7 +101,7 @@ def test_approval_by_an_authorised_user_lets_it_run(stack: Stack, namespace: str
         "gated",
         "-n",
         namespace,
-        _request("approve", "reviewed the command"),
+        approval_request("approve", "reviewed the command"),
     )
     assert approved.returncode == 0, approved.stderr
     intent = stack.wait_phase(namespace, "intents", "gated", {"Succeeded", "Failed"})
@@ -188,8 +115,8 @@ def test_approval_by_an_authorised_user_lets_it_run(stack: Stack, namespace: str
 
 
 def test_lattice_approve_records_the_caller(stack: Stack, namespace: str) -> None:
-    _setup(stack, namespace)
-    stack.apply(namespace, _intent("cli", ["sh", "-c", "echo via cli"]))
+    setup_namespace(stack, namespace)
+    stack.apply(namespace, intent_doc("cli", ["sh", "-c", "echo via cli"]))
     stack.wait_phase(namespace, "intents", "cli", {"AwaitingApproval"})
     out = lattice(stack, "approve", "cli", "-n", namespace, "--reason", "ok by me").stdout
     assert "approve recorded as" in out
@@ -198,8 +125,8 @@ def test_lattice_approve_records_the_caller(stack: Stack, namespace: str) -> Non
 
 
 def test_rejection_and_policy_denial(stack: Stack, namespace: str) -> None:
-    _setup(stack, namespace)
-    stack.apply(namespace, _intent("nope", ["true"]))
+    setup_namespace(stack, namespace)
+    stack.apply(namespace, intent_doc("nope", ["true"]))
     stack.wait_phase(namespace, "intents", "nope", {"AwaitingApproval"})
     lattice(stack, "reject", "nope", "-n", namespace, "--reason", "not now")
     intent = stack.wait_phase(namespace, "intents", "nope", {"Rejected"})
@@ -218,8 +145,8 @@ def test_rejection_and_policy_denial(stack: Stack, namespace: str) -> None:
 
 
 def test_spec_is_frozen_after_approval_but_cancel_works(stack: Stack, namespace: str) -> None:
-    _setup(stack, namespace)
-    stack.apply(namespace, _intent("frozen", ["sleep", "600"], trusted=True))
+    setup_namespace(stack, namespace)
+    stack.apply(namespace, intent_doc("frozen", ["sleep", "600"], trusted=True))
     stack.wait_phase(namespace, "intents", "frozen", {"Executing"})
     changed = stack.cluster.kubectl(
         "patch",
@@ -275,19 +202,12 @@ else:
                                          "reason": "string"}})
 """
 )
-SECRET = "s3cr3t-Value-0f-the-token-9d1c7"
-
-
-def _secret(stack: Stack, namespace: str) -> None:
-    stack.cluster.kubectl(
-        "create", "secret", "generic", "tokens", "-n", namespace, f"--from-literal=gh={SECRET}"
-    )
 
 
 def test_granted_credential_is_delivered_and_never_leaked(stack: Stack, namespace: str) -> None:
-    _setup(stack, namespace)
-    _secret(stack, namespace)
-    intent = _intent(
+    setup_namespace(stack, namespace)
+    apply_secret(stack, namespace)
+    intent = intent_doc(
         "cred",
         ["python3", "-c", AGENT],
         trusted=True,
@@ -330,11 +250,13 @@ def _written_by_the_operator(stack: Stack, namespace: str) -> dict[str, str]:
 
 
 def test_ungranted_action_is_refused_and_answered(stack: Stack, namespace: str) -> None:
-    _setup(stack, namespace)
-    _secret(stack, namespace)
+    setup_namespace(stack, namespace)
+    apply_secret(stack, namespace)
     stack.apply(
         namespace,
-        _intent("greedy", ["python3", "-c", AGENT], trusted=True, allowedActions=["NOTIFY_USER"]),
+        intent_doc(
+            "greedy", ["python3", "-c", AGENT], trusted=True, allowedActions=["NOTIFY_USER"]
+        ),
     )
     done = stack.wait_phase(namespace, "intents", "greedy", {"Succeeded", "Failed"})
     assert done["status"]["phase"] == "Succeeded", done["status"]
@@ -367,8 +289,8 @@ else:
 def test_a_refused_non_blocking_request_is_answered_on_the_next_resume(
     stack: Stack, namespace: str
 ) -> None:
-    _setup(stack, namespace)
-    stack.apply(namespace, _intent("asker", ["python3", "-c", ASKS_THEN_WAITS], trusted=True))
+    setup_namespace(stack, namespace)
+    stack.apply(namespace, intent_doc("asker", ["python3", "-c", ASKS_THEN_WAITS], trusted=True))
     stack.wait_phase(namespace, "intents", "asker", {"Waiting"})
     run = stack.wait_phase(namespace, "runs", "asker-run", {"Waiting"})
     [result] = run["status"]["actionResults"]
@@ -398,10 +320,10 @@ emit("COMPLETED", {"status": "success", "summary": "proposed"})
 
 
 def test_environment_proposal_becomes_a_gated_intent(stack: Stack, namespace: str) -> None:
-    _setup(stack, namespace)
+    setup_namespace(stack, namespace)
     stack.apply(
         namespace,
-        _intent(
+        intent_doc(
             "proposer", ["python3", "-c", PROPOSER], trusted=True, allowedActions=["NOTIFY_USER"]
         ),
     )
@@ -502,11 +424,11 @@ def test_a_secret_the_sprite_echoes_is_redacted_and_removed_at_the_end(
     import base64
     from urllib.parse import quote
 
-    _setup(stack, namespace)
-    _secret(stack, namespace)
+    setup_namespace(stack, namespace)
+    apply_secret(stack, namespace)
     stack.apply(
         namespace,
-        _intent(
+        intent_doc(
             "echo",
             ["python3", "-c", ECHOES_THE_SECRET],
             trusted=True,
@@ -565,11 +487,11 @@ time.sleep(600)
 def test_a_delivered_credential_is_removed_when_the_run_is_canceled(
     stack: Stack, namespace: str
 ) -> None:
-    _setup(stack, namespace)
-    _secret(stack, namespace)
+    setup_namespace(stack, namespace)
+    apply_secret(stack, namespace)
     stack.apply(
         namespace,
-        _intent(
+        intent_doc(
             "worker",
             ["python3", "-c", FETCHES_THEN_WORKS],
             trusted=True,
@@ -610,11 +532,11 @@ sys.exit(3)
 
 
 def test_a_delivered_credential_is_removed_when_the_run_fails(stack: Stack, namespace: str) -> None:
-    _setup(stack, namespace)
-    _secret(stack, namespace)
+    setup_namespace(stack, namespace)
+    apply_secret(stack, namespace)
     stack.apply(
         namespace,
-        _intent(
+        intent_doc(
             "failing",
             ["python3", "-c", FETCHES_THEN_FAILS],
             trusted=True,

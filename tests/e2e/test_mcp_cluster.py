@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from mcp import ClientSession
 
-from tests.e2e.test_intents import _bind, _intent
-from tests.e2e.test_runs import _run, _sprite
+from tests.support.e2e_intents import bind_role, intent_doc
+from tests.support.e2e_runs import apply_run, ready_sprite
 from tests.support.mcp_client import call, error_code, lattice_mcp
 from tests.support.stack import Stack
 
@@ -49,19 +49,19 @@ async def _once_bound(session: ClientSession, tool: str, **arguments: Any) -> di
 
 
 async def test_cluster_tools_answer_with_the_callers_identity(stack: Stack, namespace: str) -> None:
-    _sprite(stack, namespace, "box")
-    _run(stack, namespace, "hello", ["sh", "-c", "echo hi"])
+    ready_sprite(stack, namespace, "box")
+    apply_run(stack, namespace, "hello", ["sh", "-c", "echo hi"])
     stack.wait_phase(namespace, "runs", "hello", {"Succeeded", "Failed"})
     kubeconfig: Path = stack.cluster.user_kubeconfig(USER)
     env = {"KUBECONFIG": str(kubeconfig)}
-    intent_spec = _intent("proposed", ["sh", "-c", "echo proposed"])["spec"]
+    intent_spec = intent_doc("proposed", ["sh", "-c", "echo proposed"])["spec"]
 
     async with lattice_mcp("--cluster", env=env) as session:
         tools = {t.name for t in (await session.list_tools()).tools}
         unbound = await error_code(
             session, "lattice_cluster_list", kind="runs", namespace=namespace
         )
-        _bind(stack, namespace, USER, VIEWER)
+        bind_role(stack, namespace, USER, VIEWER)
         runs = await _once_bound(session, "lattice_cluster_list", kind="runs", namespace=namespace)
         sprites = await call(session, "lattice_cluster_list", kind="sprites", namespace=namespace)
         run = await call(
@@ -82,7 +82,7 @@ async def test_cluster_tools_answer_with_the_callers_identity(stack: Stack, name
         refused = await error_code(
             session, "lattice_cluster_propose_intent", spec=intent_spec, namespace=namespace
         )
-        _bind(stack, namespace, USER, PROPOSER)
+        bind_role(stack, namespace, USER, PROPOSER)
         invalid = await _once_bound(
             session,
             "lattice_cluster_propose_intent",

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_runs import _sprite, lattice
 from tests.support.admission_cases import sample
+from tests.support.e2e_runs import lattice, ready_sprite
 from tests.support.stack import Stack
 
 pytestmark = pytest.mark.e2e
@@ -16,7 +16,7 @@ LATTICE = Path(sys.executable).parent / "lattice"
 
 
 def test_sample_mcp_agent_completes_without_violations(stack: Stack, namespace: str) -> None:
-    _sprite(stack, namespace, "sample")
+    ready_sprite(stack, namespace, "sample")
     doc = sample("agent-mcp-run.yaml")
     doc["spec"]["env"] = [{"name": "LATTICE_BIN", "value": str(LATTICE)}]
     stack.apply(namespace, doc)

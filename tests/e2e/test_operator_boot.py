@@ -116,3 +116,14 @@ def test_the_backend_token_comes_from_a_secret(
 
         cond = wait_for(ready, timeout=60, what="the Sprite to be Ready with the Secret's token")
     assert cond["observedGeneration"] == cond["generation"]
+
+
+def test_the_throwaway_webhook_key_is_removed_when_the_operator_stops(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    with operator_process(cluster.kubeconfig, tmp_path, "--metrics-port", "0") as op:
+        assert op.tmpdir is not None
+        keys = list(op.tmpdir.glob("lattice-webhook-*/tls.key"))
+        assert len(keys) == 1  # a self-signed serving key, made at start-up
+        assert op.stop() == 0
+    assert list(op.tmpdir.glob("lattice-webhook-*")) == []

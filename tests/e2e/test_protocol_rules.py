@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_runs import _session_ids, lattice
 from tests.support.admission_cases import build
 from tests.support.agents import agent
+from tests.support.e2e_runs import lattice, session_ids
 from tests.support.stack import Stack
 
 pytestmark = pytest.mark.e2e
@@ -32,7 +32,7 @@ time.sleep(300)  # the protocol says stop; this one does not
 )
 
 
-def _setup(stack: Stack, namespace: str, name: str, program: str) -> None:
+def setup_namespace(stack: Stack, namespace: str, name: str, program: str) -> None:
     stack.apply(namespace, build("sprite.yaml", "box", {"spec.networkPolicy": {"rules": []}}))
     stack.wait_sprite_ready(namespace, "box")
     doc = build(
@@ -49,7 +49,7 @@ def _violations(run: dict[str, Any]) -> dict[str, int]:
 
 
 def test_rule_a_resume_is_acknowledged_first(stack: Stack, namespace: str) -> None:
-    _setup(stack, namespace, "silent", RESUMES_WITHOUT_ACK)
+    setup_namespace(stack, namespace, "silent", RESUMES_WITHOUT_ACK)
     stack.wait_phase(namespace, "runs", "silent", {"Waiting"})
     assert "resume_not_acknowledged" not in _violations(stack.get(namespace, "runs", "silent"))
     lattice(stack, "resume", "silent", "-n", namespace, "-i", "go=true")
@@ -65,13 +65,13 @@ def test_rule_a_resume_is_acknowledged_first(stack: Stack, namespace: str) -> No
 
 
 def test_rule_no_work_after_waiting(stack: Stack, namespace: str) -> None:
-    _setup(stack, namespace, "busy", KEEPS_WORKING_AFTER_WAITING)
+    setup_namespace(stack, namespace, "busy", KEEPS_WORKING_AFTER_WAITING)
     run = stack.wait_phase(namespace, "runs", "busy", {"Waiting", "Failed"}, timeout=90)
     status = run["status"]
     assert status["phase"] == "Waiting", status
     assert _violations(run).get("work_after_waiting") == 1
     # It was stopped, not left running in the background.
-    assert status["sessionId"] not in _session_ids(stack, str(status["spriteName"]))
+    assert status["sessionId"] not in session_ids(stack, str(status["spriteName"]))
 
 
 TRUNCATES_ITS_OUTBOX = agent(
@@ -86,7 +86,7 @@ time.sleep(2)
 
 
 def test_rule_events_are_append_only(stack: Stack, namespace: str) -> None:
-    _setup(stack, namespace, "eraser", TRUNCATES_ITS_OUTBOX)
+    setup_namespace(stack, namespace, "eraser", TRUNCATES_ITS_OUTBOX)
     run = stack.wait_phase(namespace, "runs", "eraser", {"Succeeded", "Failed"})
     assert _violations(run).get("outbox_rewritten") == 1, run["status"]["events"]
     [violation] = [

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from tests.e2e.test_intents import POLICY, _intent
 from tests.support.admission_cases import build
+from tests.support.e2e_intents import POLICY, intent_doc
 from tests.support.stack import Stack
 
 pytestmark = pytest.mark.e2e
@@ -43,7 +43,7 @@ def test_intent_only_refuses_a_hand_made_run_at_admission(stack: Stack, namespac
     assert "spec.spriteRef.name: Sprite box admits only Runs created by an Intent" in out.stderr
     assert "spec.runPolicy: IntentOnly" in out.stderr
     # Through an Intent (policy, approval), the same command runs.
-    stack.apply(namespace, _intent("governed", ["sh", "-c", "echo hi"], trusted=True))
+    stack.apply(namespace, intent_doc("governed", ["sh", "-c", "echo hi"], trusted=True))
     done = stack.wait_phase(namespace, "intents", "governed", {"Succeeded", "Failed"})
     assert done["status"]["phase"] == "Succeeded", done["status"]
 

@@ -3,51 +3,19 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from lattice_operator.protocol import RunEventsStatus, StreamCursor
-from tests.support.admission_cases import build, sample
+from tests.support.admission_cases import sample
 from tests.support.agents import agent
 from tests.support.cluster import wait_for
+from tests.support.e2e_runs import apply_run, lattice, ready_sprite, session_ids
 from tests.support.stack import Stack
 
 pytestmark = pytest.mark.e2e
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _sprite(stack: Stack, namespace: str, name: str = "box") -> str:
-    stack.apply(namespace, build("sprite.yaml", name, {"spec.networkPolicy": {"rules": []}}))
-    obj = stack.wait_sprite_ready(namespace, name)
-    return str(obj["status"]["spriteName"])
-
-
-def _run(stack: Stack, namespace: str, name: str, command: list[str], **spec: Any) -> None:
-    doc = build("run.yaml", name, {"spec.command": command, "spec.spriteRef.name": "box"})
-    doc["spec"].pop("retries", None)
-    doc["spec"].update(spec)
-    stack.apply(namespace, doc)
-
-
-def lattice(stack: Stack, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "KUBECONFIG": str(stack.cluster.kubeconfig)}
-    proc = subprocess.run(
-        [sys.executable, "-m", "lattice_operator", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-        cwd=REPO,
-    )
-    if check and proc.returncode != 0:
-        raise AssertionError(f"lattice {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
-    return proc
 
 
 def _condition(obj: dict[str, Any]) -> dict[str, Any]:
@@ -55,8 +23,8 @@ def _condition(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_plain_command_succeeds(stack: Stack, namespace: str) -> None:
-    _sprite(stack, namespace)
-    _run(stack, namespace, "hello", ["sh", "-c", "echo hello from $LATTICE_SPRITE_ID"])
+    ready_sprite(stack, namespace)
+    apply_run(stack, namespace, "hello", ["sh", "-c", "echo hello from $LATTICE_SPRITE_ID"])
     run = stack.wait_phase(namespace, "runs", "hello", {"Succeeded", "Failed"})
     assert run["status"]["phase"] == "Succeeded", run["status"]
     assert _condition(run)["reason"] == "Exited"
@@ -66,8 +34,8 @@ def test_plain_command_succeeds(stack: Stack, namespace: str) -> None:
 
 
 def test_exit_code_fails_and_retries_are_counted(stack: Stack, namespace: str) -> None:
-    _sprite(stack, namespace)
-    _run(stack, namespace, "fails", ["sh", "-c", "exit 3"], retries=1)
+    ready_sprite(stack, namespace)
+    apply_run(stack, namespace, "fails", ["sh", "-c", "exit 3"], retries=1)
     run = stack.wait_phase(namespace, "runs", "fails", {"Succeeded", "Failed"})
     status = run["status"]
     assert status["phase"] == "Failed"
@@ -77,8 +45,8 @@ def test_exit_code_fails_and_retries_are_counted(stack: Stack, namespace: str) -
 
 
 def test_cancel_kills_the_session(stack: Stack, namespace: str) -> None:
-    sprite = _sprite(stack, namespace)
-    _run(stack, namespace, "long", ["sleep", "600"])
+    sprite = ready_sprite(stack, namespace)
+    apply_run(stack, namespace, "long", ["sleep", "600"])
     run = stack.wait_phase(namespace, "runs", "long", {"Running"})
     session = run["status"]["sessionId"]
     stack.cluster.kubectl(
@@ -86,12 +54,12 @@ def test_cancel_kills_the_session(stack: Stack, namespace: str) -> None:
     )
     run = stack.wait_phase(namespace, "runs", "long", {"Canceled"})
     assert _condition(run)["reason"] == "Canceled"
-    assert session not in _session_ids(stack, sprite)
+    assert session not in session_ids(stack, sprite)
 
 
 def test_timeout_fails_the_run(stack: Stack, namespace: str) -> None:
-    _sprite(stack, namespace)
-    _run(stack, namespace, "slow", ["sleep", "600"], timeoutSeconds=2)
+    ready_sprite(stack, namespace)
+    apply_run(stack, namespace, "slow", ["sleep", "600"], timeoutSeconds=2)
     run = stack.wait_phase(namespace, "runs", "slow", {"Failed"})
     assert _condition(run)["reason"] == "Timeout"
     assert len(run["status"]["attempts"]) == 1  # a timeout is never retried
@@ -100,7 +68,7 @@ def test_timeout_fails_the_run(stack: Stack, namespace: str) -> None:
 def test_sample_agent_waits_resumes_and_completes(
     stack: Stack, namespace: str, tmp_path: Path
 ) -> None:
-    sprite = _sprite(stack, namespace, "sample")
+    sprite = ready_sprite(stack, namespace, "sample")
     doc = sample("agent-run.yaml")
     doc["spec"]["env"] = [{"name": "AGENT_PAUSE", "value": "0.05"}]
     stack.apply(namespace, doc)
@@ -237,8 +205,8 @@ for line in [
 
 
 def test_bad_sprite_output_is_recorded_and_the_run_carries_on(stack: Stack, namespace: str) -> None:
-    _sprite(stack, namespace)
-    _run(stack, namespace, "noisy", ["python3", "-c", BAD_OUTPUT], workItemId="item-1")
+    ready_sprite(stack, namespace)
+    apply_run(stack, namespace, "noisy", ["python3", "-c", BAD_OUTPUT], workItemId="item-1")
     run = stack.wait_phase(namespace, "runs", "noisy", {"Succeeded", "Failed"})
     events = run["status"]["events"]
     assert run["status"]["phase"] == "Succeeded", run["status"]
@@ -278,7 +246,7 @@ else:
 def test_a_checkpoint_listing_failure_is_not_blamed_on_the_sprite(
     stack: Stack, namespace: str
 ) -> None:
-    sprite = _sprite(stack, namespace)
+    sprite = ready_sprite(stack, namespace)
     # The listing gets a 429 whose Retry-After is beyond the adapter's retry deadline.
     stack.sprites.set_faults(
         rate_limit={
@@ -289,7 +257,7 @@ def test_a_checkpoint_listing_failure_is_not_blamed_on_the_sprite(
         }
     )
     try:
-        _run(
+        apply_run(
             stack,
             namespace,
             "unlisted",
@@ -312,8 +280,10 @@ def test_a_checkpoint_listing_failure_is_not_blamed_on_the_sprite(
 
 
 def test_missing_checkpoint_is_synthesized_and_resume_works(stack: Stack, namespace: str) -> None:
-    sprite = _sprite(stack, namespace)
-    _run(stack, namespace, "asks", ["python3", "-c", MISSING_CHECKPOINT_AGENT], workItemId="q-1")
+    sprite = ready_sprite(stack, namespace)
+    apply_run(
+        stack, namespace, "asks", ["python3", "-c", MISSING_CHECKPOINT_AGENT], workItemId="q-1"
+    )
     run = stack.wait_phase(namespace, "runs", "asks", {"Waiting", "Failed"})
     status = run["status"]
     assert status["phase"] == "Waiting", status
@@ -366,8 +336,8 @@ def _sample_value(text: str, name: str, labels: dict[str, str]) -> float:
 def test_metrics_have_no_per_run_labels(stack: Stack, namespace: str) -> None:
     run_ok = {"kind": "Run", "outcome": "ok"}
     before = _sample_value(_scrape(stack), "lattice_reconcile_total", run_ok)
-    _sprite(stack, namespace)
-    _run(stack, namespace, "measured", ["sh", "-c", "echo measured"])
+    ready_sprite(stack, namespace)
+    apply_run(stack, namespace, "measured", ["sh", "-c", "echo measured"])
     stack.wait_phase(namespace, "runs", "measured", {"Succeeded"})
 
     # The Run's daemon pass is counted once the daemon has ended, just after the phase.
@@ -395,10 +365,10 @@ def test_metrics_have_no_per_run_labels(stack: Stack, namespace: str) -> None:
 
 
 def test_runs_on_one_sprite_take_turns(stack: Stack, namespace: str) -> None:
-    _sprite(stack, namespace)
-    _run(stack, namespace, "first", ["sh", "-c", "sleep 3; echo first"])
+    ready_sprite(stack, namespace)
+    apply_run(stack, namespace, "first", ["sh", "-c", "sleep 3; echo first"])
     stack.wait_phase(namespace, "runs", "first", {"Running"})
-    _run(stack, namespace, "second", ["sh", "-c", "echo second"])
+    apply_run(stack, namespace, "second", ["sh", "-c", "echo second"])
 
     def queued() -> dict[str, Any] | None:
         run = stack.get(namespace, "runs", "second")
@@ -413,26 +383,22 @@ def test_runs_on_one_sprite_take_turns(stack: Stack, namespace: str) -> None:
 
 
 def test_deleting_a_running_run_kills_its_session(stack: Stack, namespace: str) -> None:
-    sprite = _sprite(stack, namespace)
-    _run(stack, namespace, "doomed", ["sleep", "600"])
+    sprite = ready_sprite(stack, namespace)
+    apply_run(stack, namespace, "doomed", ["sleep", "600"])
     run = stack.wait_phase(namespace, "runs", "doomed", {"Running"})
     session = run["status"]["sessionId"]
     assert run["metadata"]["finalizers"] == ["lattice.dev/finalizer"]
-    assert session in _session_ids(stack, sprite)
+    assert session in session_ids(stack, sprite)
     stack.cluster.kubectl(
         "delete", "run", "doomed", "-n", namespace, "--wait=true", "--timeout=60s"
     )
-    assert session not in _session_ids(stack, sprite)
-
-
-def _session_ids(stack: Stack, sprite: str) -> set[str]:
-    return {s["id"] for s in stack.sprites.describe(sprite).get("sessions", [])}
+    assert session not in session_ids(stack, sprite)
 
 
 def test_a_throttled_exec_start_is_classed_by_the_adapter_and_retried(
     stack: Stack, namespace: str
 ) -> None:
-    sprite = _sprite(stack, namespace)
+    sprite = ready_sprite(stack, namespace)
     # The exec gets a 429 whose Retry-After is beyond the adapter's own retry deadline.
     stack.sprites.set_faults(
         rate_limit={
@@ -443,7 +409,7 @@ def test_a_throttled_exec_start_is_classed_by_the_adapter_and_retried(
         }
     )
     try:
-        _run(stack, namespace, "throttled", ["sh", "-c", "echo started"], retries=1)
+        apply_run(stack, namespace, "throttled", ["sh", "-c", "echo started"], retries=1)
         run = stack.wait_phase(namespace, "runs", "throttled", {"Succeeded", "Failed"})
         faults = stack.sprites.set_faults()
     finally:
@@ -461,9 +427,9 @@ def test_a_throttled_exec_start_is_classed_by_the_adapter_and_retried(
 
 
 def test_a_finished_run_is_deleted_after_its_ttl(stack: Stack, namespace: str) -> None:
-    _sprite(stack, namespace)
-    _run(stack, namespace, "brief", ["true"], ttlSecondsAfterFinished=1)
-    _run(stack, namespace, "kept", ["true"])
+    ready_sprite(stack, namespace)
+    apply_run(stack, namespace, "brief", ["true"], ttlSecondsAfterFinished=1)
+    apply_run(stack, namespace, "kept", ["true"])
     stack.wait_phase(namespace, "runs", "kept", {"Succeeded", "Failed"})
 
     def gone() -> bool:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_intents import SECRET, _intent, _secret, _setup
 from tests.support.agents import agent
 from tests.support.cluster import Cluster, wait_for
+from tests.support.e2e_intents import SECRET, apply_secret, intent_doc, setup_namespace
 from tests.support.sprites_server import LocalSprites
 from tests.support.stack import operator_stack
 
@@ -34,11 +34,11 @@ def test_a_credential_is_removed_by_the_operator_that_finishes_the_run(
     cluster: Cluster, namespace: str, local_sprites: LocalSprites, tmp_path: Path
 ) -> None:
     with operator_stack(cluster, local_sprites, tmp_path, "--namespace", namespace) as stack:
-        _setup(stack, namespace)
-        _secret(stack, namespace)
+        setup_namespace(stack, namespace)
+        apply_secret(stack, namespace)
         sprite = str(stack.wait_sprite_ready(namespace, "box")["status"]["spriteName"])
         root = stack.sprites.host_root(sprite)
-        intent = _intent(
+        intent = intent_doc(
             "restarted",
             ["python3", "-c", FETCHES_WORKS_FINISHES],
             trusted=True,

@@ -13,10 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from lattice_adapters.localcluster import LocalControlPlane, find_bin_dir
+from tests.support.cluster_guard import OPT_IN, given_kubeconfig, refusal
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_DIR = REPO_ROOT / "crds"
@@ -100,9 +102,12 @@ def wait_for(
 @contextlib.contextmanager
 def cluster_session(state_dir: Path) -> Iterator[Cluster]:
     bin_dir = find_bin_dir(REPO_ROOT)
-    given = os.environ.get("KUBECONFIG")
-    if given:
-        cluster = Cluster(Path(given), bin_dir, None)
+    given = given_kubeconfig()
+    if given is not None:
+        why = refusal(given, os.environ.get(OPT_IN))
+        if why is not None:
+            pytest.exit(why, returncode=pytest.ExitCode.USAGE_ERROR)
+        cluster = Cluster(given, bin_dir, None)
         cluster.apply_crds()
         yield cluster
         return

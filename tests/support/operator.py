@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -15,12 +18,19 @@ from pathlib import Path
 
 from lattice_adapters.localcluster.controlplane import free_port
 
+# Every operator the tests start gets its TMPDIR here, removed when the test run ends: an
+# operator killed on purpose (the crash tests) cannot remove its throwaway webhook key.
+SCRATCH = Path(tempfile.mkdtemp(prefix="lattice-test-operators-"))
+atexit.register(shutil.rmtree, SCRATCH, True)
+
 
 @dataclass
 class OperatorProcess:
     proc: subprocess.Popen[bytes]
     log_path: Path
     liveness_url: str
+    tmpdir: Path | None = None
+    """The TMPDIR the operator runs with."""
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -74,14 +84,16 @@ def spawn_operator(
         *(["--standalone"] if standalone else []),
         *args,
     ]
-    full_env = {**os.environ, "KUBECONFIG": str(kubeconfig), **(env or {})}
+    tmpdir = SCRATCH / f"operator-{port}"
+    tmpdir.mkdir()
+    full_env = {**os.environ, "KUBECONFIG": str(kubeconfig), "TMPDIR": str(tmpdir), **(env or {})}
     repo = Path(__file__).resolve().parents[2]
     full_env["PYTHONPATH"] = os.pathsep.join([str(repo / "operator"), str(repo / "adapters")])
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             cmd, stdout=log, stderr=subprocess.STDOUT, env=full_env, start_new_session=True
         )
-    op = OperatorProcess(proc, log_path, f"http://127.0.0.1:{port}/healthz")
+    op = OperatorProcess(proc, log_path, f"http://127.0.0.1:{port}/healthz", tmpdir)
     deadline = time.monotonic() + ready_timeout
     while not op.healthy():
         if not op.alive():

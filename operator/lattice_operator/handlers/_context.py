@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lattice_operator.clock import Clock, SystemClock
@@ -28,6 +29,8 @@ class OperatorContext:
     default_policy: CompiledPolicy | None = None
     """The cluster-wide IntentPolicy from the settings, tried after a namespace's own."""
     identity: str | None = None
+    scratch: list[Path] = field(default_factory=list)
+    """Throwaway directories of this process (the self-signed webhook key): removed at exit."""
     """The user name the API server knows this operator by (SelfSubjectReview at start-up)."""
     intent_wakeups: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
     """Open Intents' daemons, woken when what they read changes."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import socket
 import tempfile
 from collections.abc import AsyncIterator
@@ -46,7 +47,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
 
     if ours.default_policy is not None:
         ctx.default_policy = compile_policy("cluster-default", ours.default_policy)
-    server: kopf.WebhookServerProtocol = _webhook_server(ours.webhook)
+    server: kopf.WebhookServerProtocol = _webhook_server(ours.webhook, ctx.scratch)
     if ours.webhook.managed:
         server = _RegisteringServer(server, ctx, ours.webhook.managed)
     settings.admission.server = server
@@ -83,6 +84,9 @@ async def close(memo: kopf.Memo, **_: Any) -> None:
         await ctx.backend.aclose()
     if ctx.kube is not None:
         await ctx.kube.close()
+    # A private key never outlives the process that made it (a crash leaves it to TMPDIR).
+    for directory in ctx.scratch:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 class _RegisteringServer:
@@ -122,8 +126,9 @@ async def _own_identity(kube: KubeClient) -> str | None:
     return str(name) if name else None
 
 
-def _webhook_server(webhook: WebhookSettings) -> kopf.WebhookServer:
-    """kopf's webhook server, with the given certificate or a throwaway self-signed one."""
+def _webhook_server(webhook: WebhookSettings, scratch: list[Path]) -> kopf.WebhookServer:
+    """kopf's webhook server, with the given certificate or a throwaway self-signed one (its
+    directory goes into `scratch`, removed when the operator stops)."""
     url_host = webhook.url_host or webhook.host
     port = webhook.port or None
     if webhook.cert_file and webhook.key_file:
@@ -136,6 +141,7 @@ def _webhook_server(webhook: WebhookSettings) -> kopf.WebhookServer:
             cafile=webhook.ca_file,
         )
     directory = Path(tempfile.mkdtemp(prefix="lattice-webhook-"))
+    scratch.append(directory)
     ca, ca_key, ca_cert = tls.make_ca("lattice-webhook-ca")
     cert_path, key_path = tls.serving_cert(ca_key, ca_cert, (url_host,)).write(directory, "tls")
     return kopf.WebhookServer(

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from lattice_operator.cli import main
-from tests.unit.cli.fake_api import FakeApi, fake_api, kubeconfig
+from tests.support.fake_api import FakeApi, fake_api, kubeconfig
 
 
 @dataclass

@@ -15,8 +15,8 @@ from lattice_operator.lifeloop import (
 )
 from lattice_operator.lifeloop.mapping import mapping_table_markdown
 from lattice_operator.protocol import EventType
-from tests.unit.lifeloop.support import CountingIds, committed, receipts
-from tests.unit.protocol.streams import ev, info
+from tests.support.lifeloop import CountingIds, committed, receipts
+from tests.support.streams import ev, info
 
 E = LifecycleEvent
 DOC = Path(__file__).resolve().parents[3] / "docs" / "protocol-engine.md"

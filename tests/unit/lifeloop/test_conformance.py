@@ -27,8 +27,8 @@ from lattice_operator.lifeloop import (
     validate_manifest,
 )
 from lattice_operator.lifeloop.builder import RunReceipts
-from tests.unit.lifeloop.support import Clock, CountingIds, committed, receipts
-from tests.unit.protocol.streams import ev
+from tests.support.lifeloop import PRODUCED_EVENTS, Clock, CountingIds, committed, receipts
+from tests.support.streams import ev
 
 LIFELOOP = Path(__file__).resolve().parents[3] / "operator" / "lattice_operator" / "lifeloop"
 
@@ -39,13 +39,11 @@ def test_manifest_schema_validation_for_every_shipped_adapter() -> None:
 
 
 def test_registry_backed_capability_claim_verification() -> None:
-    # Each claim is paired with its code path in test_manifest.py; this guards that the
-    # pairing covers every lifecycle event the manifest mentions.
-    from tests.unit.lifeloop import test_manifest
-
+    # Each claim is paired with its code path (support.lifeloop.every_receipt); this guards
+    # that the pairing covers every lifecycle event the manifest mentions.
     claimed = set(SPRITES_MANIFEST.lifecycle_events)
     assert claimed == set(LifecycleEvent)
-    assert claimed >= test_manifest.PRODUCED_EVENTS
+    assert claimed >= PRODUCED_EVENTS
 
 
 def test_receipt_ordering_and_idempotency() -> None:

@@ -19,7 +19,7 @@ from lattice_operator.lifeloop import (
     UlidIds,
 )
 from lattice_operator.lifeloop.ledger import IDEMPOTENCY_MEMORY
-from tests.unit.lifeloop.support import Clock, CountingIds
+from tests.support.lifeloop import Clock, CountingIds
 
 
 def ledger(state: LedgerState | None = None, ids: CountingIds | None = None) -> ReceiptLedger:

@@ -13,10 +13,7 @@ from lattice_operator.lifeloop import (
     FailureClass,
     IntegrationMode,
     LifecycleEvent,
-    LifecycleReceipt,
     ManifestError,
-    ReceiptRequest,
-    ReceiptStatus,
     RunReceiptsState,
     RunTransition,
     SupportState,
@@ -25,64 +22,10 @@ from lattice_operator.lifeloop import (
 from lattice_operator.lifeloop.manifest import manifest_problems
 from lattice_operator.lifeloop.mapping import LIFECYCLE_MAP
 from lattice_operator.ports.errors import AdapterError
-from lattice_operator.protocol import EventType, RunEventEngine
+from lattice_operator.protocol import RunEventEngine
 from lattice_operator.reconcilers.run import FAILURE_CLASSES
-from tests.unit.lifeloop.support import committed, receipts
-from tests.unit.protocol.streams import PREFIX, SPRITE, WORK, ev, info
-
-SAMPLE_EVENTS = {
-    EventType.INFO: info("hello"),
-    EventType.PHASE_STARTED: ev("PHASE_STARTED", {"phase": "test"}),
-    EventType.PHASE_FINISHED: ev("PHASE_FINISHED", {"phase": "test", "success": True}),
-    EventType.ACTION_REQUEST: ev("ACTION_REQUEST", {"action": "OPEN_PR", "blocking": True}),
-    EventType.ARTIFACT: ev("ARTIFACT", {"kind": "branch", "ref": "b"}),
-    EventType.WAITING: ev("WAITING", {"reason": "r", "checkpoint_id": "chk-1"}),
-    EventType.COMPLETED: ev("COMPLETED", {"status": "success"}),
-    EventType.ERROR: ev("ERROR", {"message": "boom"}),
-    EventType.ENVIRONMENT_PROPOSAL: ev(
-        "ENVIRONMENT_PROPOSAL",
-        {
-            "observed_failure": {},
-            "suggested_adjustment": {"type": "runtime_install"},
-            "confidence": 0.5,
-            "evidence": [],
-            "scope": "repo_specific",
-        },
-    ),
-}
-
-
-def every_receipt() -> list[LifecycleReceipt]:
-    """Every receipt the adapter's code can produce: each trigger, a conflict, a gap."""
-    book = receipts()
-    book.set_session("exec-1")
-    out: list[LifecycleReceipt] = []
-    for transition in RunTransition:
-        out += book.for_transition(transition, key="k1")
-    for transition in RunTransition:  # capability transitions the other way round
-        out += book.for_transition(transition, key="k2")
-    for line, raw in enumerate(SAMPLE_EVENTS.values()):
-        out += book.for_event(committed(raw, line))
-    ledger = book.ledger
-    invocation = ledger.begin()
-    for event in (LifecycleEvent.SESSION_STARTED, LifecycleEvent.SESSION_ENDED):
-        out.append(
-            ledger.emit(
-                ReceiptRequest(
-                    event=event,
-                    event_id="evt-c",
-                    status=ReceiptStatus.OBSERVED,
-                    idempotency_key="same-key",
-                ),
-                invocation,
-            )
-        )
-    out += book.audit([1])
-    return out
-
-
-PRODUCED = every_receipt()
-PRODUCED_EVENTS = {r.event for r in PRODUCED}
+from tests.support.lifeloop import PRODUCED, PRODUCED_EVENTS, receipts
+from tests.support.streams import PREFIX, SPRITE, WORK, info
 
 
 def test_the_sprites_manifest_conforms() -> None:

@@ -11,7 +11,7 @@ from lattice_adapters.kube import KubeApiError
 from lattice_operator.handlers._context import OperatorContext
 from lattice_operator.handlers.intent import _apply
 from lattice_operator.reconcilers.intent import reconcile_intent
-from tests.unit.operator.test_intent_pipeline import approval, intent, policy, world
+from tests.support.intent_world import approval, intent, policy, world
 
 
 class RecordingKube:

@@ -20,7 +20,7 @@ from lattice_operator.reconcilers.grants import (
     decide_grants,
 )
 from lattice_operator.reconcilers.intent import reconcile_intent
-from tests.unit.operator.test_intent_pipeline import advance, intent, policy, world
+from tests.support.intent_world import advance, intent, policy, world
 
 SECRET = {"token": ("forge-token", "token")}
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from lattice_operator.protocol import EngineLimits, RunEventEngine
 from lattice_operator.protocol.engine import FeedResult
-from tests.unit.protocol.streams import SPRITE, WORK, ev, info
+from tests.support.streams import SPRITE, WORK, ev, info
 
 LIMITS = EngineLimits(max_line_bytes=1024)
 

@@ -8,7 +8,7 @@ from lattice_operator.protocol.engine import RunEventEngine
 from lattice_operator.protocol.models import EventType
 from lattice_operator.protocol.parse import Rejection, batch_parser, parse_line
 from lattice_operator.protocol.violations import ViolationCategory as V
-from tests.unit.protocol.streams import SPRITE, WORK, info, ts
+from tests.support.streams import SPRITE, WORK, info, ts
 
 COMPLETED_THEN_INFO = (
     b'{"protocol_version":"v1","event_type":"COMPLETED","event_type":"INFO",'

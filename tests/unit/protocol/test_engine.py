@@ -16,7 +16,7 @@ from lattice_operator.protocol import (
     ViolationCategory,
 )
 from lattice_operator.protocol.violations import Violation
-from tests.unit.protocol.streams import PREFIX, SPRITE, WORK, ev, info
+from tests.support.streams import PREFIX, SPRITE, WORK, ev, info
 
 V = ViolationCategory
 

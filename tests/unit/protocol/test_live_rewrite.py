@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lattice_operator.protocol.engine import RunEventEngine
 from lattice_operator.protocol.violations import ViolationCategory as V
-from tests.unit.protocol.streams import SPRITE, WORK, info
+from tests.support.streams import SPRITE, WORK, info
 
 
 def lines(*items: bytes) -> bytes:

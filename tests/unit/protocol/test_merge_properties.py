@@ -25,7 +25,7 @@ from lattice_operator.protocol import (
     ViolationCategory,
 )
 from lattice_operator.protocol.merge import CommittedEvent
-from tests.unit.protocol.streams import PREFIX, SPRITE, WORK, ev, info
+from tests.support.streams import PREFIX, SPRITE, WORK, ev, info
 
 _messages = st.text(
     alphabet=st.characters(blacklist_categories=["Cs"], min_codepoint=32), max_size=30

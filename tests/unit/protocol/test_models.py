@@ -21,7 +21,7 @@ from lattice_operator.protocol.models import (
     PhaseFinishedEvent,
     WaitingEvent,
 )
-from tests.unit.protocol.streams import envelope
+from tests.support.streams import envelope
 
 SPEC_EXAMPLES: dict[str, dict[str, Any]] = {
     # The payloads of the examples in sprite-protocol-v1.md, verbatim.

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from lattice_operator.protocol.models import EventType
 from lattice_operator.protocol.parse import Rejection, parse_line
 from lattice_operator.protocol.violations import ViolationCategory as V
-from tests.unit.protocol.streams import SPRITE, WORK, envelope, ev, info
+from tests.support.streams import SPRITE, WORK, envelope, ev, info
 
 
 def parse(raw: bytes, max_payload_bytes: int = 65536) -> object:

@@ -30,7 +30,7 @@ from lattice_operator.protocol.projection import (
     status_size,
 )
 from lattice_operator.protocol.violations import Violation, ViolationCategory
-from tests.unit.protocol.streams import SPRITE, WORK, ev, info, realistic_events
+from tests.support.streams import SPRITE, WORK, ev, info, realistic_events
 
 NOW = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
 
@@ -287,20 +287,22 @@ def test_pending_requests_survive_trimming() -> None:
     assert len(status.pending_action_requests()) == 32
 
 
-def test_a_million_event_stream_stays_under_the_budget() -> None:
-    # A generator of a million lines (a realistic pool, cycled), fed 20,000 at a time.
+def test_a_long_stream_stays_under_the_budget() -> None:
+    # 200,000 lines (a realistic pool, cycled 40 times), fed 20,000 at a time: every ring is
+    # full long before the end, so the size has reached its plateau (the benchmark feeds
+    # millions: `make bench`).
     pool = list(realistic_events(5000, seed=5))
-    stream = itertools.islice(itertools.cycle(pool), 1_000_000)
+    stream = itertools.islice(itertools.cycle(pool), 200_000)
     engine = RunEventEngine(SPRITE, WORK)
     largest = 0
     while chunk := list(itertools.islice(stream, 20_000)):
         engine.feed_outbox(b"".join(raw + b"\n" for raw in chunk))
         largest = max(largest, status_size(engine.status()))
     status = engine.status()
-    assert status.event_count == 1_000_000
-    assert engine.cursor.line_count == 1_000_000
+    assert status.event_count == 200_000
+    assert engine.cursor.line_count == 200_000
     assert largest <= STATUS_BUDGET_BYTES
-    assert sum(json.loads(status.counts.model_dump_json()).values()) == 1_000_000
+    assert sum(json.loads(status.counts.model_dump_json()).values()) == 200_000
 
 
 def test_events_carry_their_models() -> None:

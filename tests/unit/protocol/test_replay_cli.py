@@ -171,7 +171,7 @@ def test_both_inputs_stream_in_bounded_memory(tmp_path: Path) -> None:
     whole: the peak of Python allocations stays far below the size of the inputs."""
     import tracemalloc
 
-    from tests.unit.protocol.streams import outbox_bytes, realistic_events, stdout_bytes
+    from tests.support.streams import outbox_bytes, realistic_events, stdout_bytes
 
     lines = list(realistic_events(40_000))
     (tmp_path / "outbox.jsonl").write_bytes(outbox_bytes(lines))

@@ -1,0 +1,117 @@
+"""End-to-end helpers for Intents: the namespace set-up, Intent documents, RBAC roles and
+bindings, approvals as another user."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.support.admission_cases import build, sample
+from tests.support.stack import Stack
+
+POLICY = {
+    "apiVersion": "lattice.dev/v1alpha1",
+    "kind": "IntentPolicy",
+    "metadata": {"name": "team"},
+    "spec": {
+        "rules": [
+            {
+                "name": "trusted-exec",
+                "match": "intent.spec.kind == 'sprite_task_exec' && "
+                "has(intent.metadata.labels) && 'trusted' in intent.metadata.labels",
+                "risk": "safe",
+                "outcome": "allow",
+            },
+            {
+                "name": "no-fileops",
+                "match": "intent.spec.kind == 'fileops'",
+                "risk": "dangerous",
+                "outcome": "deny",
+                "message": "file operations are not allowed in this namespace",
+            },
+            {
+                "name": "env-changes",
+                "match": "intent.spec.kind == 'environment_change'",
+                "risk": "dangerous",
+                "outcome": "require_approval",
+                "approvers": 2,
+            },
+        ]
+    },
+}
+
+
+APPROVER_ROLE: dict[str, Any] = yaml.safe_load(
+    (Path(__file__).resolve().parents[2] / "manifests/rbac/lattice-approver.yaml").read_text()
+)
+
+
+EDITOR_ROLE = {
+    "apiVersion": "rbac.authorization.k8s.io/v1",
+    "kind": "ClusterRole",
+    "metadata": {"name": "lattice-intent-editor-test"},
+    "rules": [
+        {
+            "apiGroups": ["lattice.dev"],
+            "resources": ["intents"],
+            "verbs": ["get", "list", "watch", "update", "patch"],
+        }
+    ],
+}
+
+
+def setup_namespace(stack: Stack, namespace: str, sprite: str = "box") -> None:
+    stack.apply(namespace, POLICY)
+    stack.apply(namespace, build("sprite.yaml", sprite, {"spec.networkPolicy": {"rules": []}}))
+    stack.wait_sprite_ready(namespace, sprite)
+
+
+def intent_doc(
+    name: str, command: list[str], *, trusted: bool = False, **spec: Any
+) -> dict[str, Any]:
+    doc = sample("intent-sprite-task-exec.yaml")
+    doc["metadata"] = {"name": name, **({"labels": {"trusted": "yes"}} if trusted else {})}
+    doc["spec"]["params"]["spriteTaskExec"] = {"spriteRef": {"name": "box"}, "command": command}
+    doc["spec"]["allowedActions"] = []
+    doc["spec"].update(spec)
+    return doc
+
+
+def bind_role(stack: Stack, namespace: str, user: str, role: dict[str, Any]) -> None:
+    stack.cluster.kubectl("apply", "-f", "-", input=json.dumps(role))
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": f"{user}-{role['metadata']['name']}", "namespace": namespace},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": role["metadata"]["name"],
+        },
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+    }
+    stack.cluster.kubectl("apply", "-f", "-", input=json.dumps(binding))
+
+
+def kubectl_as(
+    stack: Stack, user: str, *args: str, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """kubectl as another identity (impersonated: works on any cluster the admin controls)."""
+    return stack.cluster.kubectl("--as", user, *args, input=input, check=False)
+
+
+def approval_request(decision: str, reason: str = "") -> str:
+    return "approval.lattice.dev/request=" + json.dumps({"decision": decision, "reason": reason})
+
+
+SECRET = "s3cr3t-Value-0f-the-token-9d1c7"
+
+
+def apply_secret(stack: Stack, namespace: str) -> None:
+    stack.cluster.kubectl(
+        "create", "secret", "generic", "tokens", "-n", namespace, f"--from-literal=gh={SECRET}"
+    )

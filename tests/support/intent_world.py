@@ -1,0 +1,76 @@
+"""Intent pipeline fixtures for unit tests: policies, Intents, worlds, approvals, passes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from lattice_operator.api.v1alpha1 import Intent, Run
+from lattice_operator.api.v1alpha1.intent import ApprovalRecord
+from lattice_operator.api.v1alpha1.intentpolicy import IntentPolicySpec
+from lattice_operator.policy import compile_policy
+from lattice_operator.reconcilers.approvals import spec_digest
+from lattice_operator.reconcilers.intent import IntentWorld
+from tests.support.admission_cases import sample
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def policy(outcome: str, approvers: int = 1) -> Any:
+    return compile_policy(
+        "p",
+        IntentPolicySpec.model_validate(
+            {
+                "rules": [
+                    {
+                        "name": "r",
+                        "match": "true",
+                        "risk": "controlled",
+                        "outcome": outcome,
+                        "approvers": approvers,
+                    }
+                ]
+            }
+        ),
+    )
+
+
+def intent(**status: Any) -> Intent:
+    doc = sample("intent-sprite-task-exec.yaml")
+    doc["metadata"] = {"name": "i", "namespace": "ns", "uid": "u", "generation": 1}
+    doc["status"] = status
+    return Intent.model_validate(doc)
+
+
+def world(
+    it: Intent,
+    *,
+    policies: Any = (),
+    approvals: Any = (),
+    run: Run | None = None,
+    now: datetime = NOW,
+) -> IntentWorld:
+    return IntentWorld(
+        intent=it,
+        policies=list(policies),
+        default_policy=None,
+        approvals=list(approvals),
+        run=run,
+        sprite=None,
+        now=now,
+    )
+
+
+def approval(user: str, decision: str = "approve", digest: str | None = None) -> ApprovalRecord:
+    """A record as the webhook writes it: for the sample spec unless told otherwise."""
+    return ApprovalRecord(
+        user=user,
+        decision=decision,  # type: ignore[arg-type]
+        reason="",
+        time=NOW,
+        spec_digest=digest or spec_digest(intent().spec),
+    )
+
+
+def advance(it: Intent, plan: Any) -> Intent:
+    return it.model_copy(update={"status": plan.status})
