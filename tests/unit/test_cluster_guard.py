@@ -53,7 +53,8 @@ def test_an_unreadable_kubeconfig_is_refused_with_its_reason(tmp_path: Path) -> 
     bad = tmp_path / "kubeconfig"
     bad.write_text("clusters: [")
     why = refusal(bad, None)
-    assert why is not None and str(bad) in why
+    assert why is not None
+    assert str(bad) in why
 
 
 def test_the_suite_stops_before_touching_a_remote_cluster(tmp_path: Path) -> None:
