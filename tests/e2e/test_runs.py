@@ -279,6 +279,34 @@ def test_a_checkpoint_listing_failure_is_not_blamed_on_the_sprite(
     assert any("could not be listed" in json.dumps(r) for r in receipts)
 
 
+def test_a_run_waiting_when_the_operator_restarts_is_resumed_by_the_next_one(
+    stack: Stack, namespace: str
+) -> None:
+    ready_sprite(stack, namespace, "sample")
+    doc = sample("agent-run.yaml")
+    doc["spec"]["env"] = [{"name": "AGENT_PAUSE", "value": "0.05"}]
+    stack.apply(namespace, doc)
+    waiting = stack.wait_phase(namespace, "runs", "sample-agent", {"Waiting", "Failed"})
+    assert waiting["status"]["phase"] == "Waiting", waiting["status"]
+    stack.crash_and_restart()  # the operator that saw the WAITING is gone
+    lattice(
+        stack,
+        "resume",
+        "sample-agent",
+        "-n",
+        namespace,
+        "-i",
+        "approved=true",
+        "-i",
+        'comments=["after a restart"]',
+    )
+    run = stack.wait_phase(namespace, "runs", "sample-agent", {"Succeeded", "Failed"}, timeout=60)
+    status = run["status"]
+    assert status["phase"] == "Succeeded", status
+    assert status["resume"]["count"] == 1
+    assert status["events"]["violationCount"] == 0, status["events"]["violations"]
+
+
 def test_missing_checkpoint_is_synthesized_and_resume_works(stack: Stack, namespace: str) -> None:
     sprite = ready_sprite(stack, namespace)
     apply_run(
