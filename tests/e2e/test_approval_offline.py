@@ -11,9 +11,9 @@ import pytest
 from tests.support.e2e_intents import (
     APPROVER_ROLE,
     EDITOR_ROLE,
-    _forge_approval,
     approval_request,
     bind_role,
+    forge_approval,
     intent_doc,
     kubectl_as,
     setup_namespace,
@@ -50,7 +50,7 @@ def test_without_an_operator_intents_are_written_but_approvals_fail_closed(
         assert refused.returncode != 0
         assert "failed calling webhook" in refused.stderr, refused.stderr
         # ... and above all a forged record.
-        forgery = _forge_approval(stack, namespace, "offline", forger="mallory", name="alice")
+        forgery = forge_approval(stack, namespace, "offline", forger="mallory", name="alice")
         assert forgery.returncode != 0
         annotations = stack.get(namespace, "intents", "offline")["metadata"].get("annotations")
         assert not any(key.startswith("approval.lattice.dev/") for key in annotations or {})

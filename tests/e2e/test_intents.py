@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
 
 import httpx
 import pytest
@@ -14,6 +13,7 @@ from tests.support.admission_cases import build, sample
 from tests.support.agents import agent
 from tests.support.cluster import wait_for
 from tests.support.e2e_intents import (
+    AGENT,
     APPROVER_ROLE,
     EDITOR_ROLE,
     POLICY,
@@ -21,6 +21,7 @@ from tests.support.e2e_intents import (
     apply_secret,
     approval_request,
     bind_role,
+    forge_approval,
     intent_doc,
     kubectl_as,
     setup_namespace,
@@ -29,15 +30,6 @@ from tests.support.e2e_runs import lattice
 from tests.support.stack import Stack
 
 pytestmark = pytest.mark.e2e
-
-
-def _forge_approval(
-    stack: Stack, namespace: str, intent: str, *, forger: str, name: str
-) -> subprocess.CompletedProcess[str]:
-    """`forger` writes an approval record in `name`'s name straight into the annotation."""
-    record = {"user": name, "decision": "approve", "reason": "", "time": "2026-01-01T00:00:00Z"}
-    annotation = f"approval.lattice.dev/records={json.dumps([record])}"
-    return kubectl_as(stack, forger, "annotate", "intent", intent, "-n", namespace, annotation)
 
 
 def test_auto_approved_intent_runs_to_success(stack: Stack, namespace: str) -> None:
@@ -88,7 +80,7 @@ def test_approval_by_an_authorised_user_lets_it_run(stack: Stack, namespace: str
     assert refused.returncode != 0
     assert "mallory may not approve or reject intents" in refused.stderr
     # ... nor write an approval record in someone else's name.
-    forgery = _forge_approval(stack, namespace, "gated", forger="mallory", name="alice")
+    forgery = forge_approval(stack, namespace, "gated", forger="mallory", name="alice")
     assert forgery.returncode != 0
     assert "written only by the operator's admission webhook" in forgery.stderr
     assert stack.get(namespace, "intents", "gated")["status"]["phase"] == "AwaitingApproval"
@@ -179,29 +171,6 @@ def test_invalid_policy_rule_is_refused_with_its_index(stack: Stack, namespace: 
     assert out.returncode != 0
     assert "spec.rules[1] (no-fileops)" in out.stderr
     assert "type error" in out.stderr
-
-
-AGENT = agent(
-    r"""
-if os.path.exists("/workspace/.lattice/resume.json"):
-    emit("INFO", {"message": "resumed"})  # the protocol: acknowledge the resume first
-    inputs = json.load(open("/workspace/.lattice/resume.json"))["inputs"]
-    if inputs.get("status") == "fulfilled":
-        path = inputs["path"]
-        mode = stat.S_IMODE(os.stat(path).st_mode)
-        digest = hashlib.sha256(open(path, "rb").read()).hexdigest()
-        summary = "credential at %s mode %o sha256 %s" % (path, mode, digest)
-    else:
-        summary = "refused: %s" % inputs.get("reason")
-    emit("COMPLETED", {"status": "success", "summary": summary})
-else:
-    emit("ACTION_REQUEST", {"action": "FETCH_CREDENTIAL", "parameters": {"name": "gh"},
-                            "blocking": True})
-    emit("WAITING", {"reason": "CREDENTIAL", "checkpoint_id": checkpoint("before waiting"),
-                     "expected_inputs": {"status": "string", "path": "string",
-                                         "reason": "string"}})
-"""
-)
 
 
 def test_granted_credential_is_delivered_and_never_leaked(stack: Stack, namespace: str) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from tests.support.admission_cases import build, sample
+from tests.support.agents import agent
 from tests.support.stack import Stack
 
 POLICY = {
@@ -115,3 +116,35 @@ def apply_secret(stack: Stack, namespace: str) -> None:
     stack.cluster.kubectl(
         "create", "secret", "generic", "tokens", "-n", namespace, f"--from-literal=gh={SECRET}"
     )
+
+
+def forge_approval(
+    stack: Stack, namespace: str, intent: str, *, forger: str, name: str
+) -> subprocess.CompletedProcess[str]:
+    """`forger` writes an approval record in `name`'s name straight into the annotation."""
+    record = {"user": name, "decision": "approve", "reason": "", "time": "2026-01-01T00:00:00Z"}
+    annotation = f"approval.lattice.dev/records={json.dumps([record])}"
+    return kubectl_as(stack, forger, "annotate", "intent", intent, "-n", namespace, annotation)
+
+
+AGENT = agent(
+    r"""
+if os.path.exists("/workspace/.lattice/resume.json"):
+    emit("INFO", {"message": "resumed"})  # the protocol: acknowledge the resume first
+    inputs = json.load(open("/workspace/.lattice/resume.json"))["inputs"]
+    if inputs.get("status") == "fulfilled":
+        path = inputs["path"]
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+        digest = hashlib.sha256(open(path, "rb").read()).hexdigest()
+        summary = "credential at %s mode %o sha256 %s" % (path, mode, digest)
+    else:
+        summary = "refused: %s" % inputs.get("reason")
+    emit("COMPLETED", {"status": "success", "summary": summary})
+else:
+    emit("ACTION_REQUEST", {"action": "FETCH_CREDENTIAL", "parameters": {"name": "gh"},
+                            "blocking": True})
+    emit("WAITING", {"reason": "CREDENTIAL", "checkpoint_id": checkpoint("before waiting"),
+                     "expected_inputs": {"status": "string", "path": "string",
+                                         "reason": "string"}})
+"""
+)
