@@ -31,6 +31,8 @@ async def set_faults(request: web.Request) -> web.Response:
         if not isinstance(changes, dict):
             raise ValueError("a JSON object is required")
         state.faults = Faults.model_validate({**state.faults.model_dump(), **changes})
+    except RecursionError:
+        raise ApiError(400, "invalid faults: nested too deeply") from None
     except (ValueError, ValidationError) as exc:
         raise ApiError(400, f"invalid faults: {exc}") from None
     return web.json_response(state.faults.model_dump())

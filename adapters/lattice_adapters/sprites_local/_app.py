@@ -40,7 +40,8 @@ def _auth(token: str) -> Middleware:
 
     @web.middleware
     async def auth(request: web.Request, handler: Handler) -> web.StreamResponse:
-        given = request.headers.get("Authorization", "").encode()
+        # Header bytes that are not UTF-8 arrive as surrogates: never a match, never a 500.
+        given = request.headers.get("Authorization", "").encode(errors="surrogateescape")
         if not hmac.compare_digest(given, expected):
             return web.json_response({"error": "unauthorized"}, status=401)
         return await handler(request)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 
 class LocalSpritesConfig(BaseModel):
@@ -32,6 +32,32 @@ class LocalSpritesConfig(BaseModel):
     """After a process exits, how long to wait for output still held by its children."""
     ready_file: Path | None = None
     """Written (JSON: url, port, pid) once the server accepts connections."""
+
+    @field_validator("token")
+    @classmethod
+    def _usable_token(cls, value: SecretStr) -> SecretStr:
+        text = value.get_secret_value()
+        if not text.strip():
+            raise ValueError("the token is empty: no client could use the server")
+        if text != text.strip() or any(c in text for c in "\r\n\x00"):
+            raise ValueError("the token must not contain spaces at its ends or line breaks")
+        return value
+
+    @model_validator(mode="after")
+    def _cold_after_warm(self) -> LocalSpritesConfig:
+        if self.cold_after < self.warm_after:
+            raise ValueError(
+                f"cold-after ({self.cold_after:g}s) must not be shorter than warm-after "
+                f"({self.warm_after:g}s)"
+            )
+        return self
+
+    @field_validator("state_dir")
+    @classmethod
+    def _directory(cls, value: Path) -> Path:
+        if value.exists() and not value.is_dir():
+            raise ValueError(f"{value} exists and is not a directory")
+        return value
 
 
 __all__ = ["LocalSpritesConfig"]

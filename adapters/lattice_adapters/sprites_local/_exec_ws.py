@@ -93,6 +93,15 @@ def _exec_params(request: web.Request) -> ExecParams:
             raise ApiError(400, f"invalid max_run_after_disconnect {raw_limit!r}") from None
     stdin_raw = query.get("stdin")
     stdin = tty if stdin_raw is None else stdin_raw.lower() == "true"
+    texts = [
+        *argv,
+        *(env or {}),
+        *(env or {}).values(),
+        query.get("dir", ""),
+        query.get("path", ""),
+    ]
+    if any("\x00" in text for text in texts):
+        raise ApiError(400, "NUL bytes are not allowed in cmd, env, dir or path")
     return ExecParams(
         argv=list(argv),
         env=env,

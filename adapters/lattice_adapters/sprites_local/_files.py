@@ -1,4 +1,4 @@
-"""The filesystem API, confined to the sprite's directory (see `_paths`).
+"""The filesystem API, confined to the sprite's directory (see `_paths` and `_confined`).
 
 Reads honour `Range` (206 / 416), so the operator can tail a file from a byte offset; writes
 land in a temporary file that is renamed over the target (atomic), capped at 16 MiB (413).
@@ -6,7 +6,10 @@ land in a temporary file that is renamed over the target (atomic), capped at 16 
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import posixpath
 import secrets
 import shutil
 import stat
@@ -22,12 +25,20 @@ from lattice_adapters.sprites_local._common import (
     query_bool,
     sprite_of,
 )
+from lattice_adapters.sprites_local._confined import (
+    Confined,
+    copy_file_at,
+    copy_tree_at,
+    is_dir_at,
+    lstat_at,
+    openat2,
+    walk_at,
+)
 from lattice_adapters.sprites_local._paths import (
     PathRefused,
     error_code,
     host_path,
     sprite_path,
-    to_sprite,
 )
 from lattice_adapters.sprites_local._rest import SPRITE, routes
 from lattice_adapters.sprites_local._wire import (
@@ -52,15 +63,33 @@ def _resolve(root: Path, path: str, working_dir: str, *, follow: bool = True) ->
         return inside, host_path(root, inside, follow=follow)
     except PathRefused as refused:
         raise _fs_error(refused.status, refused.message, refused.code, path) from None
+    except OSError as exc:  # a component the host cannot look at (too long, say)
+        raise _os_error(exc, path) from None
 
 
 def _os_error(exc: OSError, path: str) -> ApiError:
+    if exc.errno in (errno.ELOOP, errno.EXDEV):
+        # openat2 met a symlink (or a way out) that was not there when the path was resolved.
+        return _fs_error(409, "the path changed while in use (a symlink appeared)", "ELOOP", path)
     status, code = error_code(exc)
     return _fs_error(status, exc.strerror or code, code, path)
 
 
-def _entry(root: Path, host: Path) -> dict[str, Any]:
-    info = host.lstat()
+def _mode(text: str, path: str) -> int:
+    """An octal permission mode: at most 07777, never set-uid or set-gid (the file API runs
+    as root on the host)."""
+    try:
+        mode = int(text, 8)
+    except ValueError:
+        raise _fs_error(400, "mode must be octal, e.g. 0644", "EINVAL", path) from None
+    if not 0 <= mode <= 0o7777:
+        raise _fs_error(400, "mode must be between 0000 and 7777", "EINVAL", path)
+    if mode & (stat.S_ISUID | stat.S_ISGID):
+        raise _fs_error(400, "set-uid and set-gid bits are not allowed", "EPERM", path)
+    return mode
+
+
+def _entry(inside: str, info: os.stat_result) -> dict[str, Any]:
     kind = (
         "symlink"
         if stat.S_ISLNK(info.st_mode)
@@ -69,14 +98,19 @@ def _entry(root: Path, host: Path) -> dict[str, Any]:
         else "file"
     )
     return {
-        "name": host.name if host != root else "workspace",
-        "path": to_sprite(root, host),
+        "name": posixpath.basename(inside) if inside != "/workspace" else "workspace",
+        "path": inside,
         "type": kind,
         "size": info.st_size,
         "mode": f"{stat.S_IMODE(info.st_mode):04o}",
         "modTime": iso(datetime.fromtimestamp(info.st_mtime, UTC)),
         "isDir": kind == "directory",
     }
+
+
+def _chmod_fd(fd: int, mode: int) -> None:
+    # An O_PATH descriptor cannot be fchmod'ed; its /proc magic link names the same inode.
+    os.chmod(f"/proc/self/fd/{fd}", mode)
 
 
 def _params(request: web.Request) -> tuple[str, str]:
@@ -95,17 +129,64 @@ async def _discard_body(request: web.Request) -> None:
             break
 
 
+async def _send_range(request: web.Request, fd: int, size: int) -> web.StreamResponse:
+    """The file behind `fd`, whole (200) or the requested byte range (206; 416 past the end),
+    as aiohttp's FileResponse answers, but from the descriptor opened under the root."""
+    try:
+        wanted = request.http_range
+    except ValueError:
+        wanted = slice(size, None)  # malformed: answered like a range past the end
+    start, end, status = 0, size, 200
+    if wanted.start is not None or wanted.stop is not None:
+        start = wanted.start or 0
+        if start < 0 and wanted.stop is None:  # a suffix: the last bytes
+            start = max(0, start + size)
+            end = size
+        else:
+            end = min(wanted.stop if wanted.stop is not None else size, size)
+        if start >= size:
+            return web.Response(
+                status=416, headers={"Content-Range": f"bytes */{size}", "Accept-Ranges": "bytes"}
+            )
+        status = 206
+    headers = {
+        "Content-Type": "application/octet-stream",
+        "Accept-Ranges": "bytes",
+        "Content-Length": str(max(0, end - start)),
+    }
+    if status == 206:
+        headers["Content-Range"] = f"bytes {start}-{end - 1}/{size}"
+    response = web.StreamResponse(status=status, headers=headers)
+    await response.prepare(request)
+    offset = start
+    while offset < end:
+        chunk = os.pread(fd, min(1 << 20, end - offset), offset)
+        if not chunk:
+            break  # truncated meanwhile: the client sees a short body
+        await response.write(chunk)
+        offset += len(chunk)
+    await response.write_eof()
+    return response
+
+
 @routes.get(SPRITE + "/fs/read")
 async def read_file(request: web.Request) -> web.StreamResponse:
     sprite = sprite_of(request)
     path, working_dir = _params(request)
     inside, host = _resolve(sprite.root, path, working_dir)
-    if not host.exists():
-        raise _fs_error(404, "file not found", "ENOENT", inside)
-    if host.is_dir():
-        raise _fs_error(400, "is a directory", "EISDIR", inside)
-    # FileResponse answers Range with 206 (and 416 past the end) by itself.
-    return web.FileResponse(host, headers={"Content-Type": "application/octet-stream"})
+    try:
+        # O_NONBLOCK: a FIFO the sprite put there must not hang the server.
+        with Confined(sprite.root).open(host, os.O_RDONLY | os.O_NONBLOCK) as fd:
+            info = os.fstat(fd)
+            if stat.S_ISDIR(info.st_mode):
+                raise _fs_error(400, "is a directory", "EISDIR", inside)
+            if not stat.S_ISREG(info.st_mode):
+                raise _fs_error(400, "not a regular file", "EINVAL", inside)
+            return await _send_range(request, fd, info.st_size)
+    except FileNotFoundError:
+        raise _fs_error(404, "file not found", "ENOENT", inside) from None
+    except OSError as exc:
+        raise _os_error(exc, inside) from None
 
 
 @routes.put(SPRITE + "/fs/write")
@@ -116,36 +197,39 @@ async def write_file(request: web.Request) -> web.Response:
     if request.content_length is not None and request.content_length > MAX_WRITE:
         await _discard_body(request)
         raise _fs_error(413, "file too large (limit 16 MiB)", "EFBIG", inside)
-    try:
-        mode = int(request.query.get("mode", "0644"), 8)
-    except ValueError:
-        raise _fs_error(400, "mode must be octal, e.g. 0644", "EINVAL", inside) from None
-    parent = host.parent
-    if not parent.is_dir():
-        if not query_bool(request, "mkdirParents", "mkdir"):
-            raise _fs_error(404, "parent directory does not exist", "ENOENT", inside)
-        try:
-            parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise _os_error(exc, inside) from None
-    if host.is_dir():
+    mode = _mode(request.query.get("mode", "0644"), inside)
+    if host == sprite.root:
         raise _fs_error(400, "is a directory", "EISDIR", inside)
-    temp = parent / f".{host.name}.sprites-local-{secrets.token_hex(6)}"
+    create = query_bool(request, "mkdirParents", "mkdir")
     size = 0
     try:
-        with temp.open("xb") as out:
-            async for chunk in request.content.iter_chunked(1 << 20):
-                size += len(chunk)
-                if size > MAX_WRITE:
-                    await _discard_body(request)
-                    raise _fs_error(413, "file too large (limit 16 MiB)", "EFBIG", inside)
-                out.write(chunk)
-        temp.chmod(mode)
-        temp.replace(host)
+        with Confined(sprite.root).parent(host, create=create) as (directory, name):
+            if is_dir_at(directory, name):
+                raise _fs_error(400, "is a directory", "EISDIR", inside)
+            # A short temporary name: any legal target name (up to 255 bytes) fits.
+            temp = f".sl-{secrets.token_hex(8)}.tmp"
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            out = os.open(temp, flags, 0o600, dir_fd=directory)
+            try:
+                try:
+                    async for chunk in request.content.iter_chunked(1 << 20):
+                        size += len(chunk)
+                        if size > MAX_WRITE:
+                            await _discard_body(request)
+                            raise _fs_error(413, "file too large (limit 16 MiB)", "EFBIG", inside)
+                        os.write(out, chunk)
+                    os.fchmod(out, mode)
+                finally:
+                    os.close(out)
+                os.replace(temp, name, src_dir_fd=directory, dst_dir_fd=directory)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temp, dir_fd=directory)
+                raise
+    except FileNotFoundError:
+        raise _fs_error(404, "parent directory does not exist", "ENOENT", inside) from None
     except OSError as exc:
         raise _os_error(exc, inside) from None
-    finally:
-        temp.unlink(missing_ok=True)
     return web.json_response({"path": inside, "size": size, "mode": f"{mode:04o}"})
 
 
@@ -154,14 +238,25 @@ async def list_files(request: web.Request) -> web.Response:
     sprite = sprite_of(request)
     path, working_dir = _params(request)
     inside, host = _resolve(sprite.root, path, working_dir)
-    if not host.exists():
-        raise _fs_error(404, "file not found", "ENOENT", inside)
-    if not host.is_dir():
-        entries = [_entry(sprite.root, host)]
-    else:
-        recursive = query_bool(request, "recursive")
-        children = sorted(host.rglob("*") if recursive else host.iterdir())
-        entries = [_entry(sprite.root, child) for child in children]
+    confined = Confined(sprite.root)
+    try:
+        with confined.open(host, os.O_PATH) as fd:
+            info = os.fstat(fd)
+        if not stat.S_ISDIR(info.st_mode):
+            entries = [_entry(inside, info)]
+        else:
+            base = inside.rstrip("/")
+            with confined.open(host, os.O_RDONLY | os.O_DIRECTORY) as fd:
+                if query_bool(request, "recursive"):
+                    found = list(walk_at(fd))
+                else:
+                    with os.scandir(fd) as listing:
+                        found = sorted((e.name, e.stat(follow_symlinks=False)) for e in listing)
+            entries = [_entry(f"{base}/{rel}", child) for rel, child in found]
+    except FileNotFoundError:
+        raise _fs_error(404, "file not found", "ENOENT", inside) from None
+    except OSError as exc:
+        raise _os_error(exc, inside) from None
     return web.json_response({"path": inside, "count": len(entries), "entries": entries})
 
 
@@ -177,20 +272,25 @@ async def delete_file(request: web.Request) -> web.Response:
     inside, host = _resolve(sprite.root, path, working_dir, follow=False)
     if host == sprite.root:
         raise _fs_error(403, "the sprite root cannot be deleted", "EPERM", inside)
-    if not host.exists() and not host.is_symlink():
-        raise _fs_error(404, "file not found", "ENOENT", inside)
     deleted = [inside]
     try:
-        if host.is_dir() and not host.is_symlink():
-            if recursive:
-                deleted += [to_sprite(sprite.root, p) for p in sorted(host.rglob("*"))]
-                shutil.rmtree(host)
-            elif any(host.iterdir()):
-                raise _fs_error(400, "directory not empty", "ENOTEMPTY", inside)
+        with Confined(sprite.root).parent(host) as (directory, name):
+            info = lstat_at(directory, name)
+            if stat.S_ISDIR(info.st_mode):
+                flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+                fd = os.open(name, flags, dir_fd=directory)
+                try:
+                    below = [rel for rel, _ in walk_at(fd)]
+                finally:
+                    os.close(fd)
+                if below and not recursive:
+                    raise _fs_error(400, "directory not empty", "ENOTEMPTY", inside)
+                deleted += [f"{inside}/{rel}" for rel in below]
+                shutil.rmtree(name, dir_fd=directory)
             else:
-                host.rmdir()
-        else:
-            host.unlink()
+                os.unlink(name, dir_fd=directory)
+    except FileNotFoundError:
+        raise _fs_error(404, "file not found", "ENOENT", inside) from None
     except OSError as exc:
         raise _os_error(exc, inside) from None
     return web.json_response({"deleted": deleted, "count": len(deleted)})
@@ -204,10 +304,16 @@ async def rename_file(request: web.Request) -> web.Response:
     dest, dest_host = _resolve(sprite.root, body.dest, body.working_dir, follow=False)
     if sprite.root in (source_host, dest_host):
         raise _fs_error(403, "the sprite root cannot be renamed", "EPERM", source)
-    if not source_host.exists() and not source_host.is_symlink():
-        raise _fs_error(404, "file not found", "ENOENT", source)
+    confined = Confined(sprite.root)
     try:
-        os.replace(source_host, dest_host)
+        with (
+            confined.parent(source_host) as (from_dir, from_name),
+            confined.parent(dest_host) as (to_dir, to_name),
+        ):
+            lstat_at(from_dir, from_name)
+            os.replace(from_name, to_name, src_dir_fd=from_dir, dst_dir_fd=to_dir)
+    except FileNotFoundError:
+        raise _fs_error(404, "file not found", "ENOENT", source) from None
     except OSError as exc:
         raise _os_error(exc, source) from None
     return web.json_response({"source": source, "dest": dest})
@@ -219,17 +325,26 @@ async def copy_file(request: web.Request) -> web.Response:
     body = await parse_body(request, CopyBody)
     source, source_host = _resolve(sprite.root, body.source, body.working_dir)
     dest, dest_host = _resolve(sprite.root, body.dest, body.working_dir, follow=False)
-    if not source_host.exists():
-        raise _fs_error(404, "file not found", "ENOENT", source)
+    if sprite.root in (source_host, dest_host):
+        raise _fs_error(403, "the sprite root cannot be copied or replaced", "EPERM", source)
+    if dest_host.is_relative_to(source_host):
+        raise _fs_error(400, "cannot copy a directory into itself", "EINVAL", source)
+    confined = Confined(sprite.root)
     try:
-        if source_host.is_dir():
-            if not body.recursive:
-                raise _fs_error(400, "is a directory (use recursive)", "EISDIR", source)
-            shutil.copytree(source_host, dest_host, symlinks=True, dirs_exist_ok=True)
-            total = sum(p.stat().st_size for p in dest_host.rglob("*") if p.is_file())
-        else:
-            shutil.copy2(source_host, dest_host)
-            total = dest_host.stat().st_size
+        with (
+            confined.parent(source_host) as (from_dir, from_name),
+            confined.parent(dest_host) as (to_dir, to_name),
+        ):
+            info = lstat_at(from_dir, from_name)
+            if stat.S_ISDIR(info.st_mode):
+                if not body.recursive:
+                    raise _fs_error(400, "is a directory (use recursive)", "EISDIR", source)
+                total = copy_tree_at(from_dir, from_name, to_dir, to_name)
+            else:
+                # The destination is replaced, never followed: a symlink there stays inside.
+                total = copy_file_at(from_dir, from_name, to_dir, to_name)
+    except FileNotFoundError:
+        raise _fs_error(404, "file not found", "ENOENT", source) from None
     except OSError as exc:
         raise _os_error(exc, source) from None
     return web.json_response(
@@ -242,21 +357,31 @@ async def chmod_file(request: web.Request) -> web.Response:
     sprite = sprite_of(request)
     body = await parse_body(request, ChmodBody)
     inside, host = _resolve(sprite.root, body.path, body.working_dir)
+    mode = _mode(body.mode, inside)
+    confined = Confined(sprite.root)
+    affected = [inside]
     try:
-        mode = int(body.mode, 8)
-    except ValueError:
-        raise _fs_error(400, "mode must be octal, e.g. 0755", "EINVAL", inside) from None
-    if not host.exists():
-        raise _fs_error(404, "file not found", "ENOENT", inside)
-    targets = [host, *sorted(host.rglob("*"))] if body.recursive and host.is_dir() else [host]
-    try:
-        for target in targets:
-            if not target.is_symlink():
-                target.chmod(mode)
+        with confined.open(host, os.O_PATH) as fd:
+            is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
+            _chmod_fd(fd, mode)
+        if body.recursive and is_dir:
+            with confined.open(host, os.O_RDONLY | os.O_DIRECTORY) as top:
+                for rel, info in walk_at(top):
+                    if stat.S_ISLNK(info.st_mode):
+                        continue
+                    # Each one opened again beneath the top: a symlink swapped in is refused.
+                    child = openat2(top, rel, os.O_PATH)
+                    try:
+                        _chmod_fd(child, mode)
+                    finally:
+                        os.close(child)
+                    affected.append(f"{inside.rstrip('/')}/{rel}")
+    except FileNotFoundError:
+        raise _fs_error(404, "file not found", "ENOENT", inside) from None
     except OSError as exc:
         raise _os_error(exc, inside) from None
-    affected = [{"path": to_sprite(sprite.root, t), "mode": f"{mode:04o}"} for t in targets]
-    return web.json_response({"affected": affected, "count": len(affected)})
+    entries = [{"path": p, "mode": f"{mode:04o}"} for p in affected]
+    return web.json_response({"affected": entries, "count": len(entries)})
 
 
 __all__ = ["MAX_WRITE"]

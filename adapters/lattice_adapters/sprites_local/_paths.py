@@ -16,6 +16,8 @@ from pathlib import Path
 from lattice_adapters.sprites_local._launcher import WORKSPACE
 
 _MAX_LINKS = 40
+NAME_MAX = 255
+PATH_MAX = 4095
 
 
 class PathRefused(Exception):
@@ -38,6 +40,15 @@ def sprite_path(path: str, working_dir: str = "/") -> str:
     joined = path if path.startswith("/") else posixpath.join(working_dir, path)
     if ".." in joined.split("/"):
         raise PathRefused("'..' is not allowed in paths", path=path)
+    if len(joined.encode(errors="surrogateescape")) > PATH_MAX or any(
+        len(part.encode(errors="surrogateescape")) > NAME_MAX for part in joined.split("/")
+    ):
+        raise PathRefused(
+            f"path too long (at most {NAME_MAX} bytes a name, {PATH_MAX} in all)",
+            path=path[:300],
+            status=400,
+            code="ENAMETOOLONG",
+        )
     normal = posixpath.normpath(joined)
     if normal.startswith("//"):
         normal = "/" + normal.lstrip("/")

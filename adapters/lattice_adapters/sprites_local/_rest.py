@@ -17,10 +17,13 @@ from lattice_adapters.sprites_local._common import (
     state_of,
     stream_ndjson,
 )
+from lattice_adapters.sprites_local._confined import read_confined
 from lattice_adapters.sprites_local._session import Session, parse_signal
 from lattice_adapters.sprites_local._sprite import SpriteRuntime
 from lattice_adapters.sprites_local._state import SpriteExists, decode_token, encode_token
 from lattice_adapters.sprites_local._wire import (
+    SERVICE_NAME,
+    SERVICE_NAME_RULE,
     CheckpointBody,
     CreateSpriteBody,
     NetworkPolicyBody,
@@ -205,8 +208,14 @@ async def restore_checkpoint(request: web.Request) -> web.StreamResponse:
 
 
 # -- services -----------------------------------------------------------------------------
+def _service_name(name: str) -> str:
+    if not SERVICE_NAME.fullmatch(name):
+        raise ApiError(400, f"invalid service name {name[:80]!r}: {SERVICE_NAME_RULE}")
+    return name
+
+
 def _definition(sprite: SpriteRuntime, name: str) -> ServiceDefinition:
-    definition = sprite.services.get(name)
+    definition = sprite.services.get(_service_name(name))
     if definition is None:
         raise ApiError(404, f"service {name!r} not found")
     return definition
@@ -230,7 +239,7 @@ async def get_service(request: web.Request) -> web.Response:
 @routes.put(SPRITE + "/services/{service}")
 async def put_service(request: web.Request) -> web.StreamResponse:
     sprite = sprite_of(request)
-    name = request.match_info["service"]
+    name = _service_name(request.match_info["service"])
     body = await parse_body(request, ServiceBody)
     owner = sprite.services.http_port_owner(body.http_port, name)
     if owner is not None:
@@ -307,7 +316,7 @@ async def service_logs(request: web.Request) -> web.StreamResponse:
     log = sprite.dot / "logs" / "services" / f"{definition.name}.log"
 
     async def events() -> AsyncIterator[dict[str, Any]]:
-        text = log.read_text(errors="replace") if log.is_file() else ""
+        text = read_confined(sprite.dot, log).decode(errors="replace")
         for line in text.splitlines(keepends=True)[-lines:] if lines > 0 else []:
             yield {"type": "stdout", "data": line, "timestamp": _ms()}
         yield {"type": "complete", "timestamp": _ms()}

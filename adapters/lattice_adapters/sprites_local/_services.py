@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import subprocess
 import time
@@ -18,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from lattice_adapters.sprites_local._confined import open_log
 from lattice_adapters.sprites_local._launcher import DOT_SPRITE, NamespaceLauncher
 from lattice_adapters.sprites_local._process import ExitWatch, exit_status, kill_group
 from lattice_adapters.sprites_local._wire import ServiceDefinition, iso
@@ -143,9 +145,14 @@ class ServiceSupervisor:
             return
         self._cancel_restart(name)
         log = self._dot / "logs" / "services" / f"{name}.log"
-        log.parent.mkdir(parents=True, exist_ok=True)
         self._status[name] = "starting"
-        with log.open("ab") as log_file:
+        try:
+            log_fd = open_log(self._dot, log)
+        except OSError as exc:
+            self._status[name] = "failed"
+            self._errors[name] = f"cannot open its log: {exc.strerror}"
+            return
+        with os.fdopen(log_fd, "ab") as log_file:
             try:
                 proc = self._launcher.spawn(
                     [definition.cmd, *definition.args],

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 SPRITE_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 SERVICE_NAME = re.compile(r"^[a-z0-9]([a-z0-9_-]{0,61}[a-z0-9])?$")
+SERVICE_NAME_RULE = "service names are 1-63 lowercase letters, digits, '-' or '_'"
 ENVIRONMENT_VERSION = "v0.0.1-rc48"
 """The sprite-environment protocol level the local server speaks (Sprite-Version header)."""
 
@@ -161,6 +162,14 @@ class ServiceDefinition(_Stored):
     http_port: int | None = None
     stopped: bool = False
     """Explicitly stopped: stays stopped across wakes and restarts."""
+
+    @field_validator("name")
+    @classmethod
+    def _service_name(cls, value: str) -> str:
+        # The name becomes a log file name: nothing that could be a path.
+        if not SERVICE_NAME.fullmatch(value):
+            raise ValueError(SERVICE_NAME_RULE)
+        return value
 
 
 class ServiceSignalBody(_Body):

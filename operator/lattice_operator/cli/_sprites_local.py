@@ -41,7 +41,7 @@ def sprites_local(
     """Serve the Sprites REST/WebSocket API with real processes in private mount namespaces."""
     import asyncio
 
-    from pydantic import SecretStr
+    from pydantic import SecretStr, ValidationError
 
     from lattice_adapters.sprites_local import LauncherError, LocalSpritesConfig, serve
 
@@ -49,17 +49,29 @@ def sprites_local(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    config = LocalSpritesConfig(
-        state_dir=state_dir.resolve(),
-        token=SecretStr(token),
-        host=host,
-        port=port,
-        organization=organization,
-        warm_after=warm_after,
-        cold_after=max(cold_after, warm_after),
-        scrollback_bytes=scrollback,
-        ready_file=ready_file,
-    )
+    try:
+        config = LocalSpritesConfig(
+            state_dir=state_dir.resolve(),
+            token=SecretStr(token),
+            host=host,
+            port=port,
+            organization=organization,
+            warm_after=warm_after,
+            cold_after=cold_after,
+            scrollback_bytes=scrollback,
+            ready_file=ready_file,
+        )
+    except ValidationError as exc:
+        flags = {"scrollback_bytes": "scrollback"}
+        for problem in exc.errors():
+            message = str(problem["msg"]).removeprefix("Value error, ")
+            if not problem["loc"]:  # a rule across options: its message names them
+                typer.echo(f"error: {message}", err=True)
+                continue
+            field = str(problem["loc"][0])
+            name = flags.get(field, field).replace("_", "-")
+            typer.echo(f"error: --{name}: {message}", err=True)
+        raise typer.Exit(2) from None
     try:
         asyncio.run(serve(config))
     except LauncherError as exc:

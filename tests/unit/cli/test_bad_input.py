@@ -368,3 +368,27 @@ def test_an_unexpected_error_is_still_one_line(
     assert_refused(outcome, "unexpected error (KeyError)")
     assert outcome.code == 70
     assert os.environ.get("LATTICE_DEBUG") is None
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--token", ""], "--token: the token is empty"),
+        (["--token", "t", "--port", "70000"], "--port: Input should be less than or equal"),
+        (["--token", "t", "--warm-after", "0"], "--warm-after: Input should be greater than 0"),
+        (["--token", "t", "--cold-after", "-5"], "--cold-after: Input should be greater than 0"),
+        (["--token", "t", "--scrollback", "-1"], "--scrollback: Input should be greater"),
+        (["--token", "t", "--warm-after", "60", "--cold-after", "10"], "must not be shorter"),
+        (["--token", "t", "--state-dir", "{file}"], "exists and is not a directory"),
+    ],
+)
+def test_sprites_local_start_up_options_are_checked(
+    args: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a_file = tmp_path / "state"
+    a_file.write_text("not a directory")
+    argv = ["sprites-local", *(arg.replace("{file}", str(a_file)) for arg in args)]
+    outcome = run_cli(argv, capsys)
+    assert outcome.code == 2
+    assert message in outcome.err
+    assert "Traceback" not in outcome.err
