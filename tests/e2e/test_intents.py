@@ -185,7 +185,8 @@ def test_granted_credential_is_delivered_and_never_leaked(stack: Stack, namespac
     )
     stack.apply(namespace, intent)
     done = stack.wait_phase(namespace, "intents", "cred", {"Succeeded", "Failed"})
-    assert done["status"]["phase"] == "Succeeded", done["status"]
+    run_status = stack.get(namespace, "runs", "cred-run")["status"]
+    assert done["status"]["phase"] == "Succeeded", (run_status["conditions"], run_status["logTail"])
     digest = hashlib.sha256(SECRET.encode()).hexdigest()
     assert done["status"]["result"]["summary"] == (
         f"credential at /workspace/.lattice/credentials/gh mode 600 sha256 {digest}"

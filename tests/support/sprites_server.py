@@ -21,7 +21,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -105,6 +105,7 @@ def sprites_server(
     token: str | None = None,
     start_timeout: float = 30.0,
     keep_state: bool = False,
+    extra: Sequence[str] = (),
 ) -> Iterator[LocalSprites]:
     """A local Sprites server for the duration of the block.
 
@@ -134,6 +135,7 @@ def sprites_server(
         str(scrollback),
         "--ready-file",
         str(ready),
+        *extra,
     ]
     env = {**os.environ, "SPRITES_LOCAL_TOKEN": token}
     with log_path.open("wb") as log:

@@ -15,9 +15,10 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from lattice_adapters.sprites_local import _admin, _exec_ws, _files  # noqa: F401 - routes
+from lattice_adapters.sprites_local._cgroups import CgroupError
 from lattice_adapters.sprites_local._common import STATE, ApiError, state_of
 from lattice_adapters.sprites_local._config import LocalSpritesConfig
-from lattice_adapters.sprites_local._launcher import NamespaceLauncher
+from lattice_adapters.sprites_local._launcher import LauncherError, NamespaceLauncher
 from lattice_adapters.sprites_local._rest import routes
 from lattice_adapters.sprites_local._state import ServerState
 from lattice_adapters.sprites_local._wire import ENVIRONMENT_VERSION
@@ -110,7 +111,16 @@ async def serve(config: LocalSpritesConfig, *, stop: asyncio.Event | None = None
     launcher = NamespaceLauncher()
     launcher.prepare_host()
     state = ServerState(config, launcher)
-    await state.start()
+    if config.isolation == "none":
+        _log.warning(
+            "ISOLATION IS OFF (--isolation=none): sprite commands run as root, see every "
+            "process and file of this host and have no resource limits. Use it only where "
+            "the sandbox cannot run, and never with agents you do not trust."
+        )
+    try:
+        await state.start()
+    except CgroupError as exc:
+        raise LauncherError(f"{exc}; or start with --isolation=none (not isolated)") from None
     runner = web.AppRunner(
         build_app(state), handle_signals=False, access_log=None, shutdown_timeout=2.0
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
@@ -32,6 +33,18 @@ class LocalSpritesConfig(BaseModel):
     """After a process exits, how long to wait for output still held by its children."""
     ready_file: Path | None = None
     """Written (JSON: url, port, pid) once the server accepts connections."""
+    isolation: Literal["sandbox", "none"] = "sandbox"
+    """sandbox: each sprite's processes run as a user of their own, see only their own
+    processes, have their own /tmp and are held in control groups with the limits below.
+    none: plain processes in a private mount namespace (as root; not isolated)."""
+    sprite_cpus: float = Field(default=1.0, gt=0, le=1024)
+    """CPU time each sprite may use, in CPUs."""
+    sprite_memory_mib: int = Field(default=1024, ge=16)
+    """Memory each sprite may use, in MiB (beyond it the kernel kills in the sprite)."""
+    sprite_pids: int = Field(default=512, ge=8)
+    """Processes and threads each sprite may have at once."""
+    uid_base: int = Field(default=200_000, ge=1000, le=2**31 - 100_000)
+    """The first user id given to a sprite; each sprite gets the next one."""
 
     @field_validator("token")
     @classmethod

@@ -72,8 +72,10 @@ def available() -> bool:
 class Confined:
     """A sprite's root directory, opened once; every path below it is opened through it."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, owner: tuple[int, int] | None = None) -> None:
         self.root = root
+        self.owner = owner
+        """(uid, gid) given to directories made on the way; None leaves them root's."""
 
     @contextlib.contextmanager
     def _root_fd(self) -> Iterator[int]:
@@ -118,6 +120,8 @@ class Confined:
                     with contextlib.suppress(FileExistsError):
                         os.mkdir(part, 0o755, dir_fd=current)
                     nxt = openat2(current, part, os.O_RDONLY | os.O_DIRECTORY)
+                    if self.owner is not None:
+                        os.fchown(nxt, *self.owner)
                 os.close(current)
                 current = nxt
             yield current, parts[-1]
@@ -161,7 +165,9 @@ def is_dir_at(dirfd: int, name: str) -> bool:
         return False
 
 
-def copy_file_at(src_dir: int, src: str, dst_dir: int, dst: str) -> int:
+def copy_file_at(
+    src_dir: int, src: str, dst_dir: int, dst: str, owner: tuple[int, int] | None = None
+) -> int:
     """Copy a regular file between directory descriptors; the destination name is replaced
     (a symlink there is replaced, never followed). Returns the bytes copied."""
     fd_in = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=src_dir)
@@ -178,6 +184,8 @@ def copy_file_at(src_dir: int, src: str, dst_dir: int, dst: str) -> int:
         )
         total = 0
         try:
+            if owner is not None:
+                os.fchown(fd_out, *owner)
             while chunk := os.read(fd_in, 1 << 20):
                 os.write(fd_out, chunk)
                 total += len(chunk)
@@ -195,7 +203,9 @@ def copy_file_at(src_dir: int, src: str, dst_dir: int, dst: str) -> int:
         os.close(fd_in)
 
 
-def copy_tree_at(src_dir: int, src: str, dst_dir: int, dst: str) -> int:
+def copy_tree_at(
+    src_dir: int, src: str, dst_dir: int, dst: str, owner: tuple[int, int] | None = None
+) -> int:
     """Copy a directory tree between descriptors: symlinks copied as links, an existing
     destination directory reused (a symlink there is refused). Returns the bytes copied."""
     total = 0
@@ -209,6 +219,8 @@ def copy_tree_at(src_dir: int, src: str, dst_dir: int, dst: str) -> int:
             dst, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dst_dir
         )
         try:
+            if owner is not None:
+                os.fchown(fd_dst, *owner)
             with os.scandir(fd_src) as entries:
                 for entry in entries:
                     info = entry.stat(follow_symlinks=False)
@@ -217,10 +229,12 @@ def copy_tree_at(src_dir: int, src: str, dst_dir: int, dst: str) -> int:
                         with contextlib.suppress(FileNotFoundError):
                             os.unlink(entry.name, dir_fd=fd_dst)
                         os.symlink(target, entry.name, dir_fd=fd_dst)
+                        if owner is not None:
+                            os.chown(entry.name, *owner, dir_fd=fd_dst, follow_symlinks=False)
                     elif stat.S_ISDIR(info.st_mode):
-                        total += copy_tree_at(fd_src, entry.name, fd_dst, entry.name)
+                        total += copy_tree_at(fd_src, entry.name, fd_dst, entry.name, owner)
                     elif stat.S_ISREG(info.st_mode):
-                        total += copy_file_at(fd_src, entry.name, fd_dst, entry.name)
+                        total += copy_file_at(fd_src, entry.name, fd_dst, entry.name, owner)
         finally:
             os.close(fd_dst)
     finally:

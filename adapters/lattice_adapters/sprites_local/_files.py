@@ -203,7 +203,7 @@ async def write_file(request: web.Request) -> web.Response:
     create = query_bool(request, "mkdirParents", "mkdir")
     size = 0
     try:
-        with Confined(sprite.root).parent(host, create=create) as (directory, name):
+        with Confined(sprite.root, sprite.owner).parent(host, create=create) as (directory, name):
             if is_dir_at(directory, name):
                 raise _fs_error(400, "is a directory", "EISDIR", inside)
             # A short temporary name: any legal target name (up to 255 bytes) fits.
@@ -212,6 +212,8 @@ async def write_file(request: web.Request) -> web.Response:
             out = os.open(temp, flags, 0o600, dir_fd=directory)
             try:
                 try:
+                    if sprite.owner is not None:
+                        os.fchown(out, *sprite.owner)
                     async for chunk in request.content.iter_chunked(1 << 20):
                         size += len(chunk)
                         if size > MAX_WRITE:
@@ -339,10 +341,10 @@ async def copy_file(request: web.Request) -> web.Response:
             if stat.S_ISDIR(info.st_mode):
                 if not body.recursive:
                     raise _fs_error(400, "is a directory (use recursive)", "EISDIR", source)
-                total = copy_tree_at(from_dir, from_name, to_dir, to_name)
+                total = copy_tree_at(from_dir, from_name, to_dir, to_name, sprite.owner)
             else:
                 # The destination is replaced, never followed: a symlink there stays inside.
-                total = copy_file_at(from_dir, from_name, to_dir, to_name)
+                total = copy_file_at(from_dir, from_name, to_dir, to_name, sprite.owner)
     except FileNotFoundError:
         raise _fs_error(404, "file not found", "ENOENT", source) from None
     except OSError as exc:

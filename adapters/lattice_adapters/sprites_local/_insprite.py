@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import stat
 import sys
@@ -105,7 +106,10 @@ sys.exit(main())
 def install_cli(bin_dir: Path) -> Path:
     """Write the `sprite-checkpoint` script into the sprite's bin directory."""
     path = bin_dir / CLI_NAME
-    path.write_text(_CLI.format(python=sys.executable))
+    # The host's own interpreter: the server's may live where a sprite's user cannot reach
+    # (a virtualenv under /root); the script needs only the standard library.
+    python = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin") or sys.executable
+    path.write_text(_CLI.format(python=python))
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return path
 

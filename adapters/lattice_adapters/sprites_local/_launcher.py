@@ -23,6 +23,7 @@ import subprocess
 import tempfile
 import termios
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -30,10 +31,42 @@ WORKSPACE = "/workspace"
 DOT_SPRITE = "/.sprite"
 
 _CLONE_NEWNS = 0x00020000
+_MS_NOSUID = 2
+_MS_NODEV = 4
+_MS_NOEXEC = 8
+_MS_RDONLY = 1
+_MS_REMOUNT = 32
 _MS_BIND = 4096
 _MS_REC = 16384
 _MS_PRIVATE = 1 << 18
 _PR_SET_PDEATHSIG = 1
+_PR_SET_NO_NEW_PRIVS = 38
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """What keeps a sprite's processes to themselves (None: the launcher's bare mode).
+
+    Each sprite runs under a user of its own (never root: no capabilities, no set-uid
+    escalation), sees a /proc that shows only its own processes, has a /tmp of its own,
+    finds the host's home directories empty, and is held in its control groups (CPU,
+    memory and process limits; killed as a whole).
+    """
+
+    uid: int
+    gid: int
+    tmp: Path
+    """The sprite's own directory, mounted at /tmp."""
+    cgroup_procs: tuple[str, ...] = ()
+    """`cgroup.procs` files the process joins before it runs the command."""
+    hide: tuple[str, ...] = field(default=("/root", "/home", "/var/tmp", "/run/user"))
+    """Host directories covered with an empty tmpfs."""
+    share: tuple[str, ...] = ()
+    """Host directories shown again, read-only, inside the hidden ones (the Python that
+    runs `lattice`, so that `lattice mcp --sprite` works in a sprite)."""
+
+    def with_groups(self, procs: Sequence[str]) -> Confinement:
+        return replace(self, cgroup_procs=tuple(procs))
 
 
 class LauncherError(RuntimeError):
@@ -56,7 +89,13 @@ class NamespaceLauncher:
             ctypes.c_void_p,
         ]
         self._prctl = libc.prctl
-        self._prctl.argtypes = [ctypes.c_int, ctypes.c_ulong]
+        self._prctl.argtypes = [
+            ctypes.c_int,
+            ctypes.c_ulong,
+            ctypes.c_ulong,
+            ctypes.c_ulong,
+            ctypes.c_ulong,
+        ]
 
     def prepare_host(self) -> None:
         """Create the empty mount points and check that a namespace can be made here."""
@@ -95,6 +134,7 @@ class NamespaceLauncher:
         stderr: int | IO[Any] | None,
         tty: bool = False,
         executable: str | None = None,
+        confinement: Confinement | None = None,
     ) -> subprocess.Popen[bytes]:
         """Fork and exec `argv` inside a fresh mount namespace for the sprite.
 
@@ -102,7 +142,7 @@ class NamespaceLauncher:
         the usual `OSError` (FileNotFoundError, PermissionError) when exec fails.
         """
         err_read, err_write = os.pipe2(os.O_CLOEXEC)
-        child_setup = self._child_setup(root, dot, cwd, tty, err_write)
+        child_setup = self._child_setup(root, dot, cwd, tty, err_write, confinement)
         try:
             return subprocess.Popen(
                 list(argv),
@@ -125,11 +165,24 @@ class NamespaceLauncher:
                 os.close(err_write)
             os.close(err_read)
 
-    def _child_setup(self, root: Path, dot: Path, cwd: str, tty: bool, err_fd: int) -> Any:
+    def _child_setup(
+        self,
+        root: Path,
+        dot: Path,
+        cwd: str,
+        tty: bool,
+        err_fd: int,
+        confinement: Confinement | None,
+    ) -> Any:
         # Everything the child needs is computed here: the child only makes syscalls.
         unshare, mount, prctl = self._unshare, self._mount, self._prctl
         root_b, dot_b = os.fsencode(root), os.fsencode(dot)
         workspace_b, dot_sprite_b = WORKSPACE.encode(), DOT_SPRITE.encode()
+        c = confinement
+        tmp_b = os.fsencode(c.tmp) if c else b""
+        hidden = [h.encode() for h in c.hide if os.path.isdir(h)] if c else []
+        shared = [s.encode() for s in c.share if os.path.isdir(s)] if c else []
+        procs = list(c.cgroup_procs) if c else []
 
         def fail(step: str, code: int) -> None:
             os.write(err_fd, f"{step}: {os.strerror(code)} (errno {code})".encode())
@@ -144,7 +197,9 @@ class NamespaceLauncher:
                 fail(f"bind-mount the sprite directory at {WORKSPACE}", ctypes.get_errno())
             if mount(dot_b, dot_sprite_b, None, _MS_BIND | _MS_REC, None) != 0:
                 fail(f"bind-mount the per-sprite directory at {DOT_SPRITE}", ctypes.get_errno())
-            prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+            prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            if c is not None:
+                confine()
             if tty:
                 try:
                     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
@@ -155,7 +210,94 @@ class NamespaceLauncher:
             except OSError as exc:
                 fail(f"chdir {cwd}", exc.errno or errno.ENOENT)
 
+        def confine() -> None:
+            assert c is not None
+            if mount(tmp_b, b"/tmp", None, _MS_BIND | _MS_REC, None) != 0:
+                fail("bind-mount the sprite's /tmp", ctypes.get_errno())
+            # Shared directories are held open before their parents are hidden: the mount
+            # then takes them through /proc/self/fd, from below the tmpfs.
+            held: list[tuple[bytes, int]] = []
+            for path in shared:
+                try:
+                    held.append((path, os.open(path, os.O_PATH | os.O_DIRECTORY)))
+                except OSError as exc:
+                    fail(f"open {path.decode()}", exc.errno or errno.EIO)
+            for path in hidden:
+                tmpfs_flags = _MS_NOSUID | _MS_NODEV
+                if mount(b"tmpfs", path, b"tmpfs", tmpfs_flags, b"mode=755,size=64k") != 0:
+                    fail(f"cover {path.decode()}", ctypes.get_errno())
+            for path, fd in held:
+                try:
+                    os.makedirs(path, exist_ok=True)  # in the tmpfs that hides its parent
+                except OSError as exc:
+                    fail(f"make the mount point {path.decode()}", exc.errno or errno.EIO)
+                source = f"/proc/self/fd/{fd}".encode()
+                if mount(source, path, None, _MS_BIND | _MS_REC, None) != 0:
+                    fail(f"share {path.decode()}", ctypes.get_errno())
+                ro = _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV
+                if mount(None, path, None, ro, None) != 0:
+                    fail(f"make {path.decode()} read-only", ctypes.get_errno())
+                os.close(fd)
+            # A proc of its own that shows no process of another user (the server, the
+            # control plane, other sprites).
+            flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+            if mount(b"proc", b"/proc", b"proc", flags, b"hidepid=invisible") != 0:
+                fail("mount a private /proc", ctypes.get_errno())
+            for procs_file in procs:
+                try:
+                    fd = os.open(procs_file, os.O_WRONLY)
+                    try:
+                        os.write(fd, b"0")
+                    finally:
+                        os.close(fd)
+                except OSError as exc:
+                    fail(f"join the control group {procs_file}", exc.errno or errno.EPERM)
+            if prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+                fail("set no_new_privs", ctypes.get_errno())
+            try:
+                os.setgroups([])
+                os.setgid(c.gid)
+                os.setuid(c.uid)
+            except OSError as exc:
+                fail(f"become user {c.uid}", exc.errno or errno.EPERM)
+
         return setup
+
+
+class ConfinedLauncher:
+    """The launcher with one sprite's confinement applied to everything it spawns."""
+
+    def __init__(self, launcher: NamespaceLauncher, confinement: Confinement | None) -> None:
+        self.launcher = launcher
+        self.confinement = confinement
+
+    def spawn(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: str,
+        root: Path,
+        dot: Path,
+        stdin: int | IO[Any] | None,
+        stdout: int | IO[Any] | None,
+        stderr: int | IO[Any] | None,
+        tty: bool = False,
+        executable: str | None = None,
+    ) -> subprocess.Popen[bytes]:
+        return self.launcher.spawn(
+            argv,
+            env=env,
+            cwd=cwd,
+            root=root,
+            dot=dot,
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
+            tty=tty,
+            executable=executable,
+            confinement=self.confinement,
+        )
 
 
 def _explain(reason: str) -> str:
@@ -173,4 +315,12 @@ def working_dir_error(reason: str) -> bool:
     return reason.startswith("sprites-local could not start the process: chdir")
 
 
-__all__ = ["DOT_SPRITE", "WORKSPACE", "LauncherError", "NamespaceLauncher", "working_dir_error"]
+__all__ = [
+    "DOT_SPRITE",
+    "WORKSPACE",
+    "ConfinedLauncher",
+    "Confinement",
+    "LauncherError",
+    "NamespaceLauncher",
+    "working_dir_error",
+]

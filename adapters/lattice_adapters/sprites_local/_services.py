@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from lattice_adapters.sprites_local._confined import open_log
-from lattice_adapters.sprites_local._launcher import DOT_SPRITE, NamespaceLauncher
+from lattice_adapters.sprites_local._launcher import DOT_SPRITE, ConfinedLauncher
 from lattice_adapters.sprites_local._process import ExitWatch, exit_status, kill_group
 from lattice_adapters.sprites_local._wire import ServiceDefinition, iso
 
@@ -48,7 +48,7 @@ class ServiceSupervisor:
         definitions_file: Path,
         root: Path,
         dot: Path,
-        launcher: NamespaceLauncher,
+        launcher: ConfinedLauncher,
         env_for: EnvFor,
     ) -> None:
         self._file = definitions_file

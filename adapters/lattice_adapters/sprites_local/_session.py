@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, Literal, Protocol
 
-from lattice_adapters.sprites_local._launcher import DOT_SPRITE, WORKSPACE, NamespaceLauncher
+from lattice_adapters.sprites_local._launcher import DOT_SPRITE, WORKSPACE, ConfinedLauncher
 from lattice_adapters.sprites_local._process import (
     ExitWatch,
     PipeWriter,
@@ -200,7 +200,7 @@ class Session:
     # -- lifecycle ------------------------------------------------------------------------
     async def start(
         self,
-        launcher: NamespaceLauncher,
+        launcher: ConfinedLauncher,
         *,
         root: Path,
         dot: Path,
@@ -257,7 +257,7 @@ class Session:
 
     def _spawn(
         self,
-        launcher: NamespaceLauncher,
+        launcher: ConfinedLauncher,
         root: Path,
         dot: Path,
         env: Mapping[str, str],

@@ -17,18 +17,28 @@ services stopped, files kept). A warm or cold sprite wakes on its next request.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import os
 import shutil
 import signal
+import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from lattice_adapters.sprites_local._cgroups import SpriteGroups
 from lattice_adapters.sprites_local._checkpoints import CheckpointError, CheckpointStore
 from lattice_adapters.sprites_local._faults import Faults
-from lattice_adapters.sprites_local._launcher import DOT_SPRITE, WORKSPACE, NamespaceLauncher
+from lattice_adapters.sprites_local._launcher import (
+    DOT_SPRITE,
+    WORKSPACE,
+    ConfinedLauncher,
+    Confinement,
+    NamespaceLauncher,
+)
 from lattice_adapters.sprites_local._process import kill_group
 from lattice_adapters.sprites_local._services import ServiceSupervisor
 from lattice_adapters.sprites_local._session import Attachment, ExecParams, Session
@@ -48,6 +58,8 @@ class ServerContext(Protocol):
     """What a sprite needs from the server."""
 
     launcher: NamespaceLauncher
+    groups: SpriteGroups | None
+    """The sprites' control groups (None: isolation is off)."""
     faults: Faults
     scrollback_bytes: int
     exit_grace: float
@@ -55,6 +67,12 @@ class ServerContext(Protocol):
     def next_session_id(self) -> str: ...
 
     def sprite_url(self, name: str) -> str: ...
+
+
+def _own_python() -> tuple[str, ...]:
+    """The installation of the Python running this server (and its virtualenv): shared
+    read-only with sprites, so the `lattice` CLI (the MCP face for agents) runs inside."""
+    return tuple(sorted({os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)}))
 
 
 class SpriteRuntime:
@@ -77,18 +95,51 @@ class SpriteRuntime:
         for sub in (self.root, self.dot / "bin", self.dot / "home", self.dot / "logs"):
             sub.mkdir(parents=True, exist_ok=True)
         (self.dot / "policy").mkdir(exist_ok=True)
+        (self.dot / "tmp").mkdir(exist_ok=True)
+        self.confinement: Confinement | None = None
+        if server.groups is not None:
+            if record.uid is None:
+                raise RuntimeError(f"sprite {record.name} has no user")
+            self.own_tree()
+            self.confinement = Confinement(
+                uid=record.uid,
+                gid=record.uid,
+                tmp=self.dot / "tmp",
+                cgroup_procs=tuple(server.groups.create(record.name)),
+                share=_own_python(),
+            )
+        self.launcher = ConfinedLauncher(server.launcher, self.confinement)
         self.checkpoints = CheckpointStore(directory / "checkpoints")
         self.services = ServiceSupervisor(
             definitions_file=directory / "services.json",
             root=self.root,
             dot=self.dot,
-            launcher=server.launcher,
+            launcher=self.launcher,
             env_for=self.env_for,
         )
 
     @property
     def name(self) -> str:
         return self.record.name
+
+    @property
+    def owner(self) -> tuple[int, int] | None:
+        """(uid, gid) of the sprite's files and processes; None without isolation."""
+        uid = self.record.uid
+        return (uid, uid) if self.confinement is not None and uid is not None else None
+
+    def own_tree(self) -> None:
+        """The sprite's writable trees belong to its user (/workspace, home, /tmp); what the
+        server provides (the CLI, the policy view, service logs) stays root's, read-only."""
+        uid = self.record.uid
+        if uid is None:
+            return
+        for top in (self.root, self.dot / "home", self.dot / "tmp"):
+            if top.stat().st_uid == uid and top.stat().st_gid == uid:
+                continue
+            for path in (top, *top.rglob("*")):
+                with contextlib.suppress(FileNotFoundError):
+                    os.chown(path, uid, uid, follow_symlinks=False)
 
     # -- record ---------------------------------------------------------------------------
     def save(self) -> None:
@@ -122,8 +173,8 @@ class SpriteRuntime:
         env = {
             "PATH": DEFAULT_PATH,
             "HOME": f"{DOT_SPRITE}/home",
-            "USER": "root",
-            "LOGNAME": "root",
+            "USER": "root" if self.confinement is None else "sprite",
+            "LOGNAME": "root" if self.confinement is None else "sprite",
             "LANG": "C.UTF-8",
             "SPRITE_NAME": self.name,
             "SPRITE_API_SOCKET": f"{DOT_SPRITE}/api.sock",
@@ -188,6 +239,7 @@ class SpriteRuntime:
             session.lose()
         self._kill_groups()
         await self.services.stop_all(remember=False)
+        await self._kill_cgroup()
         await self._wait_sessions(5.0)
         self.tasks.clear()
         self.status = "cold"
@@ -210,7 +262,7 @@ class SpriteRuntime:
         attachment = session.attach(transport, fresh=True)
         self.sessions[session.id] = session
         try:
-            await session.start(self.server.launcher, root=self.root, dot=self.dot, env=env)
+            await session.start(self.launcher, root=self.root, dot=self.dot, env=env)
         except BaseException:
             self.sessions.pop(session.id, None)
             raise
@@ -253,7 +305,14 @@ class SpriteRuntime:
             session.kill(signal.SIGKILL)
         self._kill_groups()
         await self.services.stop_all(remember=False)
+        await self._kill_cgroup()
         await self._wait_sessions(10.0)
+
+    async def _kill_cgroup(self) -> None:
+        # What left the process groups (setsid, daemons) is still in the sprite's cgroup.
+        groups = self.server.groups
+        if groups is not None:
+            await asyncio.to_thread(groups.kill, self.name)
 
     # -- checkpoints ----------------------------------------------------------------------
     def _fault_stream_error(self) -> bool:
@@ -294,6 +353,7 @@ class SpriteRuntime:
             except (CheckpointError, OSError) as exc:
                 yield _error(f"Restore failed: {exc}")
                 return
+            await asyncio.to_thread(self.own_tree)
             await self.services.replace_all(extras.get("services", "[]"))
             self.set_policy(json.loads(extras.get("policy", "[]")))
             if self.status != "cold":
@@ -320,6 +380,8 @@ class SpriteRuntime:
     # -- teardown -------------------------------------------------------------------------
     async def destroy(self) -> None:
         await self.kill_everything()
+        if self.server.groups is not None:
+            await asyncio.to_thread(self.server.groups.remove, self.name)
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def describe(self) -> dict[str, Any]:

@@ -7,10 +7,14 @@ import base64
 import contextlib
 import json
 import logging
+import os
 import shutil
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
+from lattice_adapters.sprites_local._cgroups import Limits, SpriteGroups
 from lattice_adapters.sprites_local._config import LocalSpritesConfig
 from lattice_adapters.sprites_local._faults import Faults
 from lattice_adapters.sprites_local._insprite import InSpriteApi, install_cli
@@ -48,6 +52,15 @@ class ServerState:
         self._session_block_end = 0
         self._ticker: asyncio.Task[None] | None = None
         self._sprites_dir = config.state_dir / "sprites"
+        self.groups: SpriteGroups | None = None
+        if config.isolation == "sandbox":
+            limits = Limits(
+                cpus=config.sprite_cpus,
+                memory_bytes=config.sprite_memory_mib * 1024 * 1024,
+                pids=config.sprite_pids,
+            )
+            self.groups = SpriteGroups(config.state_dir, limits)
+        self._reaper: subprocess.Popen[bytes] | None = None
 
     # -- ServerContext --------------------------------------------------------------------
     def next_session_id(self) -> str:
@@ -65,19 +78,63 @@ class ServerState:
     # -- lifecycle ------------------------------------------------------------------------
     async def start(self) -> None:
         self._sprites_dir.mkdir(parents=True, exist_ok=True)
+        # Only root may walk the state directory: a sprite reaches its own files through
+        # its mounts, never another sprite's through the host path.
+        for private in (self.config.state_dir, self._sprites_dir):
+            private.chmod(0o700)
         with contextlib.suppress(FileNotFoundError, ValueError):
             self._session_counter = max(self._session_counter, int(self._session_file.read_text()))
+        if self.groups is not None:
+            self.groups.check()
+        records: list[tuple[SpriteRecord, Path]] = []
         for directory in sorted(self._sprites_dir.iterdir()):
             meta = directory / "sprite.json"
             if not meta.is_file():
                 continue
             try:
-                record = SpriteRecord.model_validate_json(meta.read_text())
+                records.append((SpriteRecord.model_validate_json(meta.read_text()), directory))
             except ValueError:
                 _log.warning("skipping %s: unreadable sprite.json", directory)
-                continue
-            await self._add(record, directory)
+        for record, directory in records:
+            if self.groups is not None and record.uid is None:
+                record.uid = self._next_uid([r for r, _ in records])
+                sprite = await self._add(record, directory)
+                sprite.save()
+            else:
+                await self._add(record, directory)
+        if self.groups is not None:
+            await asyncio.to_thread(self._clean_up_after_a_crash)
+            self._start_reaper()
         self._ticker = asyncio.get_running_loop().create_task(self._tick_forever())
+
+    def _next_uid(self, records: list[SpriteRecord]) -> int:
+        taken = [r.uid for r in records if r.uid is not None]
+        taken += [s.record.uid for s in self.sprites.values() if s.record.uid is not None]
+        return max([self.config.uid_base - 1, *taken]) + 1
+
+    def _clean_up_after_a_crash(self) -> None:
+        """Processes a previous server left (it was killed before its reaper could act, or
+        the reaper was) and the groups of sprites deleted meanwhile."""
+        assert self.groups is not None
+        for name in self.sprites:
+            self.groups.kill(name)
+        for name in self.groups.leftovers(set(self.sprites)):
+            self.groups.remove(name)
+
+    def _start_reaper(self) -> None:
+        assert self.groups is not None
+        self._reaper = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "lattice_adapters.sprites_local._reaper",
+                str(os.getpid()),
+                *map(str, self.groups.bases),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+        )
 
     async def stop(self) -> None:
         if self._ticker is not None:
@@ -116,6 +173,7 @@ class ServerState:
         now = utcnow()
         settings = body.url_settings
         record = SpriteRecord(
+            uid=self._next_uid([]) if self.groups is not None else None,
             id=f"sprite-{uuid.uuid4()}",
             name=body.name,
             organization=self.config.organization,

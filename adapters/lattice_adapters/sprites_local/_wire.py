@@ -63,6 +63,8 @@ class SpriteRecord(_Stored):
     updated_at: datetime
     last_running_at: datetime | None = None
     last_warming_at: datetime | None = None
+    uid: int | None = None
+    """The user (and group) the sprite's processes run as; None without isolation."""
 
 
 class CreateSpriteBody(_Body):

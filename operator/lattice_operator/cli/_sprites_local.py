@@ -36,6 +36,16 @@ def sprites_local(
     ready_file: Annotated[
         Path | None, typer.Option(help="Write {url, port, pid} as JSON here once serving.")
     ] = None,
+    isolation: Annotated[
+        str,
+        typer.Option(
+            help="sandbox: each sprite a user of its own, its own /proc and /tmp, control "
+            "groups with the limits below. none: not isolated (root, the whole host)."
+        ),
+    ] = "sandbox",
+    sprite_cpus: Annotated[float, typer.Option(help="CPUs each sprite may use.")] = 1.0,
+    sprite_memory: Annotated[int, typer.Option(help="MiB of memory each sprite may use.")] = 1024,
+    sprite_pids: Annotated[int, typer.Option(help="Processes each sprite may have.")] = 512,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
 ) -> None:
     """Serve the Sprites REST/WebSocket API with real processes in private mount namespaces."""
@@ -60,9 +70,13 @@ def sprites_local(
             cold_after=cold_after,
             scrollback_bytes=scrollback,
             ready_file=ready_file,
+            isolation=isolation,
+            sprite_cpus=sprite_cpus,
+            sprite_memory_mib=sprite_memory,
+            sprite_pids=sprite_pids,
         )
     except ValidationError as exc:
-        flags = {"scrollback_bytes": "scrollback"}
+        flags = {"scrollback_bytes": "scrollback", "sprite_memory_mib": "sprite_memory"}
         for problem in exc.errors():
             message = str(problem["msg"]).removeprefix("Value error, ")
             if not problem["loc"]:  # a rule across options: its message names them
