@@ -40,7 +40,7 @@ def _user_run(name: str, intent: str) -> dict[str, Any]:
 
 def _credentials_dir(stack: Stack, namespace: str) -> Path:
     sprite = str(stack.get(namespace, "sprites", "box")["status"]["spriteName"])
-    return stack.sprites.host_root(sprite) / ".lattice" / "credentials"
+    return stack.sprites.host_shm(sprite) / "lattice" / "credentials"
 
 
 def _refused_for_the_credential(stack: Stack, namespace: str, run: str) -> dict[str, Any]:

@@ -189,19 +189,26 @@ def test_granted_credential_is_delivered_and_never_leaked(stack: Stack, namespac
     assert done["status"]["phase"] == "Succeeded", (run_status["conditions"], run_status["logTail"])
     digest = hashlib.sha256(SECRET.encode()).hexdigest()
     assert done["status"]["result"]["summary"] == (
-        f"credential at /workspace/.lattice/credentials/gh mode 600 sha256 {digest}"
+        f"credential at /dev/shm/lattice/credentials/gh mode 600 sha256 {digest}"
     )
     run = stack.get(namespace, "runs", "cred-run")
     [result] = run["status"]["actionResults"]
     assert (result["status"], result["path"], result["resumed"]) == (
         "fulfilled",
-        "/workspace/.lattice/credentials/gh",
+        "/dev/shm/lattice/credentials/gh",
         True,
     )
 
     # The value appears nowhere the operator writes or logs.
     for where, text in _written_by_the_operator(stack, namespace).items():
         assert SECRET not in text, f"the secret leaked into the {where}"
+    # Delivered to memory (/dev/shm), never to disk: no checkpoint of the sprite holds it,
+    # (the sprite-local server keeps /dev/shm out of checkpoints, as the service does).
+    sprite = stack.get(namespace, "sprites", "box")["status"]["spriteName"]
+    checkpoints = stack.sprites.state_dir / "sprites" / sprite / "checkpoints"
+    files = [f for f in checkpoints.rglob("*") if f.is_file()]
+    assert files
+    assert not any(SECRET.encode() in f.read_bytes() for f in files)
 
 
 def _written_by_the_operator(stack: Stack, namespace: str) -> dict[str, str]:
@@ -431,7 +438,7 @@ def test_a_secret_the_sprite_echoes_is_redacted_and_removed_at_the_end(
             "run.yaml",
             "after",
             {
-                "spec.command": ["sh", "-c", "test ! -e /workspace/.lattice/credentials/gh"],
+                "spec.command": ["sh", "-c", "test ! -e /dev/shm/lattice/credentials/gh"],
                 "spec.spriteRef.name": "box",
             },
         ),
@@ -445,7 +452,7 @@ FETCHES_THEN_WORKS = agent(
 emit("ACTION_REQUEST", {"action": "FETCH_CREDENTIAL", "parameters": {"name": "gh"},
                         "blocking": False})
 for _ in range(300):
-    if os.path.exists("/workspace/.lattice/credentials/gh"):
+    if os.path.exists("/dev/shm/lattice/credentials/gh"):
         break
     time.sleep(0.1)
 emit("INFO", {"message": "got it, working"})
@@ -470,7 +477,7 @@ def test_a_delivered_credential_is_removed_when_the_run_is_canceled(
         ),
     )
     sprite = str(stack.wait_sprite_ready(namespace, "box")["status"]["spriteName"])
-    delivered = stack.sprites.host_root(sprite) / ".lattice" / "credentials" / "gh"
+    delivered = stack.sprites.host_shm(sprite) / "lattice" / "credentials" / "gh"
 
     def working() -> bool:
         run = stack.find(namespace, "runs", "worker-run")
@@ -491,10 +498,10 @@ FETCHES_THEN_FAILS = agent(
 emit("ACTION_REQUEST", {"action": "FETCH_CREDENTIAL", "parameters": {"name": "gh"},
                         "blocking": False})
 for _ in range(300):
-    if os.path.exists("/workspace/.lattice/credentials/gh"):
+    if os.path.exists("/dev/shm/lattice/credentials/gh"):
         break
     time.sleep(0.1)
-value = open("/workspace/.lattice/credentials/gh").read()
+value = open("/dev/shm/lattice/credentials/gh").read()
 emit("INFO", {"message": "got it: %d bytes" % len(value)})
 sys.exit(3)
 """
@@ -518,4 +525,4 @@ def test_a_delivered_credential_is_removed_when_the_run_fails(stack: Stack, name
     run = stack.wait_phase(namespace, "runs", "failing-run", {"Succeeded", "Failed"})
     assert run["status"]["phase"] == "Failed", run["status"]
     assert f"got it: {len(SECRET)} bytes" in json.dumps(run["status"]["events"])  # delivered
-    assert not (stack.sprites.host_root(sprite) / ".lattice" / "credentials" / "gh").exists()
+    assert not (stack.sprites.host_shm(sprite) / "lattice" / "credentials" / "gh").exists()

@@ -19,7 +19,7 @@ FETCHES_WORKS_FINISHES = agent(
 emit("ACTION_REQUEST", {"action": "FETCH_CREDENTIAL", "parameters": {"name": "gh"},
                         "blocking": False})
 for _ in range(300):
-    if os.path.exists("/workspace/.lattice/credentials/gh"):
+    if os.path.exists("/dev/shm/lattice/credentials/gh"):
         break
     time.sleep(0.1)
 emit("INFO", {"message": "got it, working"})
@@ -47,7 +47,7 @@ def test_a_credential_is_removed_by_the_operator_that_finishes_the_run(
         )
         intent["spec"]["params"]["spriteTaskExec"]["timeoutSeconds"] = 120
         stack.apply(namespace, intent)
-        delivered = root / ".lattice" / "credentials" / "gh"
+        delivered = stack.sprites.host_shm(sprite) / "lattice" / "credentials" / "gh"
         wait_for(delivered.exists, timeout=60, what="the credential delivered")
         assert delivered.read_text() == SECRET
 

@@ -26,6 +26,8 @@ from lattice_operator.ports.sprites import (
 )
 
 OUTBOX = "/workspace/.lattice/outbox.jsonl"
+SHM = "/dev/shm/"
+"""Memory at the real service: never in a checkpoint, not brought back by a restore."""
 PREFIX = "LATTICE_EVENT "
 
 Program = Callable[["FakeProcess"], Awaitable[None]]
@@ -338,7 +340,11 @@ class FakeBackend:
         info = CheckpointInfo(
             id=f"v{len(taken) + 1}", comment=comment, create_time=datetime.now(UTC)
         )
-        snapshot = {path: data for (sprite, path), data in self.files.items() if sprite == name}
+        snapshot = {
+            path: data
+            for (sprite, path), data in self.files.items()
+            if sprite == name and not path.startswith(SHM)
+        }
         taken.append((info, snapshot))
         return info
 
@@ -359,7 +365,11 @@ class FakeBackend:
         """What `sprite-checkpoint` inside the sprite does (no call recorded)."""
         taken = self.checkpoints.setdefault(sprite, [])
         info = CheckpointInfo(id=f"v{len(taken) + 1}", comment=comment)
-        snapshot = {path: data for (s, path), data in self.files.items() if s == sprite}
+        snapshot = {
+            path: data
+            for (s, path), data in self.files.items()
+            if s == sprite and not path.startswith(SHM)
+        }
         taken.append((info, snapshot))
         return info.id
 

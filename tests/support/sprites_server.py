@@ -87,6 +87,10 @@ class LocalSprites:
         """The host directory that the sprite's processes see as /workspace."""
         return self.state_dir / "sprites" / sprite / "root"
 
+    def host_shm(self, sprite: str) -> Path:
+        """The host directory that the sprite's processes see as /dev/shm."""
+        return self.state_dir / "sprites" / sprite / "shm"
+
 
 def _lattice_command() -> list[str]:
     script = Path(sys.executable).with_name("lattice")

@@ -34,13 +34,16 @@ from lattice_adapters.sprites_local._confined import (
     openat2,
     walk_at,
 )
+from lattice_adapters.sprites_local._launcher import SHM, WORKSPACE
 from lattice_adapters.sprites_local._paths import (
     PathRefused,
+    area_of,
     error_code,
     host_path,
     sprite_path,
 )
 from lattice_adapters.sprites_local._rest import SPRITE, routes
+from lattice_adapters.sprites_local._sprite import SpriteRuntime
 from lattice_adapters.sprites_local._wire import (
     ChmodBody,
     CopyBody,
@@ -57,14 +60,26 @@ def _fs_error(status: int, message: str, code: str, path: str) -> ApiError:
     return ApiError(status, message, code=code, path=path)
 
 
-def _resolve(root: Path, path: str, working_dir: str, *, follow: bool = True) -> tuple[str, Path]:
+def _resolve(
+    sprite: SpriteRuntime, path: str, working_dir: str, *, follow: bool = True
+) -> tuple[str, Path, Path]:
+    """(the sprite path, its host path, the host directory of the tree it lies in)."""
     try:
         inside = sprite_path(path, working_dir or "/")
-        return inside, host_path(root, inside, follow=follow)
+        area = area_of(inside)
+        base = sprite.shm if area == SHM else sprite.root
+        # Both trees are resolved alike: the tree's top stands for /workspace.
+        relative = inside[len(area or WORKSPACE) :]
+        return inside, host_path(base, WORKSPACE + relative, follow=follow), base
     except PathRefused as refused:
         raise _fs_error(refused.status, refused.message, refused.code, path) from None
     except OSError as exc:  # a component the host cannot look at (too long, say)
         raise _os_error(exc, path) from None
+
+
+def _same_tree(base: Path, other: Path, path: str) -> None:
+    if base != other:
+        raise _fs_error(400, "cannot move or copy between /workspace and /dev/shm", "EXDEV", path)
 
 
 def _os_error(exc: OSError, path: str) -> ApiError:
@@ -98,7 +113,7 @@ def _entry(inside: str, info: os.stat_result) -> dict[str, Any]:
         else "file"
     )
     return {
-        "name": posixpath.basename(inside) if inside != "/workspace" else "workspace",
+        "name": posixpath.basename(inside),
         "path": inside,
         "type": kind,
         "size": info.st_size,
@@ -173,10 +188,10 @@ async def _send_range(request: web.Request, fd: int, size: int) -> web.StreamRes
 async def read_file(request: web.Request) -> web.StreamResponse:
     sprite = sprite_of(request)
     path, working_dir = _params(request)
-    inside, host = _resolve(sprite.root, path, working_dir)
+    inside, host, base = _resolve(sprite, path, working_dir)
     try:
         # O_NONBLOCK: a FIFO the sprite put there must not hang the server.
-        with Confined(sprite.root).open(host, os.O_RDONLY | os.O_NONBLOCK) as fd:
+        with Confined(base, sprite.owner).open(host, os.O_RDONLY | os.O_NONBLOCK) as fd:
             info = os.fstat(fd)
             if stat.S_ISDIR(info.st_mode):
                 raise _fs_error(400, "is a directory", "EISDIR", inside)
@@ -193,17 +208,17 @@ async def read_file(request: web.Request) -> web.StreamResponse:
 async def write_file(request: web.Request) -> web.Response:
     sprite = sprite_of(request)
     path, working_dir = _params(request)
-    inside, host = _resolve(sprite.root, path, working_dir)
+    inside, host, base = _resolve(sprite, path, working_dir)
     if request.content_length is not None and request.content_length > MAX_WRITE:
         await _discard_body(request)
         raise _fs_error(413, "file too large (limit 16 MiB)", "EFBIG", inside)
     mode = _mode(request.query.get("mode", "0644"), inside)
-    if host == sprite.root:
+    if host == base:
         raise _fs_error(400, "is a directory", "EISDIR", inside)
     create = query_bool(request, "mkdirParents", "mkdir")
     size = 0
     try:
-        with Confined(sprite.root, sprite.owner).parent(host, create=create) as (directory, name):
+        with Confined(base, sprite.owner).parent(host, create=create) as (directory, name):
             if is_dir_at(directory, name):
                 raise _fs_error(400, "is a directory", "EISDIR", inside)
             # A short temporary name: any legal target name (up to 255 bytes) fits.
@@ -239,22 +254,22 @@ async def write_file(request: web.Request) -> web.Response:
 async def list_files(request: web.Request) -> web.Response:
     sprite = sprite_of(request)
     path, working_dir = _params(request)
-    inside, host = _resolve(sprite.root, path, working_dir)
-    confined = Confined(sprite.root)
+    inside, host, base = _resolve(sprite, path, working_dir)
+    confined = Confined(base, sprite.owner)
     try:
         with confined.open(host, os.O_PATH) as fd:
             info = os.fstat(fd)
         if not stat.S_ISDIR(info.st_mode):
             entries = [_entry(inside, info)]
         else:
-            base = inside.rstrip("/")
+            prefix = inside.rstrip("/")
             with confined.open(host, os.O_RDONLY | os.O_DIRECTORY) as fd:
                 if query_bool(request, "recursive"):
                     found = list(walk_at(fd))
                 else:
                     with os.scandir(fd) as listing:
                         found = sorted((e.name, e.stat(follow_symlinks=False)) for e in listing)
-            entries = [_entry(f"{base}/{rel}", child) for rel, child in found]
+            entries = [_entry(f"{prefix}/{rel}", child) for rel, child in found]
     except FileNotFoundError:
         raise _fs_error(404, "file not found", "ENOENT", inside) from None
     except OSError as exc:
@@ -271,12 +286,12 @@ async def delete_file(request: web.Request) -> web.Response:
     else:
         body = await parse_body(request, DeleteBody)
         path, working_dir, recursive = body.path, body.working_dir, body.recursive
-    inside, host = _resolve(sprite.root, path, working_dir, follow=False)
-    if host == sprite.root:
+    inside, host, base = _resolve(sprite, path, working_dir, follow=False)
+    if host == base:
         raise _fs_error(403, "the sprite root cannot be deleted", "EPERM", inside)
     deleted = [inside]
     try:
-        with Confined(sprite.root).parent(host) as (directory, name):
+        with Confined(base, sprite.owner).parent(host) as (directory, name):
             info = lstat_at(directory, name)
             if stat.S_ISDIR(info.st_mode):
                 flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -302,11 +317,12 @@ async def delete_file(request: web.Request) -> web.Response:
 async def rename_file(request: web.Request) -> web.Response:
     sprite = sprite_of(request)
     body = await parse_body(request, RenameBody)
-    source, source_host = _resolve(sprite.root, body.source, body.working_dir, follow=False)
-    dest, dest_host = _resolve(sprite.root, body.dest, body.working_dir, follow=False)
-    if sprite.root in (source_host, dest_host):
+    source, source_host, base = _resolve(sprite, body.source, body.working_dir, follow=False)
+    dest, dest_host, dest_base = _resolve(sprite, body.dest, body.working_dir, follow=False)
+    _same_tree(base, dest_base, source)
+    if base in (source_host, dest_host):
         raise _fs_error(403, "the sprite root cannot be renamed", "EPERM", source)
-    confined = Confined(sprite.root)
+    confined = Confined(base, sprite.owner)
     try:
         with (
             confined.parent(source_host) as (from_dir, from_name),
@@ -325,13 +341,14 @@ async def rename_file(request: web.Request) -> web.Response:
 async def copy_file(request: web.Request) -> web.Response:
     sprite = sprite_of(request)
     body = await parse_body(request, CopyBody)
-    source, source_host = _resolve(sprite.root, body.source, body.working_dir)
-    dest, dest_host = _resolve(sprite.root, body.dest, body.working_dir, follow=False)
-    if sprite.root in (source_host, dest_host):
+    source, source_host, base = _resolve(sprite, body.source, body.working_dir)
+    dest, dest_host, dest_base = _resolve(sprite, body.dest, body.working_dir, follow=False)
+    _same_tree(base, dest_base, source)
+    if base in (source_host, dest_host):
         raise _fs_error(403, "the sprite root cannot be copied or replaced", "EPERM", source)
     if dest_host.is_relative_to(source_host):
         raise _fs_error(400, "cannot copy a directory into itself", "EINVAL", source)
-    confined = Confined(sprite.root)
+    confined = Confined(base, sprite.owner)
     try:
         with (
             confined.parent(source_host) as (from_dir, from_name),
@@ -358,9 +375,9 @@ async def copy_file(request: web.Request) -> web.Response:
 async def chmod_file(request: web.Request) -> web.Response:
     sprite = sprite_of(request)
     body = await parse_body(request, ChmodBody)
-    inside, host = _resolve(sprite.root, body.path, body.working_dir)
+    inside, host, base = _resolve(sprite, body.path, body.working_dir)
     mode = _mode(body.mode, inside)
-    confined = Confined(sprite.root)
+    confined = Confined(base, sprite.owner)
     affected = [inside]
     try:
         with confined.open(host, os.O_PATH) as fd:

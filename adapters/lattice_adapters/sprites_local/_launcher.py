@@ -29,6 +29,7 @@ from typing import IO, Any
 
 WORKSPACE = "/workspace"
 DOT_SPRITE = "/.sprite"
+SHM = "/dev/shm"
 
 _CLONE_NEWNS = 0x00020000
 _MS_NOSUID = 2
@@ -135,6 +136,7 @@ class NamespaceLauncher:
         tty: bool = False,
         executable: str | None = None,
         confinement: Confinement | None = None,
+        shm: Path | None = None,
     ) -> subprocess.Popen[bytes]:
         """Fork and exec `argv` inside a fresh mount namespace for the sprite.
 
@@ -142,7 +144,7 @@ class NamespaceLauncher:
         the usual `OSError` (FileNotFoundError, PermissionError) when exec fails.
         """
         err_read, err_write = os.pipe2(os.O_CLOEXEC)
-        child_setup = self._child_setup(root, dot, cwd, tty, err_write, confinement)
+        child_setup = self._child_setup(root, dot, cwd, tty, err_write, confinement, shm)
         try:
             return subprocess.Popen(
                 list(argv),
@@ -173,10 +175,12 @@ class NamespaceLauncher:
         tty: bool,
         err_fd: int,
         confinement: Confinement | None,
+        shm: Path | None,
     ) -> Any:
         # Everything the child needs is computed here: the child only makes syscalls.
         unshare, mount, prctl = self._unshare, self._mount, self._prctl
         root_b, dot_b = os.fsencode(root), os.fsencode(dot)
+        shm_b = os.fsencode(shm) if shm is not None else b""
         workspace_b, dot_sprite_b = WORKSPACE.encode(), DOT_SPRITE.encode()
         c = confinement
         tmp_b = os.fsencode(c.tmp) if c else b""
@@ -197,6 +201,8 @@ class NamespaceLauncher:
                 fail(f"bind-mount the sprite directory at {WORKSPACE}", ctypes.get_errno())
             if mount(dot_b, dot_sprite_b, None, _MS_BIND | _MS_REC, None) != 0:
                 fail(f"bind-mount the per-sprite directory at {DOT_SPRITE}", ctypes.get_errno())
+            if shm_b and mount(shm_b, SHM.encode(), None, _MS_BIND | _MS_REC, None) != 0:
+                fail(f"bind-mount the sprite's {SHM}", ctypes.get_errno())
             prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
             if c is not None:
                 confine()
@@ -267,9 +273,16 @@ class NamespaceLauncher:
 class ConfinedLauncher:
     """The launcher with one sprite's confinement applied to everything it spawns."""
 
-    def __init__(self, launcher: NamespaceLauncher, confinement: Confinement | None) -> None:
+    def __init__(
+        self,
+        launcher: NamespaceLauncher,
+        confinement: Confinement | None,
+        shm: Path | None = None,
+    ) -> None:
         self.launcher = launcher
         self.confinement = confinement
+        self.shm = shm
+        """The sprite's own directory mounted at /dev/shm (never in a checkpoint)."""
 
     def spawn(
         self,
@@ -297,6 +310,7 @@ class ConfinedLauncher:
             tty=tty,
             executable=executable,
             confinement=self.confinement,
+            shm=self.shm,
         )
 
 
@@ -317,6 +331,7 @@ def working_dir_error(reason: str) -> bool:
 
 __all__ = [
     "DOT_SPRITE",
+    "SHM",
     "WORKSPACE",
     "ConfinedLauncher",
     "Confinement",

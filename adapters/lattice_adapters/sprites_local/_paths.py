@@ -13,7 +13,7 @@ import os
 import posixpath
 from pathlib import Path
 
-from lattice_adapters.sprites_local._launcher import WORKSPACE
+from lattice_adapters.sprites_local._launcher import SHM, WORKSPACE
 
 _MAX_LINKS = 40
 NAME_MAX = 255
@@ -52,12 +52,22 @@ def sprite_path(path: str, working_dir: str = "/") -> str:
     normal = posixpath.normpath(joined)
     if normal.startswith("//"):
         normal = "/" + normal.lstrip("/")
-    if normal != WORKSPACE and not normal.startswith(WORKSPACE + "/"):
+    if area_of(normal) is None:
         raise PathRefused(
-            f"{normal} is outside the sprite's filesystem (only {WORKSPACE} is served)",
+            f"{normal} is outside the sprite's filesystem (only {WORKSPACE} and {SHM} are served)",
             path=path,
         )
     return normal
+
+
+def area_of(path: str) -> str | None:
+    """The served tree a normalised sprite path lies in: /workspace (files, kept in
+    checkpoints) or /dev/shm (memory-like: never in a checkpoint, gone when the sprite
+    stops); None for anything else."""
+    for area in (WORKSPACE, SHM):
+        if path == area or path.startswith(area + "/"):
+            return area
+    return None
 
 
 def host_path(root: Path, path: str, *, follow: bool = True) -> Path:
@@ -114,4 +124,4 @@ def error_code(exc: OSError) -> tuple[int, str]:
     return status, name
 
 
-__all__ = ["PathRefused", "error_code", "host_path", "sprite_path", "to_sprite"]
+__all__ = ["PathRefused", "area_of", "error_code", "host_path", "sprite_path", "to_sprite"]

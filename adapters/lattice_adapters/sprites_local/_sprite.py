@@ -83,6 +83,8 @@ class SpriteRuntime:
         self.dir = directory
         self.root = directory / "root"
         self.dot = directory / "dot"
+        self.shm = directory / "shm"
+        """What the sprite sees at /dev/shm: never in a checkpoint, emptied when it stops."""
         self.server = server
         self.sessions: dict[str, Session] = {}
         self.status: Status = "cold"
@@ -96,6 +98,7 @@ class SpriteRuntime:
             sub.mkdir(parents=True, exist_ok=True)
         (self.dot / "policy").mkdir(exist_ok=True)
         (self.dot / "tmp").mkdir(exist_ok=True)
+        self.shm.mkdir(exist_ok=True)
         self.confinement: Confinement | None = None
         if server.groups is not None:
             if record.uid is None:
@@ -108,7 +111,7 @@ class SpriteRuntime:
                 cgroup_procs=tuple(server.groups.create(record.name)),
                 share=_own_python(),
             )
-        self.launcher = ConfinedLauncher(server.launcher, self.confinement)
+        self.launcher = ConfinedLauncher(server.launcher, self.confinement, self.shm)
         self.checkpoints = CheckpointStore(directory / "checkpoints")
         self.services = ServiceSupervisor(
             definitions_file=directory / "services.json",
@@ -128,13 +131,21 @@ class SpriteRuntime:
         uid = self.record.uid
         return (uid, uid) if self.confinement is not None and uid is not None else None
 
+    def clear_shm(self) -> None:
+        """/dev/shm is memory at Fly.io: what was there is gone once the sprite stops."""
+        for child in list(self.shm.iterdir()) if self.shm.is_dir() else []:
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink(missing_ok=True)
+
     def own_tree(self) -> None:
         """The sprite's writable trees belong to its user (/workspace, home, /tmp); what the
         server provides (the CLI, the policy view, service logs) stays root's, read-only."""
         uid = self.record.uid
         if uid is None:
             return
-        for top in (self.root, self.dot / "home", self.dot / "tmp"):
+        for top in (self.root, self.dot / "home", self.dot / "tmp", self.shm):
             if top.stat().st_uid == uid and top.stat().st_gid == uid:
                 continue
             for path in (top, *top.rglob("*")):
@@ -242,6 +253,7 @@ class SpriteRuntime:
         await self._kill_cgroup()
         await self._wait_sessions(5.0)
         self.tasks.clear()
+        await asyncio.to_thread(self.clear_shm)
         self.status = "cold"
 
     # -- sessions -------------------------------------------------------------------------
@@ -353,6 +365,7 @@ class SpriteRuntime:
             except (CheckpointError, OSError) as exc:
                 yield _error(f"Restore failed: {exc}")
                 return
+            await asyncio.to_thread(self.clear_shm)  # memory does not survive a restore
             await asyncio.to_thread(self.own_tree)
             await self.services.replace_all(extras.get("services", "[]"))
             self.set_policy(json.loads(extras.get("policy", "[]")))

@@ -136,7 +136,7 @@ def test_the_intent_adopts_its_own_run() -> None:
 
 def test_a_run_made_under_the_intents_name_is_not_adopted() -> None:
     it = intent()
-    taken = user_run(name="i-run", command=["sh", "-c", "cat /workspace/.lattice/credentials/*"])
+    taken = user_run(name="i-run", command=["sh", "-c", "cat /dev/shm/lattice/credentials/*"])
     refusal = adoption_refusal(it, template(it), taken)
     assert refusal is not None
     assert "i-run" in refusal

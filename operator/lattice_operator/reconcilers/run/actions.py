@@ -118,6 +118,31 @@ class ActionHandler:
         end is written (so a crash in between removes them again on the next pass)."""
         await self._files.remove(delivered_credentials(self._recorder.status.action_results))
 
+    async def redeliver(self, run: Run) -> None:
+        """After a checkpoint is restored: the credentials delivered earlier, written again
+        (they live in memory, /dev/shm, which a restore does not bring back), as long as the
+        Intent still grants them."""
+        paths = delivered_credentials(self._recorder.status.action_results)
+        if not paths or self._services is None or run.spec.intent_ref is None:
+            return
+        namespace = self._recorder.ref.namespace
+        grants = decide_grants(
+            run, self._services.grants(namespace, run.spec.intent_ref.name)
+        ).grants
+        if grants is None:
+            return
+        for path in paths:
+            name = path.rsplit("/", 1)[-1]
+            if name not in grants.credentials:
+                continue
+            secret, key = grants.credentials[name]
+            try:
+                value = await self._services.secret_value(namespace, secret, key)
+            except LookupError:
+                continue
+            self._recorder.redactor.add(value)
+            await self._files.write_credential(path, value)
+
     async def recall_secrets(self, run: Run) -> None:
         """After a restart: read again the values delivered earlier, to keep redacting them."""
         paths = delivered_credentials(self._recorder.status.action_results)

@@ -29,7 +29,9 @@ from lattice_operator.reconcilers.grants import GrantDecision
 from lattice_operator.reconcilers.run.reasons import EndReason, Reason
 
 FORGE_ACTIONS = frozenset({"OPEN_PR", "POST_COMMENT", "LABEL_ISSUE"})
-CREDENTIALS_DIR = "/workspace/.lattice/credentials"
+CREDENTIALS_DIR = "/dev/shm/lattice/credentials"
+"""Memory, not disk: never captured by a checkpoint, gone when the sprite stops (the operator
+delivers again after a resume restores a checkpoint)."""
 
 # The wrapper records the command's exit status on disk: the backend cannot tell the
 # exit status of a session that ended while nobody was attached.

@@ -110,6 +110,7 @@ class RunDriver:
             files=self.files,
             clock=clock,
             stopper=self._stopper,
+            on_restored=self.actions.redeliver,
         )
 
     # -- the loop -------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from lattice_operator.api.v1alpha1 import Run
@@ -36,7 +37,10 @@ class Resumer:
         files: ProtocolFiles,
         clock: Clock,
         stopper: Stopper,
+        on_restored: Callable[[Run], Awaitable[None]] | None = None,
     ) -> None:
+        self._on_restored = on_restored
+        """Called once the checkpoint is back (the driver delivers credentials again)."""
         self._backend = backend
         self._recorder = recorder
         self._files = files
@@ -175,6 +179,8 @@ class Resumer:
             "context": context,
         }
         await self._files.write_resume(json.dumps(payload, indent=2).encode())
+        if self._on_restored is not None:
+            await self._on_restored(run)
         outbox_size = await self._files.outbox_size()
         if waiting is not None:
             engine.resumed(waiting.checkpoint_id, outbox_size=outbox_size)

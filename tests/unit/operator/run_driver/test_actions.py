@@ -13,7 +13,7 @@ from tests.support.fake_backend import FakeProcess
 from tests.support.run_harness import BACKEND_SPRITE, Harness, run_doc
 
 SECRET = b"ghp_s3cret-value"
-CREDENTIAL = "/workspace/.lattice/credentials/gh"
+CREDENTIAL = "/dev/shm/lattice/credentials/gh"
 RESUME = "/workspace/.lattice/resume.json"
 
 
@@ -268,3 +268,38 @@ async def test_a_proposal_becomes_one_intent(harness: Harness) -> None:
     assert len(harness.actions.proposed) == 1
     name = harness.actions.proposed[0]["metadata"]["name"]
     assert status["proposals"] == [name]
+
+
+async def test_a_credential_is_never_in_a_checkpoint_and_comes_back_after_a_restore(
+    granted: Harness,
+) -> None:
+    seen: list[bytes | None] = []
+
+    @granted.backend.program("agent")
+    async def agent(p: FakeProcess) -> None:
+        if p.env["LATTICE_SESSION"] == "1":
+            p.event(
+                "ACTION_REQUEST",
+                {"action": "FETCH_CREDENTIAL", "parameters": {"name": "gh"}, "blocking": True},
+            )
+            for _ in range(400):  # the answer arrives while the sprite still runs
+                if granted.backend.read(p.sprite, CREDENTIAL) is not None:
+                    break
+                await asyncio.sleep(0.005)
+            checkpoint = granted.backend.take_checkpoint(p.sprite)
+            p.event("WAITING", {"reason": "R", "checkpoint_id": checkpoint})
+            return
+        seen.append(granted.backend.read(p.sprite, CREDENTIAL))
+        p.event("INFO", {"message": "resumed"})
+        p.event("COMPLETED", {"status": "success"})
+
+    granted.start()
+    status = await granted.finished()
+    assert status["phase"] == "Succeeded"
+    assert CREDENTIAL.startswith("/dev/shm/")
+    for _, snapshot in granted.backend.checkpoints[BACKEND_SPRITE]:
+        assert CREDENTIAL not in snapshot  # memory is never in a checkpoint
+    assert seen == [SECRET]  # delivered again after the restore, before the continuation
+    writes = [c for c in granted.backend.called("write_file") if c.args[1] == CREDENTIAL]
+    assert len(writes) == 2
+    assert granted.backend.read(BACKEND_SPRITE, CREDENTIAL) is None  # and removed at the end
