@@ -68,8 +68,11 @@ class LocalSpritesConfig(BaseModel):
     @field_validator("state_dir")
     @classmethod
     def _directory(cls, value: Path) -> Path:
-        if value.exists() and not value.is_dir():
-            raise ValueError(f"{value} exists and is not a directory")
+        try:
+            if value.exists() and not value.is_dir():
+                raise ValueError(f"{value} exists and is not a directory")
+        except PermissionError:
+            pass  # not ours to look at here: start-up reports what it cannot do
         return value
 
 
