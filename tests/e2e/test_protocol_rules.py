@@ -94,3 +94,24 @@ def test_rule_events_are_append_only(stack: Stack, namespace: str) -> None:
     ]
     assert "truncated behind the operator" in violation["reason"]
     assert run["status"]["events"]["eventCount"] == 2  # what was read stays counted
+
+
+WRITES_ONE_EVENT_ONLY_TO_THE_OUTBOX = agent(
+    r"""
+emit("INFO", {"message": "on both"})
+_outbox.write(envelope("INFO", {"message": "only in the outbox"}) + "\n")
+_outbox.flush()
+emit("COMPLETED", {"status": "success", "summary": "done"})
+"""
+)
+
+
+def test_rule_every_event_is_printed_on_stdout_too(stack: Stack, namespace: str) -> None:
+    setup_namespace(stack, namespace, "quiet", WRITES_ONE_EVENT_ONLY_TO_THE_OUTBOX)
+    run = stack.wait_phase(namespace, "runs", "quiet", {"Succeeded", "Failed"})
+    assert run["status"]["phase"] == "Succeeded", run["status"]  # recorded, not fatal
+    assert run["status"]["events"]["eventCount"] == 3  # counted once, from the outbox
+    assert _violations(run) == {"outbox_only_event": 1}
+    [violation] = run["status"]["events"]["violations"]
+    assert violation["source"] == "outbox"
+    assert "only in the outbox" in violation["excerpt"] or violation["excerpt"].endswith("…")

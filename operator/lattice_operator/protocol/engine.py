@@ -134,7 +134,12 @@ class RunEventEngine:
         limits: EngineLimits | None = None,
         cursor: StreamCursor | None = None,
         status: RunEventsStatus | None = None,
+        require_stdout_copies: bool = False,
     ) -> None:
+        self.require_stdout_copies = require_stdout_copies
+        """Report outbox lines never printed on stdout (`outbox_only_event`): for a caller
+        that feeds the session's stdout from its start (the operator; not a replay of an
+        outbox alone)."""
         self.sprite_id = sprite_id
         self.work_item_id = work_item_id
         self.canonical: Canonical = canonical
@@ -153,6 +158,9 @@ class RunEventEngine:
         # cursor, that the outbox still ends there with the line the cursor recorded.
         self._verify = cursor is not None and c.last_digest is not None and c.outbox_offset > 0
         self._skipping = c.skipping
+        self._stdout_gap = False
+        """stdout was not followed from the start of this session (a re-attach, after a
+        dropped socket or a restart): an outbox line without a stdout copy proves nothing."""
         self._gate = c.gate
         self._checkpoint_id = c.checkpoint_id
         self._blocking_line = c.blocking_request_line
@@ -322,6 +330,7 @@ class RunEventEngine:
     def stdout_reattached(self) -> None:
         """The stdout stream was re-attached: drop the unfinished line of the old connection."""
         self._splitter.reset()
+        self._stdout_gap = True
 
     def feed_outbox(
         self, data: bytes, offset: int | None = None, *, final: bool = False
@@ -523,7 +532,8 @@ class RunEventEngine:
             parts = parts[1:]
         limit = self.limits.max_line_bytes
         self._merger.commit(
-            [body for part in parts if len(part) <= limit and (body := part.strip())]
+            [body for part in parts if len(part) <= limit and (body := part.strip())],
+            track=False,
         )
 
     def end_session(self, exit_code: int | None = None) -> FeedResult:
@@ -546,6 +556,26 @@ class RunEventEngine:
                     "seen on stdout, never written to the outbox",
                     item.raw,
                 )
+            unseen, overflow = self._merger.take_unseen()
+            # Only a session followed from its start to a known exit can tell: a gap in
+            # stdout, or a process killed between its outbox write and its print, cannot.
+            followed = self.require_stdout_copies and not self._stdout_gap
+            if followed and exit_code is not None and not overflow:
+                # Lines that are not valid events are already reported as what they are.
+                readable = [key for key in unseen if not key.startswith(b"\x00")]
+                parsed, _ = self._parse_many(readable) if readable else ([], [])
+                events = [k for k, p in zip(readable, parsed, strict=True) if type(p) is dict]
+                for key in events:
+                    self._violate(
+                        result,
+                        ViolationCategory.OUTBOX_ONLY_EVENT,
+                        "outbox",
+                        None,
+                        None,
+                        "written to the outbox, never printed on stdout (the protocol asks "
+                        "for both)",
+                        key,
+                    )
         if self._blocking_line is not None:
             self._violate(
                 result,
@@ -617,6 +647,8 @@ class RunEventEngine:
         self._verify = False
         self._splitter.reset()
         self._merger.drain()
+        self._merger.take_unseen()
+        self._stdout_gap = False
 
     # -- internals ----------------------------------------------------------------------------
 

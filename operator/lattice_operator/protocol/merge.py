@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime
 from itertools import compress, repeat
-from operator import is_not, lshift, or_
+from operator import is_, is_not, lshift, or_
 from typing import Any, Literal, NamedTuple
 
 from pydantic import Field
@@ -146,6 +146,8 @@ _Held = int | tuple[int, bytes]
 
 # Endless, so one of each can serve every map() (a new repeat() per call costs more).
 _NONE = repeat(None)
+MAX_UNSEEN = 10_000
+"""Outbox lines waiting for their stdout copy that are tracked at most."""
 _BITS = repeat(_LINE_BITS)
 
 
@@ -181,6 +183,10 @@ class StreamMerger:
         self._window = window
         self.evicted = 0
         """Provisional copies dropped to stay under the caps (their fate is unknown)."""
+        self._unseen: dict[bytes, None] = {}
+        """Outbox lines committed before any stdout copy of them arrived (one may follow)."""
+        self.unseen_overflow = False
+        """More lines waited for a stdout copy than are tracked: the check is given up."""
         self.duplicates = 0
         """stdout copies recognised as already committed or already pending."""
 
@@ -264,6 +270,9 @@ class StreamMerger:
             seen |= new.keys() & older.keys()
         for key in seen:
             del new[key]
+        if self._unseen:  # a stdout copy of a line the outbox had first: seen after all
+            for key in seen:
+                self._unseen.pop(key, None)
         self.duplicates += len(keys) - len(new)
         pending.update(new)
         if inline:
@@ -291,11 +300,14 @@ class StreamMerger:
         self._pending_bytes = total
         self.evicted += len(doomed)
 
-    def commit(self, raws: list[bytes]) -> list[EventData | Rejection | None] | None:
+    def commit(
+        self, raws: list[bytes], *, track: bool = True
+    ) -> list[EventData | Rejection | None] | None:
         """Outbox lines (none over the line cap) were committed: forget their stdout copies.
 
         Returns, per line, the stdout copy's cached validation result, if there was one;
-        None (rather than a list of Nones) when no stdout copy had been validated.
+        None (rather than a list of Nones) when no stdout copy had been validated. With
+        `track`, lines without a stdout copy yet are remembered until one arrives.
         """
         if not raws:
             return None
@@ -309,11 +321,15 @@ class StreamMerger:
             self._older, self._recent = recent, {}
         pending = self._pending
         if not pending:
+            if track:
+                self._track_unseen(keys)
             return None
         parsed = self._parsed
         # Cached results exist only for pending keys: take them before the copies go.
         cached = list(map(parsed.pop, keys, _NONE)) if parsed else None
         values = list(map(pending.pop, keys, _NONE))
+        if track:
+            self._track_unseen(list(compress(keys, map(is_, values, _NONE))))
         hits = map(is_not, values, _NONE)
         if inline:
             self._pending_bytes -= sum(map(len, compress(keys, hits)))
@@ -321,6 +337,22 @@ class StreamMerger:
             held = [value for value in values if value is not None]
             self._pending_bytes -= sum(map(_held_size, compress(keys, hits), held))
         return cached
+
+    def _track_unseen(self, keys: list[bytes]) -> None:
+        if not keys or self.unseen_overflow:
+            return
+        self._unseen.update(dict.fromkeys(keys))
+        if len(self._unseen) > MAX_UNSEEN:
+            self._unseen.clear()
+            self.unseen_overflow = True
+
+    def take_unseen(self) -> tuple[list[bytes], bool]:
+        """(the outbox lines no stdout copy ever matched, oldest first; whether the tracking
+        overflowed), and start over for the next session."""
+        keys, overflow = list(self._unseen), self.unseen_overflow
+        self._unseen.clear()
+        self.unseen_overflow = False
+        return keys, overflow
 
     def drain(self) -> list[ProvisionalEvent]:
         """Take every provisional event out (end of session), oldest first."""

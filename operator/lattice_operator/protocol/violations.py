@@ -54,6 +54,9 @@ class ViolationCategory(StrEnum):
     """timestamp is missing or not an ISO-8601 date-time."""
     STDOUT_ONLY_EVENT = "stdout_only_event"
     """An event seen on stdout never appeared in the outbox by the end of the session."""
+    OUTBOX_ONLY_EVENT = "outbox_only_event"
+    """An event written to the outbox never appeared on stdout during its session (checked
+    only for sessions whose stdout was followed without a gap, to a known exit)."""
     MISSING_TERMINAL_EVENT = "missing_terminal_event"
     """The session ended without COMPLETED, WAITING or ERROR."""
     CHECKPOINT_MISSING = "checkpoint_missing"

@@ -215,6 +215,7 @@ class RunDriver:
         recorder = self.recorder
         self._engine(run)
         # The stdout stream was lost with the previous operator process.
+        recorder.require_engine().stdout_reattached()
         key = f"{recorder.tag()}:restart:{self._clock.monotonic()}"
         recorder.emit(
             recorder.receipts.for_transition(

@@ -157,6 +157,7 @@ class RunRecorder:
                 work_item_id,
                 cursor=cursor if resumed else None,
                 status=self.status.events,
+                require_stdout_copies=True,
             )
         return self.engine
 

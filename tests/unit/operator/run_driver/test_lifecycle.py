@@ -151,7 +151,7 @@ async def test_completed_with_a_nonzero_exit_is_a_failure(harness: Harness) -> N
     assert harness.condition()["reason"] == "ExitCode"
 
 
-async def test_events_only_in_the_outbox_are_counted_once(harness: Harness) -> None:
+async def test_outbox_only_event_is_counted_once_and_reported(harness: Harness) -> None:
     @harness.backend.program("agent")
     async def agent(p: FakeProcess) -> None:
         p.event("INFO", {"message": "both"})
@@ -162,6 +162,10 @@ async def test_events_only_in_the_outbox_are_counted_once(harness: Harness) -> N
     status = await harness.finished()
     assert status["events"]["eventCount"] == 3
     assert [e["summary"] for e in status["events"]["recent"]][:2] == ["both", "outbox only"]
+    # The protocol asks for both copies: the one never printed is reported, like the reverse.
+    [violation] = status["events"]["violations"]
+    assert violation["category"] == "outbox_only_event"
+    assert violation["source"] == "outbox"
 
 
 async def test_an_invalid_line_is_a_violation_and_processing_continues(harness: Harness) -> None:
