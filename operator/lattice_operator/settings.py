@@ -53,6 +53,10 @@ class BackendSettings(_Settings):
     last_seen_interval: float = Field(default=300.0, gt=0)
     """A Sprite's `status.lastSeenTime` is refreshed at most this often (each refresh is a
     status write: 1,000 Sprites at 300 s cost about 3 writes a second)."""
+    resync_per_pass: int = Field(default=10, ge=0)
+    """Sprites re-read in full per fleet pass, in turn (network policy, services, URL
+    settings), to repair changes made behind the operator's back; each costs a GET of the
+    sprite, its policy and its services, plus the writes a repair needs. 0 turns it off."""
 
 
 class SpriteTimings(_Settings):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -108,6 +109,26 @@ async def test_sprite_deleted_behind_our_back_is_recreated(stack: Stack, namespa
     second = wait_for(recreated, timeout=60, what="the sprite to be recreated")
     assert second != first
     assert name in await _backend_names(stack.sprites)
+
+
+async def test_a_network_policy_changed_behind_our_back_is_put_back(
+    stack: Stack, namespace: str
+) -> None:
+    stack.apply(namespace, build("sprite.yaml", "drift", {}))
+    name = stack.wait_sprite_ready(namespace, "drift")["status"]["spriteName"]
+    async with SpritesAdapter(stack.sprites.credentials) as backend:
+        wanted = await backend.get_network_policy(name)
+        await backend.set_network_policy(name, [])  # someone opens the sprite up
+
+    async def restored() -> bool:
+        async with SpritesAdapter(stack.sprites.credentials) as backend:
+            return await backend.get_network_policy(name) == wanted
+
+    for _ in range(120):  # the fleet pass re-reads every Sprite in turn
+        if await restored():
+            break
+        await asyncio.sleep(0.5)
+    assert await restored()
 
 
 async def test_missing_sprite_without_recreate_is_reported(stack: Stack, namespace: str) -> None:

@@ -43,6 +43,10 @@ class FleetObservation:
     patched: int = 0
     recreated: int = 0
     missing: int = 0
+    resynced: int = 0
+    """Sprites re-read in full this pass."""
+    repaired: int = 0
+    """Of those, sprites whose backend had drifted from the spec (and was brought back)."""
 
 
 class FleetObserver:
@@ -62,6 +66,8 @@ class FleetObserver:
         self._patch = patch_status
         self._clock = clock
         self._settings = settings
+        self._resync_from = ""
+        """Where the next pass's resync window starts (by backend name, in turn)."""
 
     async def run_forever(self) -> None:
         while True:
@@ -102,7 +108,46 @@ class FleetObserver:
                 await self._vanished(sprite, result)
             else:
                 await self._observed(sprite, info, result)
+        await self._resync(
+            [s for s in sprites if s.backend_name() in fleet and s.status.phase == "Ready"],
+            result,
+        )
         return result
+
+    def resync_window(self, sprites: list[Sprite]) -> list[Sprite]:
+        """The next `resync_per_pass` sprites after the last window, by backend name,
+        wrapping around: every Sprite is re-read in turn, whatever the fleet's size."""
+        limit = self._settings.resync_per_pass
+        if limit <= 0 or not sprites:
+            return []
+        ordered = sorted(sprites, key=lambda s: s.backend_name())
+        start = next((i for i, s in enumerate(ordered) if s.backend_name() > self._resync_from), 0)
+        window = (ordered[start:] + ordered[:start])[: min(limit, len(ordered))]
+        self._resync_from = window[-1].backend_name()
+        return window
+
+    async def _resync(self, sprites: list[Sprite], result: FleetObservation) -> None:
+        """Converge a window of Sprites in full: what someone changed at the backend behind
+        the operator (a network policy, a service) is put back as the spec says."""
+        now = self._clock.now()
+        for sprite in self.resync_window(sprites):
+            result.resynced += 1
+            try:
+                outcome = await reconcile_sprite(
+                    sprite, self._backend, now, default_policy=self._default_policy
+                )
+            except (SpriteReconcileError, SpriteBackendError) as exc:
+                log.warning("resync of %s failed: %s", sprite.backend_name(), exc)
+                continue
+            if outcome.writes:
+                result.repaired += 1
+                log.info(
+                    "sprite %s had drifted from its spec at the backend: repaired (%d writes)",
+                    sprite.backend_name(),
+                    outcome.writes,
+                )
+                await self._patch(sprite, outcome.status.to_patch())
+                result.patched += 1
 
     async def _observed(self, sprite: Sprite, info: SpriteInfo, result: FleetObservation) -> None:
         now = self._clock.now()

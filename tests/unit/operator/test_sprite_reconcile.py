@@ -285,7 +285,7 @@ async def test_a_fleet_pass_costs_one_list_page_per_hundred_sprites_and_nothing_
         sprites=lambda: sprites,
         patch_status=patch,
         clock=FakeClock(NOW),
-        settings=BackendSettings(page_size=100),
+        settings=BackendSettings(page_size=100, resync_per_pass=0),
     )
     result = await observer.observe_once()
     assert (result.list_calls, result.listed) == (3, 250)
@@ -358,3 +358,44 @@ async def test_a_sprite_without_a_policy_is_kept_off_the_forges_by_default() -> 
     fake.policies["team-a-open"] = [NetworkRule(domain="x.example", action="deny")]
     await reconcile_sprite(open_sprite, _backend(fake), NOW, default_policy=default)
     assert fake.policies["team-a-open"] == []
+
+
+async def test_drift_behind_the_operator_is_repaired_by_the_rotating_resync() -> None:
+    fake = FakeBackend()
+    sprites = []
+    for i in range(25):
+        sprite, error = await _reconcile(_sprite(f"box-{i:02d}", uid=f"uid-{i}"), fake)
+        assert error is None
+        sprites.append(sprite)
+    # Someone changes one sprite's network policy and drops its services at the backend.
+    victim = "team-a-box-17"
+    wanted_policy = list(fake.policies[victim])
+    fake.policies[victim] = [NetworkRule(domain="*", action="allow")]
+    fake.services[victim] = {}
+    patches: list[dict[str, Any]] = []
+
+    async def patch(_: Sprite, status: dict[str, Any]) -> None:
+        patches.append(status)
+
+    observer = FleetObserver(
+        backend=_backend(fake),
+        sprites=lambda: sprites,
+        patch_status=patch,
+        clock=FakeClock(NOW),
+        settings=BackendSettings(page_size=100, resync_per_pass=10),
+    )
+    seen: list[str] = []
+    repaired = 0
+    for _ in range(3):  # 25 sprites, 10 a pass: every one is re-read within three passes
+        fake.calls.clear()
+        result = await observer.observe_once()
+        assert result.list_calls == 1
+        assert result.resynced == 10
+        reads = [name for method, name in fake.calls if method == "get_sprite"]
+        seen += reads
+        assert len(fake.calls) <= 1 + 3 * 10 + 4  # LIST, three reads a sprite, the repair
+        repaired += result.repaired
+    assert sorted(set(seen)) == sorted(s.backend_name() for s in sprites)
+    assert repaired == 1
+    assert fake.policies[victim] == wanted_policy
+    assert fake.services[victim]  # put back
