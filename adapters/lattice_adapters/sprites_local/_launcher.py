@@ -284,6 +284,13 @@ class ConfinedLauncher:
         self.shm = shm
         """The sprite's own directory mounted at /dev/shm (never in a checkpoint)."""
 
+    def own(self, fd: int) -> None:
+        """Give the sprite's user a pipe or terminal its process uses (as a login gives a
+        user its terminal): a program can then reopen its own stdout, say through
+        /proc/<pid>/fd/1, as it could on a machine of its own."""
+        if self.confinement is not None:
+            os.fchown(fd, self.confinement.uid, self.confinement.gid)
+
     def spawn(
         self,
         argv: Sequence[str],

@@ -214,6 +214,7 @@ class Session:
             master, slave = pty.openpty()
             _set_winsize(master, params.cols, params.rows)
             try:
+                launcher.own(slave)
                 self._proc = self._spawn(
                     launcher, root, dot, env, executable, slave, slave, slave, tty=True
                 )
@@ -243,6 +244,9 @@ class Session:
             assert self._proc.stderr is not None
             for pipe in (self._proc.stdout, self._proc.stderr):
                 _grow_pipe(pipe)
+                launcher.own(pipe.fileno())
+            if self._proc.stdin is not None:
+                launcher.own(self._proc.stdin.fileno())
             if self._proc.stdin is not None:
                 self._stdin = await PipeWriter.open(self._proc.stdin)
             readers = [
