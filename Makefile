@@ -10,7 +10,7 @@ LATTICE := $(VENV)/bin/lattice
 VENV_STAMP := $(VENV)/.stamp-$(shell cat pyproject.toml requirements.lock 2>/dev/null | sha256sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: help venv tools test unit lint typecheck crds crds-check cluster-up cluster-down dev bench clean
+.PHONY: help venv tools node-tools image test unit lint typecheck crds crds-check cluster-up cluster-down dev bench node-test clean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
@@ -24,6 +24,12 @@ venv: $(VENV_STAMP) ## Create/refresh the virtualenv from the pinned lock file
 
 tools: ## Build the pinned Kubernetes binaries (cached outside the clone; once per machine)
 	@bash hack/build-tools.sh >/dev/null
+
+node-tools: ## Build the node's binaries: kubelet, kube-scheduler, kube-proxy (cached like tools)
+	@bash hack/build-node-tools.sh >/dev/null
+
+image: ## Build the operator image as an OCI archive, daemonless (cached; path on the last line)
+	@bash hack/build-image.sh
 
 lint: venv ## ruff lint and format check
 	$(VENV)/bin/ruff check operator adapters tests
