@@ -10,7 +10,7 @@ LATTICE := $(VENV)/bin/lattice
 VENV_STAMP := $(VENV)/.stamp-$(shell cat pyproject.toml requirements.lock 2>/dev/null | sha256sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: help venv tools node-tools image test unit lint typecheck crds crds-check cluster-up cluster-down dev bench node-test clean
+.PHONY: help venv tools node-tools image chart test unit lint typecheck crds crds-check cluster-up cluster-down dev bench node-test clean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
@@ -31,6 +31,9 @@ node-tools: ## Build the node's binaries: kubelet, kube-scheduler, kube-proxy (c
 image: ## Build the operator image as an OCI archive, daemonless (cached; path on the last line)
 	@bash hack/build-image.sh
 
+chart: venv tools ## helm lint --strict and helm template | kubeconform of charts/lattice-operator
+	$(PY) -m pytest tests/chart $(PYTEST_ARGS)
+
 lint: venv ## ruff lint and format check
 	$(VENV)/bin/ruff check operator adapters tests
 	$(VENV)/bin/ruff format --check operator adapters tests
@@ -38,8 +41,9 @@ lint: venv ## ruff lint and format check
 typecheck: venv ## mypy --strict on both packages
 	$(VENV)/bin/mypy operator/lattice_operator adapters/lattice_adapters
 
-crds: venv ## Regenerate crds/ from the models
+crds: venv ## Regenerate crds/ from the models (and the Helm chart's copy)
 	$(LATTICE) crds --output crds
+	rm -f charts/lattice-operator/crds/*.yaml && cp crds/*.yaml charts/lattice-operator/crds/
 
 crds-check: venv
 	$(LATTICE) crds --output crds --check
