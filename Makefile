@@ -52,7 +52,7 @@ unit: venv ## Only the tests that need no cluster
 	$(PY) -m pytest tests/unit tests/test_layout.py $(PYTEST_ARGS)
 
 test: venv tools lint typecheck crds-check ## Everything: lint, types, unit, contract and e2e tests
-	$(PY) -m pytest -m 'not bench' $(PYTEST_ARGS)
+	$(PY) -m pytest -m 'not bench and not node' $(PYTEST_ARGS)
 
 cluster-up: venv tools ## Start the local control plane (kubeconfig in .lattice/cluster/)
 	$(LATTICE) cluster up
@@ -62,6 +62,9 @@ cluster-down: venv ## Stop the local control plane started by cluster-up
 
 dev: venv tools ## The whole stack on this machine, with a sample driven to completion
 	$(LATTICE) dev
+
+node-test: venv tools node-tools ## The chart on a real node (kubelet, containerd) in a network namespace; needs root
+	$(PY) -m pytest -m node tests/node $(PYTEST_ARGS)
 
 bench: venv tools ## Benchmarks; figures go to bench-results/
 	$(PY) -m pytest -m bench tests/bench $(PYTEST_ARGS)

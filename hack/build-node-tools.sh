@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Build the node's Kubernetes binaries (kubelet, kube-scheduler, kube-proxy)
+# and its sandbox (pause) binary,
 # from the pinned wrapper module hack/tools/kube-node (same release as hack/tools/kube),
 # into their own cache directory keyed by the pins, so the fast control-plane
 # tools are not rebuilt. Idempotent; prints the bin directory on its last line.
@@ -11,7 +12,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/versions.env"
 
 cache="${LATTICE_CACHE:-$HOME/.cache/lattice-operator}"
-key="$(cat "$here/versions.env" "$here"/tools/kube-node/go.mod "$here"/tools/kube-node/go.sum "$0" | sha256sum | cut -c1-16)"
+key="$(cat "$here/versions.env" "$here"/tools/kube-node/go.mod "$here"/tools/kube-node/go.sum "$here"/tools/pause/go.mod "$here"/tools/pause/main.go "$0" | sha256sum | cut -c1-16)"
 bindir="$cache/k8s-node-bin/${K8S_VERSION}-${key}"
 want_stamp="k8s=${K8S_VERSION} key=${key}"
 if [ -f "$bindir/.stamp" ] && [ "$(cat "$bindir/.stamp")" = "$want_stamp" ]; then
@@ -36,6 +37,8 @@ for cmd in kubelet kube-scheduler kube-proxy; do
   "$tmpbin/$cmd" --version | grep -q "Kubernetes ${K8S_VERSION}" \
     || { echo "build-node-tools: $cmd does not report ${K8S_VERSION}" >&2; exit 1; }
 done
+echo "build-node-tools: building pause" >&2
+( cd "$here/tools/pause" && go build -trimpath -buildvcs=false -ldflags "-s -w" -o "$tmpbin/pause" . )
 echo "$want_stamp" > "$tmpbin/.stamp"
 rm -rf "$bindir"
 mv "$tmpbin" "$bindir"

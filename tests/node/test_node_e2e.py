@@ -1,0 +1,189 @@
+"""End to end on a real node: the image `make image` builds, imported into the node's
+containerd, installed with the Helm chart, drives the samples to completion.
+
+Opt-in (`make node-test`, marker `node`): it starts a whole single-node cluster in a network
+namespace of its own, which needs root and takes minutes.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.node.image import OciArchive
+from tests.node.nodecluster import NODE_IP, NodeCluster, node_cluster
+
+pytestmark = pytest.mark.node
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "lattice-operator"
+SAMPLES = ROOT / "manifests" / "samples"
+RELEASE, NAMESPACE = "lattice", "lattice-system"
+IMAGE_REPO = "lattice.invalid/lattice-operator"
+SPRITES_PORT = 8480
+SPRITES_TOKEN = "node-test-token"
+TIMINGS: dict[str, float] = {}
+
+
+def wait_until(predicate: Any, what: str, timeout: float = 300) -> Any:
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeCluster]:
+    started = time.monotonic()
+    with node_cluster(tmp_path_factory.mktemp("node"), audit_log=True) as cluster:
+        TIMINGS["node start"] = time.monotonic() - started
+        yield cluster
+    print(f"\nnode e2e timings (s): {json.dumps({k: round(v, 1) for k, v in TIMINGS.items()})}")
+
+
+@pytest.fixture(scope="module")
+def sprites(node: NodeCluster, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The local Sprites server, a process inside the node's network namespace."""
+    state = tmp_path_factory.mktemp("sprites")
+    node.spawn(
+        "sprites-local",
+        [
+            str(ROOT / ".venv" / "bin" / "lattice"),
+            "sprites-local",
+            "--host",
+            NODE_IP,
+            "--port",
+            str(SPRITES_PORT),
+            "--state-dir",
+            str(state),
+            "--ready-file",
+            str(state / "ready.json"),
+        ],
+        env={"SPRITES_LOCAL_TOKEN": SPRITES_TOKEN},
+    )
+    wait_until(lambda: (state / "ready.json").exists(), "the local Sprites server", 60)
+    return f"http://{NODE_IP}:{SPRITES_PORT}"
+
+
+def operator_pods(node: NodeCluster) -> list[dict[str, Any]]:
+    pods = node.kube_json(
+        "-n", NAMESPACE, "get", "pods", "-l", "app.kubernetes.io/name=lattice-operator"
+    )
+    return [p for p in pods["items"] if p["metadata"].get("deletionTimestamp") is None]
+
+
+def ready(pod: dict[str, Any]) -> bool:
+    conditions = pod.get("status", {}).get("conditions", [])
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+@pytest.fixture(scope="module")
+def installed(node: NodeCluster, sprites: str, image: OciArchive) -> NodeCluster:
+    node.import_image(image.path, f"{IMAGE_REPO}:0.1.0")
+    node.kubectl("create", "namespace", NAMESPACE)
+    node.kubectl(
+        "-n", NAMESPACE, "create", "secret", "generic", "sprites",
+        f"--from-literal=token={SPRITES_TOKEN}",
+    )  # fmt: skip
+    started = time.monotonic()
+    node.helm(
+        "install", RELEASE, str(CHART), "--namespace", NAMESPACE,
+        "--set", f"image.repository={IMAGE_REPO}",
+        "--set", f"sprites.apiUrl={sprites}",
+        "--set", "sprites.tokenSecret=sprites",
+        "--set", f"networkPolicy.spritesPorts={{{SPRITES_PORT}}}",
+    )  # fmt: skip
+    wait_until(
+        lambda: len([p for p in operator_pods(node) if ready(p)]) == 2,
+        "both operator Pods Ready",
+    )
+    TIMINGS["helm install -> 2 operator Pods Ready"] = time.monotonic() - started
+    return node
+
+
+def get(node: NodeCluster, kind: str, name: str, namespace: str = "default") -> Any:
+    out = node.kubectl("-n", namespace, "get", kind, name, "-o", "json", check=False)
+    return json.loads(out.stdout) if out.returncode == 0 else {}
+
+
+def condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    for c in obj.get("status", {}).get("conditions", []):
+        if c["type"] == kind:
+            return dict(c)
+    return None
+
+
+def test_both_operator_pods_run_as_the_image_with_one_active(installed: NodeCluster) -> None:
+    pods = operator_pods(installed)
+    assert len(pods) == 2
+    for pod in pods:
+        (status,) = pod["status"]["containerStatuses"]
+        assert status["image"].endswith(f"{IMAGE_REPO}:0.1.0")
+        assert status["ready"] is True
+    peering = installed.kube_json("get", "clusterkopfpeering", f"{RELEASE}-lattice-operator")
+    peers = peering.get("status", {})
+    priorities = sorted(p.get("priority") for p in peers.values() if isinstance(p, dict))
+    assert priorities == [0, 1], peers  # distinct: only the highest (Pod index 1) works
+
+
+def test_operator_logs_are_readable_through_the_api(installed: NodeCluster) -> None:
+    pod = operator_pods(installed)[0]["metadata"]["name"]
+    out = installed.kubectl("-n", NAMESPACE, "logs", pod)
+    assert out.stdout.strip()
+
+
+def test_samples_complete_on_the_node(installed: NodeCluster) -> None:
+    node = installed
+    node.kubectl("apply", "-f", str(SAMPLES / "sprite.yaml"))
+    wait_until(
+        lambda: (condition(get(node, "sprite", "sample"), "Ready") or {}).get("status") == "True",
+        "the sample Sprite Ready",
+    )
+    started = time.monotonic()
+    node.kubectl("apply", "-f", str(SAMPLES / "agent-run.yaml"))
+    wait_until(
+        lambda: get(node, "run", "sample-agent").get("status", {}).get("phase") == "Waiting",
+        "the sample agent Waiting",
+    )
+    waiting = get(node, "run", "sample-agent")["status"]["events"]["waiting"]
+    resume = node.run(
+        str(ROOT / ".venv" / "bin" / "lattice"), "resume", "sample-agent",
+        "-i", "approved=true", "-i", 'comments=["ship it"]',
+        check=False,
+    )  # fmt: skip
+    assert resume.returncode == 0, resume.stdout + resume.stderr + json.dumps(waiting)
+    phase = wait_until(
+        lambda: (
+            (
+                get(node, "run", "sample-agent").get("status", {}).get("phase")
+                in {"Succeeded", "Failed", "Canceled"}
+            )
+            and get(node, "run", "sample-agent")["status"]["phase"]
+        ),
+        "the sample agent to finish",
+    )
+    TIMINGS["agent Run (with resume)"] = time.monotonic() - started
+    assert phase == "Succeeded", json.dumps(get(node, "run", "sample-agent")["status"])[-3000:]
+
+
+def test_helm_uninstall_keeps_crds_and_custom_resources(installed: NodeCluster) -> None:
+    node = installed
+    node.helm("uninstall", RELEASE, "--namespace", NAMESPACE, "--wait")
+    left = node.kubectl(
+        "-n", NAMESPACE, "get", "statefulset,service,configmap,secret,serviceaccount",
+        "-l", "app.kubernetes.io/instance=lattice", "-o", "name",
+    )  # fmt: skip
+    assert left.stdout.strip() == ""
+    crds = node.kubectl("get", "crd", "-o", "name").stdout
+    assert "sprites.lattice.dev" in crds
+    assert get(node, "sprite", "sample"), "the Sprite must outlive the chart"
+    assert get(node, "run", "sample-agent"), "the Run must outlive the chart"
