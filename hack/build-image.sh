@@ -23,14 +23,8 @@ cache="${LATTICE_CACHE:-$HOME/.cache/lattice-operator}"
 version="$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/pyproject.toml" | head -n1)"
 image_name="${IMAGE_NAME:-lattice-operator:${version}}"
 
-# Tools from Debian's packages, pinned to the release the image is built from.
-need=()
-command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
-command -v umoci >/dev/null || need+=(umoci)
-if [ "${#need[@]}" -gt 0 ]; then
-  echo "build-image: installing ${need[*]} with apt-get" >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >&2
-fi
+# Tools from Debian's packages, at the pinned versions.
+bash "$here/apt-pinned.sh" $IMAGE_TOOL_PACKAGES >&2
 
 # The key covers everything that goes into the image: the pins, this script,
 # the package sources and the lock file.

@@ -11,8 +11,13 @@ here="$(cd "$(dirname "$0")" && pwd)"
 # shellcheck disable=SC1091
 source "$here/versions.env"
 
+# shellcheck disable=SC1091
+source "$here/node.env"
+# The node's runtime from Debian's packages, at the pinned versions (a no-op when present).
+bash "$here/apt-pinned.sh" $NODE_PACKAGES >&2
+
 cache="${LATTICE_CACHE:-$HOME/.cache/lattice-operator}"
-key="$(cat "$here/versions.env" "$here"/tools/kube-node/go.mod "$here"/tools/kube-node/go.sum "$here"/tools/pause/go.mod "$here"/tools/pause/main.go "$0" | sha256sum | cut -c1-16)"
+key="$(cat "$here/versions.env" "$here/node.env" "$here"/tools/kube-node/go.mod "$here"/tools/kube-node/go.sum "$here"/tools/pause/go.mod "$here"/tools/pause/main.go "$0" | sha256sum | cut -c1-16)"
 bindir="$cache/k8s-node-bin/${K8S_VERSION}-${key}"
 want_stamp="k8s=${K8S_VERSION} key=${key}"
 if [ -f "$bindir/.stamp" ] && [ "$(cat "$bindir/.stamp")" = "$want_stamp" ]; then
