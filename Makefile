@@ -31,7 +31,7 @@ node-tools: ## Build the node's binaries: kubelet, kube-scheduler, kube-proxy (c
 image: ## Build the operator image as an OCI archive, daemonless (cached; path on the last line)
 	@bash hack/build-image.sh
 
-chart: venv tools ## helm lint --strict and helm template | kubeconform of charts/lattice-operator
+chart: venv tools ## Static checks of charts/lattice-operator: helm lint --strict, template matrix, strict server dry run
 	$(PY) -m pytest tests/chart $(PYTEST_ARGS)
 
 lint: venv ## ruff lint and format check
