@@ -135,6 +135,12 @@ def test_both_operator_pods_run_as_the_image_with_one_active(installed: NodeClus
     assert priorities == [0, 1], peers  # distinct: only the highest (Pod index 1) works
 
 
+def test_helm_test_reaches_the_webhook_over_tls(installed: NodeCluster) -> None:
+    out = installed.helm("test", RELEASE, "--namespace", NAMESPACE, "--logs", check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "webhook answers with TLS" in out.stdout
+
+
 def test_operator_logs_are_readable_through_the_api(installed: NodeCluster) -> None:
     pod = operator_pods(installed)[0]["metadata"]["name"]
     out = installed.kubectl("-n", NAMESPACE, "logs", pod)
