@@ -10,7 +10,7 @@ LATTICE := $(VENV)/bin/lattice
 VENV_STAMP := $(VENV)/.stamp-$(shell cat pyproject.toml requirements.lock 2>/dev/null | sha256sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: help venv tools test unit lint typecheck crds crds-check cluster-up cluster-down dev bench clean
+.PHONY: help venv tools node-tools image chart test unit lint typecheck crds crds-check cluster-up cluster-down dev bench node-test clean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
@@ -25,6 +25,15 @@ venv: $(VENV_STAMP) ## Create/refresh the virtualenv from the pinned lock file
 tools: ## Build the pinned Kubernetes binaries (cached outside the clone; once per machine)
 	@bash hack/build-tools.sh >/dev/null
 
+node-tools: ## Build the node's binaries: kubelet, kube-scheduler, kube-proxy (cached like tools)
+	@bash hack/build-node-tools.sh >/dev/null
+
+image: ## Build the operator image as an OCI archive, daemonless (cached; path on the last line)
+	@bash hack/build-image.sh
+
+chart: venv tools ## Static checks of charts/lattice-operator: helm lint --strict, template matrix, strict server dry run
+	$(PY) -m pytest tests/chart $(PYTEST_ARGS)
+
 lint: venv ## ruff lint and format check; the import layering (import-linter contracts)
 	$(VENV)/bin/ruff check operator adapters tests
 	$(VENV)/bin/ruff format --check operator adapters tests
@@ -33,8 +42,9 @@ lint: venv ## ruff lint and format check; the import layering (import-linter con
 typecheck: venv ## mypy --strict on both packages
 	$(VENV)/bin/mypy operator/lattice_operator adapters/lattice_adapters
 
-crds: venv ## Regenerate crds/ from the models
+crds: venv ## Regenerate crds/ from the models (and the Helm chart's copy)
 	$(LATTICE) crds --output crds
+	rm -f charts/lattice-operator/crds/*.yaml && cp crds/*.yaml charts/lattice-operator/crds/
 
 crds-check: venv
 	$(LATTICE) crds --output crds --check
@@ -43,7 +53,7 @@ unit: venv ## Only the tests that need no cluster
 	$(PY) -m pytest tests/unit tests/test_layout.py $(PYTEST_ARGS)
 
 test: venv tools lint typecheck crds-check ## Everything: lint, types, unit, contract and e2e tests
-	$(PY) -m pytest -m 'not bench' $(PYTEST_ARGS)
+	$(PY) -m pytest -m 'not bench and not node' $(PYTEST_ARGS)
 
 cluster-up: venv tools ## Start the local control plane (kubeconfig in .lattice/cluster/)
 	$(LATTICE) cluster up
@@ -53,6 +63,9 @@ cluster-down: venv ## Stop the local control plane started by cluster-up
 
 dev: venv tools ## The whole stack on this machine, with a sample driven to completion
 	$(LATTICE) dev
+
+node-test: venv tools node-tools ## The chart on a real node (kubelet, containerd) in a network namespace; needs root
+	$(PY) -m pytest -m node tests/node $(PYTEST_ARGS)
 
 bench: venv tools ## Benchmarks; figures go to bench-results/
 	$(PY) -m pytest -m bench tests/bench $(PYTEST_ARGS)

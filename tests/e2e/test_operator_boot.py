@@ -127,3 +127,29 @@ def test_the_throwaway_webhook_key_is_removed_when_the_operator_stops(
         assert len(keys) == 1  # a self-signed serving key, made at start-up
         assert op.stop() == 0
     assert list(op.tmpdir.glob("lattice-webhook-*")) == []
+
+
+def test_a_missing_token_secret_leaves_the_operator_running_and_says_so(
+    cluster: Cluster, namespace: str, tmp_path: Path
+) -> None:
+    config = tmp_path / "settings.yaml"
+    config.write_text(yaml.safe_dump({"backend": {"token_secret": f"{namespace}/no-such-secret"}}))
+    with operator_process(
+        cluster.kubeconfig,
+        tmp_path,
+        "--config",
+        str(config),
+        "--namespace",
+        namespace,
+        "--metrics-port",
+        "0",
+    ) as op:
+        cluster.kubectl(
+            "apply", "-n", namespace, "-f", "-", input=json.dumps(build("sprite.yaml", "nt", {}))
+        )
+        cond = wait_for(
+            lambda: _ready_condition(cluster, namespace, "nt"), timeout=60, what="Ready"
+        )
+        assert op.alive()  # started, serving: not a crash loop on a missing Secret
+    assert (cond["status"], cond["reason"]) == ("Unknown", "BackendNotConfigured")
+    assert "no-such-secret" in str(cond["message"])

@@ -29,6 +29,8 @@ class OperatorContext:
     default_policy: CompiledPolicy | None = None
     """The cluster-wide IntentPolicy from the settings, tried after a namespace's own."""
     identity: str | None = None
+    backend_problem: str = "no Sprites backend is configured"
+    """Why `backend` is None, for the Sprites' status."""
     scratch: list[Path] = field(default_factory=list)
     """Throwaway directories of this process (the self-signed webhook key): removed at exit."""
     """The user name the API server knows this operator by (SelfSubjectReview at start-up)."""

@@ -62,6 +62,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     except CredentialsMissing as exc:
         # The operator still serves (admission, Intents); Sprites wait for a backend.
         log.error("no Sprites backend configured: %s", exc)
+        ctx.backend_problem = f"no Sprites backend: {exc}"
     instance = os.environ.get("POD_NAME") or socket.gethostname()
     ctx.events = ReceiptEvents(
         ctx.kube,
@@ -160,7 +161,18 @@ async def _credentials(ctx: OperatorContext) -> Any:
     secret_data = None
     if backend.token_secret:
         namespace, _, name = backend.token_secret.partition("/")
-        secret = await ctx.require_kube().get(resource_path("", "v1", "secrets", namespace, name))
+        try:
+            secret = await ctx.require_kube().get(
+                resource_path("", "v1", "secrets", namespace, name)
+            )
+        except KubeApiError as exc:
+            if exc.status not in (403, 404):
+                raise
+            # Start without a backend (Sprites say so) rather than crash-loop on start-up.
+            raise CredentialsMissing(
+                f"the token Secret {backend.token_secret} cannot be read ({exc.reason}): "
+                "create it (key `token`) and restart the operator"
+            ) from None
         secret_data = secret.get("data") or {}
     environ = dict(os.environ)
     if backend.api_url:

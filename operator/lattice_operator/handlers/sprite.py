@@ -107,11 +107,9 @@ async def sprite_reconcile(
     now = ctx.clock.now()
     if ctx.backend is None:
         patch.status.update(
-            unknown_status(
-                sprite, "BackendNotConfigured", "no Sprites backend is configured", now
-            ).to_patch()
+            unknown_status(sprite, "BackendNotConfigured", ctx.backend_problem, now).to_patch()
         )
-        raise kopf.TemporaryError("no Sprites backend is configured", delay=30)
+        raise kopf.TemporaryError(ctx.backend_problem, delay=30)
     try:
         result = await reconcile_sprite(
             sprite,

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Install Debian packages at exact versions (`name=version` arguments) with apt-get, only
+# those missing or at another version. Needs root when something must be installed.
+set -euo pipefail
+want=()
+for spec in "$@"; do
+  name="${spec%%=*}" version="${spec#*=}"
+  have="$(dpkg-query -W -f '${Version}' "$name" 2>/dev/null || true)"
+  [ "$have" = "$version" ] || want+=("$spec")
+done
+[ "${#want[@]}" -eq 0 ] && exit 0
+echo "apt-pinned: installing ${want[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get install -y -q --no-install-recommends "${want[@]}" || {
+  apt-get update -q && apt-get install -y -q --no-install-recommends "${want[@]}"
+}
