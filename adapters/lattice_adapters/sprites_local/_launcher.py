@@ -218,16 +218,16 @@ class NamespaceLauncher:
 
         def confine() -> None:
             assert c is not None
-            if mount(tmp_b, b"/tmp", None, _MS_BIND | _MS_REC, None) != 0:
-                fail("bind-mount the sprite's /tmp", ctypes.get_errno())
-            # Shared directories are held open before their parents are hidden: the mount
-            # then takes them through /proc/self/fd, from below the tmpfs.
+            # Shared directories are held open before anything covers them (the sprite's
+            # /tmp, a tmpfs): the mount then takes them through /proc/self/fd, from below.
             held: list[tuple[bytes, int]] = []
             for path in shared:
                 try:
                     held.append((path, os.open(path, os.O_PATH | os.O_DIRECTORY)))
                 except OSError as exc:
                     fail(f"open {path.decode()}", exc.errno or errno.EIO)
+            if mount(tmp_b, b"/tmp", None, _MS_BIND | _MS_REC, None) != 0:
+                fail("bind-mount the sprite's /tmp", ctypes.get_errno())
             for path in hidden:
                 tmpfs_flags = _MS_NOSUID | _MS_NODEV
                 if mount(b"tmpfs", path, b"tmpfs", tmpfs_flags, b"mode=755,size=64k") != 0:
