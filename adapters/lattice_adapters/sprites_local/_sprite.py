@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import json
 import logging
 import os
@@ -70,9 +71,15 @@ class ServerContext(Protocol):
 
 
 def _own_python() -> tuple[str, ...]:
-    """The installation of the Python running this server (and its virtualenv): shared
-    read-only with sprites, so the `lattice` CLI (the MCP face for agents) runs inside."""
-    return tuple(sorted({os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)}))
+    """The installation of the Python running this server, its virtualenv and the source
+    roots of our packages (an editable install points there): shared read-only with
+    sprites, so the `lattice` CLI (the MCP face for agents) runs inside."""
+    places = {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)}
+    for package in ("lattice_operator", "lattice_adapters"):
+        spec = importlib.util.find_spec(package)
+        for location in (spec.submodule_search_locations or []) if spec else []:
+            places.add(os.path.dirname(os.path.realpath(location)))
+    return tuple(sorted(places))
 
 
 class SpriteRuntime:
