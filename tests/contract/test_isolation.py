@@ -20,6 +20,7 @@ import pytest
 
 from tests.support.contract_drivers import Driver, SdkDriver
 from tests.support.contract_target import Target, local_target
+from tests.support.processes import alive
 from tests.support.sprites_server import LocalSprites, sprites_server
 
 pytestmark = pytest.mark.contract
@@ -28,14 +29,6 @@ pytestmark = pytest.mark.contract
 @pytest.fixture
 def target(local_sprites: LocalSprites) -> Target:
     return local_target(local_sprites)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 async def _sh(driver: Driver, sprite: str, script: str) -> tuple[int, str]:
@@ -113,7 +106,7 @@ async def test_a_sprite_cannot_signal_processes_outside_itself(
     server = local_sprites.process.pid
     _, out = await _sh(driver, sprite, f"kill -9 {server} 1; echo tried $?")
     assert "tried 1" in out or "tried 2" in out, out
-    assert _alive(server)
+    assert alive(server)
     assert (await driver.run(sprite, ["true"])).exit_code == 0
 
 
@@ -124,13 +117,13 @@ async def test_a_process_that_left_its_session_does_not_outlive_its_sprite(
     await driver.create_sprite(name)
     _, out = await _sh(driver, name, "setsid sleep 300 < /dev/null > /dev/null 2>&1 & echo $!")
     pid = int(out.strip())
-    assert _alive(pid)
+    assert alive(pid)
     await driver.delete_sprite(name)
     for _ in range(100):
-        if not _alive(pid):
+        if not alive(pid):
             break
         await asyncio.sleep(0.05)
-    assert not _alive(pid)
+    assert not alive(pid)
 
 
 # -- a server of the test's own: small limits, and one to kill ----------------------------
@@ -224,14 +217,14 @@ async def test_grandchildren_die_with_a_killed_server_and_the_workspace_survives
                 "(sleep 300 < /dev/null > /dev/null 2>&1 & echo $!)",
             )
             pids = [int(p) for p in out.split()]
-            assert all(_alive(p) for p in pids)
+            assert all(alive(p) for p in pids)
             os.kill(server.process.pid, signal.SIGKILL)  # no chance to clean up itself
             server.process.wait()
             for _ in range(150):
-                if not any(_alive(p) for p in pids):
+                if not any(alive(p) for p in pids):
                     break
                 await asyncio.sleep(0.1)
-            assert not any(_alive(p) for p in pids)  # the reaper killed them
+            assert not any(alive(p) for p in pids)  # the reaper killed them
         finally:
             await driver.aclose()
     with sprites_server(tmp_path / "victim") as again:

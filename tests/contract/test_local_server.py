@@ -19,6 +19,7 @@ from lattice_operator.api.v1alpha1 import SpriteService
 from lattice_operator.ports import errors
 from tests.support.contract_drivers import Driver
 from tests.support.contract_target import Target, local_target
+from tests.support.processes import alive
 from tests.support.sprites_server import LocalSprites, sprites_server
 
 pytestmark = pytest.mark.contract
@@ -29,21 +30,12 @@ def target(local_sprites: LocalSprites) -> Target:
     return local_target(local_sprites)
 
 
-def _alive(pid: int) -> bool:
-    """True while the process exists and is not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 async def _wait_dead(pids: list[int], within: float = 10.0) -> None:
     for _ in range(int(within / 0.05)):
-        if not any(_alive(p) for p in pids):
+        if not any(alive(p) for p in pids):
             return
         await asyncio.sleep(0.05)
-    pytest.fail(f"still alive: {[p for p in pids if _alive(p)]}")
+    pytest.fail(f"still alive: {[p for p in pids if alive(p)]}")
 
 
 async def test_new_sprite_is_cold_and_runs_while_used(driver: Driver) -> None:
@@ -98,7 +90,7 @@ async def test_delete_kills_the_whole_process_group(target: Target) -> None:
             output += (await session.__anext__()).data
         pids = [int(p) for p in output.split()]
         await session.detach()
-        assert all(_alive(p) for p in pids)
+        assert all(alive(p) for p in pids)
         await adapter.delete_sprite(name)
         await _wait_dead(pids)
 
@@ -241,7 +233,7 @@ async def test_status_goes_warm_then_cold_and_wakes(quick_server: LocalSprites) 
             assert events[0].type == "started"
             service_pid = quick_server.describe(name)["services"]["idler"]
             assert service_pid
-            assert _alive(service_pid)
+            assert alive(service_pid)
 
             session = await adapter.exec(name, ["sleep", "1.5"])
             await asyncio.sleep(0.8)  # longer than warm_after, but something runs
@@ -262,7 +254,7 @@ async def test_status_goes_warm_then_cold_and_wakes(quick_server: LocalSprites) 
             restarted = quick_server.describe(name)["services"]["idler"]
             assert restarted
             assert restarted != service_pid
-            assert _alive(restarted)
+            assert alive(restarted)
         finally:
             await adapter.delete_sprite(name)
 

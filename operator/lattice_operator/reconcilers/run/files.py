@@ -34,7 +34,8 @@ class ProtocolFiles:
         self.sprite: str | None = recorder.status.sprite_name
         self._outbox_lag = 0
 
-    def _sprite(self) -> str:
+    def require_sprite(self) -> str:
+        """The backend name of the Run's sprite (known once the Run has started)."""
         if self.sprite is None:
             raise RuntimeError("the Run has no sprite yet")
         return self.sprite
@@ -44,14 +45,16 @@ class ProtocolFiles:
 
     async def prepare_workspace(self) -> None:
         # Creates /workspace/.lattice/ (and its exit/ folder) before the program runs.
-        await self._backend.write_file(self._sprite(), f"{EXIT_DIR}/.keep", b"", atomic=False)
+        await self._backend.write_file(
+            self.require_sprite(), f"{EXIT_DIR}/.keep", b"", atomic=False
+        )
 
     async def claim(self) -> None:
         """Make the protocol files this Run's own before its first session (safe to repeat:
         nothing has run yet). An earlier Run's resume file is moved aside, and the outbox's
         current length (to its last line end) becomes where this Run's lines begin: the
         protocol fixes both paths, so they are shared by every Run on the Sprite."""
-        sprite = self._sprite()
+        sprite = self.require_sprite()
         with contextlib.suppress(NotFound):
             await self._backend.rename(sprite, RESUME_PATH, PREVIOUS_RESUME_PATH)
         size = await self.outbox_size()
@@ -69,7 +72,7 @@ class ProtocolFiles:
 
     async def outbox_size(self) -> int:
         try:
-            return (await self._backend.stat(self._sprite(), OUTBOX_PATH)).size
+            return (await self._backend.stat(self.require_sprite(), OUTBOX_PATH)).size
         except NotFound:
             return 0
 
@@ -79,7 +82,7 @@ class ProtocolFiles:
         reread = max(reread, engine.recheck_span())  # the last line again: still there?
         offset = max(0, engine.cursor.outbox_offset - reread)
         try:
-            data = await self._backend.read_file(self._sprite(), OUTBOX_PATH, offset=offset)
+            data = await self._backend.read_file(self.require_sprite(), OUTBOX_PATH, offset=offset)
         except NotFound:
             data = b""
         except AdapterError as exc:
@@ -92,7 +95,7 @@ class ProtocolFiles:
 
     async def read_exit_code(self) -> int | None:
         try:
-            text = await self._backend.read_file(self._sprite(), self.exit_file())
+            text = await self._backend.read_file(self.require_sprite(), self.exit_file())
         except AdapterError:
             return None
         try:
@@ -101,10 +104,10 @@ class ProtocolFiles:
             return None
 
     async def write_resume(self, payload: bytes) -> None:
-        await self._backend.write_file(self._sprite(), RESUME_PATH, payload, atomic=True)
+        await self._backend.write_file(self.require_sprite(), RESUME_PATH, payload, atomic=True)
 
     async def write_credential(self, path: str, value: bytes) -> None:
-        await self._backend.write_file(self._sprite(), path, value, mode=0o600, atomic=True)
+        await self._backend.write_file(self.require_sprite(), path, value, mode=0o600, atomic=True)
 
     async def remove(self, paths: list[str]) -> None:
         """Remove delivered credentials (a failure is logged: the next pass tries again)."""

@@ -47,11 +47,6 @@ class Resumer:
         self._clock = clock
         self._stopper = stopper
 
-    def _sprite(self) -> str:
-        if self._files.sprite is None:
-            raise RuntimeError("the Run has no sprite yet")
-        return self._files.sprite
-
     async def enter_waiting(self) -> None:
         """The session ended on WAITING: make sure its checkpoint exists, then wait."""
         recorder = self._recorder
@@ -65,7 +60,9 @@ class Resumer:
         resume.synthesized = False
         unlisted: str | None = None
         try:
-            known = {c.id for c in await self._backend.list_checkpoints(self._sprite())}
+            known = {
+                c.id for c in await self._backend.list_checkpoints(self._files.require_sprite())
+            }
         except AdapterError as exc:
             known, unlisted = set(), str(exc)
             log.warning("run %s: cannot list checkpoints: %s", recorder.ref.name, exc)
@@ -105,7 +102,7 @@ class Resumer:
         for attempt in range(1, CHECKPOINT_ATTEMPTS + 1):
             try:
                 return await self._backend.create_checkpoint(
-                    self._sprite(),
+                    self._files.require_sprite(),
                     f"lattice: synthesized for WAITING of {self._recorder.ref.name}",
                 )
             except AdapterError as exc:
@@ -171,7 +168,7 @@ class Resumer:
         context, undelivered = resume_context(
             recorder.ref.name, status.session_segment, state.answer, status.action_results
         )
-        await self._backend.restore_checkpoint(self._sprite(), checkpoint)
+        await self._backend.restore_checkpoint(self._files.require_sprite(), checkpoint)
         payload = {
             "work_item_id": run.work_item_id(),
             "checkpoint_id": waiting.checkpoint_id if waiting else checkpoint,

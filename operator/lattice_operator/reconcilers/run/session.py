@@ -62,16 +62,11 @@ class SessionRunner:
         self._on_outbox = on_outbox
         """Called after each outbox read (the driver answers new action requests)."""
 
-    def _sprite(self) -> str:
-        if self._files.sprite is None:
-            raise RuntimeError("the Run has no sprite yet")
-        return self._files.sprite
-
     async def start(self, run: Run, argv: list[str]) -> ExecSession:
         """A new session running `argv` under the protocol's environment and the exit
         wrapper; its id is in the status at once (a crash from here on re-attaches)."""
         status = self._recorder.status
-        sprite = self._sprite()
+        sprite = self._files.require_sprite()
         env = {
             "LATTICE_SPRITE_ID": sprite,
             "LATTICE_WORK_ITEM_ID": run.work_item_id(),
@@ -102,7 +97,7 @@ class SessionRunner:
         session_id = self._recorder.status.session_id
         if session_id is None:
             return None
-        sprite = self._sprite()
+        sprite = self._files.require_sprite()
         deadline = self._clock.monotonic() + self._timings.reattach_deadline
         delay = 0.2
         while True:
@@ -143,7 +138,7 @@ class SessionRunner:
     async def kill(self, session_id: str) -> None:
         """Stop a session (already over: nothing to do)."""
         with contextlib.suppress(AdapterError):
-            await self._backend.kill_session(self._sprite(), session_id, grace=5.0)
+            await self._backend.kill_session(self._files.require_sprite(), session_id, grace=5.0)
 
     def _degraded(self, transition: RunTransition, evidence: str) -> None:
         recorder = self._recorder
