@@ -340,12 +340,7 @@ class FakeBackend:
         info = CheckpointInfo(
             id=f"v{len(taken) + 1}", comment=comment, create_time=datetime.now(UTC)
         )
-        snapshot = {
-            path: data
-            for (sprite, path), data in self.files.items()
-            if sprite == name and not path.startswith(SHM)
-        }
-        taken.append((info, snapshot))
+        taken.append((info, self._snapshot(name)))
         return info
 
     async def list_checkpoints(self, name: str) -> list[CheckpointInfo]:
@@ -365,13 +360,16 @@ class FakeBackend:
         """What `sprite-checkpoint` inside the sprite does (no call recorded)."""
         taken = self.checkpoints.setdefault(sprite, [])
         info = CheckpointInfo(id=f"v{len(taken) + 1}", comment=comment)
-        snapshot = {
-            path: data
-            for (s, path), data in self.files.items()
-            if s == sprite and not path.startswith(SHM)
-        }
-        taken.append((info, snapshot))
+        taken.append((info, self._snapshot(sprite)))
         return info.id
+
+    def _snapshot(self, sprite: str) -> dict[str, bytes]:
+        """What a checkpoint keeps of a sprite: its files, never /dev/shm."""
+        return {
+            path: data
+            for (owner, path), data in self.files.items()
+            if owner == sprite and not path.startswith(SHM)
+        }
 
     async def aclose(self) -> None:
         for process in self.running():
