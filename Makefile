@@ -10,7 +10,7 @@ LATTICE := $(VENV)/bin/lattice
 VENV_STAMP := $(VENV)/.stamp-$(shell cat pyproject.toml requirements.lock 2>/dev/null | sha256sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: help venv tools node-tools image chart test unit lint typecheck crds crds-check cluster-up cluster-down dev bench node-test clean
+.PHONY: help venv tools sprite-rootfs node-tools image chart test unit lint typecheck crds crds-check cluster-up cluster-down dev bench node-test clean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
@@ -24,6 +24,9 @@ venv: $(VENV_STAMP) ## Create/refresh the virtualenv from the pinned lock file
 
 tools: ## Build the pinned Kubernetes binaries (cached outside the clone; once per machine)
 	@bash hack/build-tools.sh >/dev/null
+
+sprite-rootfs: ## Build the sprites' Debian root filesystem for the local Sprites server (cached; once per machine)
+	@bash hack/build-sprite-rootfs.sh >/dev/null
 
 node-tools: ## Build the node's binaries: kubelet, kube-scheduler, kube-proxy (cached like tools)
 	@bash hack/build-node-tools.sh >/dev/null
@@ -52,7 +55,7 @@ crds-check: venv
 unit: venv ## Only the tests that need no cluster
 	$(PY) -m pytest tests/unit tests/test_layout.py $(PYTEST_ARGS)
 
-test: venv tools lint typecheck crds-check ## Everything: lint, types, unit, contract and e2e tests
+test: venv tools sprite-rootfs lint typecheck crds-check ## Everything: lint, types, unit, contract and e2e tests
 	$(PY) -m pytest -m 'not bench and not node' $(PYTEST_ARGS)
 
 cluster-up: venv tools ## Start the local control plane (kubeconfig in .lattice/cluster/)
@@ -61,13 +64,13 @@ cluster-up: venv tools ## Start the local control plane (kubeconfig in .lattice/
 cluster-down: venv ## Stop the local control plane started by cluster-up
 	$(LATTICE) cluster down
 
-dev: venv tools ## The whole stack on this machine, with a sample driven to completion
+dev: venv tools sprite-rootfs ## The whole stack on this machine, with a sample driven to completion
 	$(LATTICE) dev
 
-node-test: venv tools node-tools ## The chart on a real node (kubelet, containerd) in a network namespace; needs root
+node-test: venv tools sprite-rootfs node-tools ## The chart on a real node (kubelet, containerd) in a network namespace; needs root
 	$(PY) -m pytest -m node tests/node $(PYTEST_ARGS)
 
-bench: venv tools ## Benchmarks; figures go to bench-results/
+bench: venv tools sprite-rootfs ## Benchmarks; figures go to bench-results/
 	$(PY) -m pytest -m bench tests/bench $(PYTEST_ARGS)
 
 clean: ## Remove the virtualenv and local state (not the binary cache)

@@ -5,7 +5,11 @@
 - stdout throughput of a command writing 100 MB through the adapter, against the same
   bytes through `cat` to /dev/null locally, with the ratio;
 - tailing a 50 MB outbox from byte offsets as it grows (Range reads), and the same growth
-  read the fallback way (whole file each time, sliced) for comparison.
+  read the fallback way (whole file each time, sliced) for comparison;
+- per isolation mode (container, the default, and sandbox): exec round trip, sprite create,
+  the first exec of a new sprite (it starts the container), memory per idle sprite (its
+  processes' resident memory, and the server's growth, over 20 sprites);
+- the sprite root filesystem build, cold (its cache moved aside) and warm.
 
 No assertions on the numbers: they are measurements, not tests.
 """
@@ -16,7 +20,9 @@ import asyncio
 import json
 import os
 import platform
+import shutil
 import statistics
+import subprocess
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -140,6 +146,85 @@ async def outbox_tail(
     }
 
 
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def _group_rss_kib(server: LocalSprites, sprite: str) -> int:
+    """Resident memory of every process the sprite has (idle: its container's init)."""
+    described = server.describe(sprite)
+    pids: set[int] = set()
+    container = described.get("container")
+    if container:
+        init = int(container["init_pid"])
+        pids.add(init)
+        children = Path(f"/proc/{init}/task/{init}/children").read_text().split()
+        pids.update(int(c) for c in children)
+    return sum(_rss_kib(p) for p in pids)
+
+
+async def isolation_figures(server: LocalSprites, sprites: int = 20) -> dict[str, float]:
+    async with SpritesAdapter(server.credentials) as adapter:
+        await adapter.create_sprite("rt")
+        round_trip = await exec_round_trip(adapter, "rt")
+        await adapter.delete_sprite("rt")
+        before = _rss_kib(server.process.pid)
+        creates, first_execs, own = [], [], []
+        for n in range(sprites):
+            name = f"idle-{n}"
+            started = time.perf_counter()
+            await adapter.create_sprite(name)
+            creates.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            session = await adapter.exec(name, ["true"], stdin=False)
+            assert await session.wait() == 0
+            first_execs.append(time.perf_counter() - started)
+            own.append(_group_rss_kib(server, name))
+        server_growth = (_rss_kib(server.process.pid) - before) / sprites
+        for n in range(sprites):
+            await adapter.delete_sprite(f"idle-{n}")
+    return {
+        "exec_true_p50_ms": round_trip["adapter_p50_ms"],
+        "exec_true_p99_ms": round_trip["adapter_p99_ms"],
+        "sprite_create_p50_ms": statistics.median(creates) * 1000,
+        "first_exec_p50_ms": statistics.median(first_execs) * 1000,
+        "first_exec_max_ms": max(first_execs) * 1000,
+        "idle_sprite_processes_rss_kib": statistics.median(own),
+        "server_rss_growth_per_sprite_kib": server_growth,
+        "sprites": sprites,
+    }
+
+
+def rootfs_build() -> dict[str, float]:
+    """Cold (the cached rootfs moved aside, apt's package cache warm) and warm builds."""
+    cache = Path(os.environ.get("LATTICE_CACHE") or Path.home() / ".cache" / "lattice-operator")
+    store = cache / "sprite-rootfs"
+    aside = cache / "sprite-rootfs.bench-aside"
+    script = ["bash", str(REPO / "hack" / "build-sprite-rootfs.sh")]
+    shutil.rmtree(aside, ignore_errors=True)
+    store.rename(aside)
+    try:
+        started = time.perf_counter()
+        out = subprocess.run(script, capture_output=True, text=True, check=True).stdout
+        cold = time.perf_counter() - started
+        rootfs = Path(out.strip().splitlines()[-1])
+        size = int(
+            subprocess.run(
+                ["du", "-sk", str(rootfs)], capture_output=True, text=True, check=True
+            ).stdout.split()[0]
+        )
+    finally:
+        shutil.rmtree(store, ignore_errors=True)
+        aside.rename(store)
+    started = time.perf_counter()
+    subprocess.run(script, capture_output=True, check=True)
+    warm = time.perf_counter() - started
+    return {"cold_s": cold, "warm_s": warm, "size_mib": size / 1024}
+
+
 @pytest.mark.bench
 def test_sprites_backend_benchmarks(tmp_path: Path) -> None:
     with sprites_server(tmp_path / "server") as server:
@@ -156,6 +241,10 @@ def test_sprites_backend_benchmarks(tmp_path: Path) -> None:
                 return figures
 
         figures = asyncio.run(run())
+        figures["container"] = asyncio.run(isolation_figures(server))
+    with sprites_server(tmp_path / "sandbox", extra=["--isolation", "sandbox"]) as sandbox:
+        figures["sandbox"] = asyncio.run(isolation_figures(sandbox))
+    figures["sprite_rootfs_build"] = rootfs_build()
     figures["machine"] = {
         "cpus": os.cpu_count(),
         "python": platform.python_version(),

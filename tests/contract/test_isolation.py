@@ -20,7 +20,7 @@ import pytest
 
 from tests.support.contract_drivers import Driver, SdkDriver
 from tests.support.contract_target import Target, local_target
-from tests.support.processes import alive
+from tests.support.processes import alive, host_pids
 from tests.support.sprites_server import LocalSprites, sprites_server
 
 pytestmark = pytest.mark.contract
@@ -116,7 +116,7 @@ async def test_a_process_that_left_its_session_does_not_outlive_its_sprite(
     name = f"ct-setsid-{secrets.token_hex(4)}"
     await driver.create_sprite(name)
     _, out = await _sh(driver, name, "setsid sleep 300 < /dev/null > /dev/null 2>&1 & echo $!")
-    pid = int(out.strip())
+    (pid,) = host_pids(local_sprites.describe(name), [int(out.strip())])
     assert alive(pid)
     await driver.delete_sprite(name)
     for _ in range(100):
@@ -216,7 +216,7 @@ async def test_grandchildren_die_with_a_killed_server_and_the_workspace_survives
                 "(setsid sleep 300 < /dev/null > /dev/null 2>&1 & echo $!); "
                 "(sleep 300 < /dev/null > /dev/null 2>&1 & echo $!)",
             )
-            pids = [int(p) for p in out.split()]
+            pids = host_pids(server.describe(name), [int(p) for p in out.split()])
             assert all(alive(p) for p in pids)
             os.kill(server.process.pid, signal.SIGKILL)  # no chance to clean up itself
             server.process.wait()
@@ -231,5 +231,8 @@ async def test_grandchildren_die_with_a_killed_server_and_the_workspace_survives
         driver = SdkDriver(again.credentials)
         try:
             assert await driver.read(name, "/workspace/kept.txt") == b"kept\n"
+            # The reaper stopped forks while it killed; the next server opens them again.
+            code, out = await _sh(driver, name, "sh -c 'echo forked' & wait")
+            assert (code, out) == (0, "forked\n")
         finally:
             await driver.aclose()

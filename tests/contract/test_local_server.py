@@ -19,7 +19,7 @@ from lattice_operator.api.v1alpha1 import SpriteService
 from lattice_operator.ports import errors
 from tests.support.contract_drivers import Driver
 from tests.support.contract_target import Target, local_target
-from tests.support.processes import alive
+from tests.support.processes import alive, host_pids
 from tests.support.sprites_server import LocalSprites, sprites_server
 
 pytestmark = pytest.mark.contract
@@ -88,7 +88,8 @@ async def test_delete_kills_the_whole_process_group(target: Target) -> None:
         output = b""
         while output.count(b"\n") < 3:
             output += (await session.__anext__()).data
-        pids = [int(p) for p in output.split()]
+        assert target.local is not None
+        pids = host_pids(target.local.describe(name), [int(p) for p in output.split()])
         await session.detach()
         assert all(alive(p) for p in pids)
         await adapter.delete_sprite(name)

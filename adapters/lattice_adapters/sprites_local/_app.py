@@ -18,6 +18,7 @@ from lattice_adapters.sprites_local import _admin, _exec_ws, _files  # noqa: F40
 from lattice_adapters.sprites_local._cgroups import CgroupError
 from lattice_adapters.sprites_local._common import STATE, ApiError, state_of
 from lattice_adapters.sprites_local._config import LocalSpritesConfig
+from lattice_adapters.sprites_local._container import ContainerError
 from lattice_adapters.sprites_local._launcher import LauncherError, NamespaceLauncher
 from lattice_adapters.sprites_local._rest import routes
 from lattice_adapters.sprites_local._state import ServerState
@@ -121,6 +122,11 @@ async def serve(config: LocalSpritesConfig, *, stop: asyncio.Event | None = None
         await state.start()
     except CgroupError as exc:
         raise LauncherError(f"{exc}; or start with --isolation=none (not isolated)") from None
+    except ContainerError as exc:
+        raise LauncherError(
+            f"{exc}; or start with --isolation=sandbox (the host's filesystem as the sprites' "
+            "root) or --isolation=none (not isolated)"
+        ) from None
     runner = web.AppRunner(
         build_app(state), handle_signals=False, access_log=None, shutdown_timeout=2.0
     )

@@ -84,6 +84,10 @@ class SpriteGroups:
         try:
             for base in self.bases:
                 base.mkdir(parents=True, exist_ok=True)
+                # A reaper that cleaned up after an earlier server left forks stopped here
+                # (pids.max 0 stops a fork bomb while it kills): open them again.
+                if (base / "pids.max").exists():
+                    (base / "pids.max").write_text("max")
             if self.v2:
                 for parent in (self.bases[0].parent, self.bases[0]):
                     (parent / "cgroup.subtree_control").write_text("+pids +memory +cpu")

@@ -57,8 +57,11 @@ class CheckpointStore:
         except FileNotFoundError:
             return None
 
-    async def create(self, root: Path, extras: dict[str, str], comment: str) -> CheckpointRecord:
-        """Snapshot `root` (and the `extras` files' contents) as the next `vN`."""
+    async def create(
+        self, root: Path, extras: dict[str, str], comment: str, *, layer: Path | None = None
+    ) -> CheckpointRecord:
+        """Snapshot `root`, the container's writable `layer` when there is one, and the
+        `extras` files' contents, as the next `vN`."""
         self._base.mkdir(parents=True, exist_ok=True)
         existing = [int(m.group(1)) for c in self._base.iterdir() if (m := _ID.match(c.name))]
         checkpoint_id = f"v{max(existing) + 1 if existing else 0}"
@@ -67,6 +70,8 @@ class CheckpointStore:
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir()
         await copy_tree(root, partial / "root")
+        if layer is not None and _is_dir(layer):
+            await copy_tree(layer, partial / "layer")
         (partial / "extras.json").write_text(json.dumps(extras))
         source = self.current()
         parent = self.get(source) if source else None
@@ -82,21 +87,43 @@ class CheckpointStore:
         self._current.write_text(checkpoint_id)
         return record
 
-    async def restore(self, checkpoint_id: str, root: Path) -> dict[str, str]:
-        """Replace `root` by the snapshot's copy; returns the snapshot's extras."""
+    async def restore(
+        self, checkpoint_id: str, root: Path, *, layer: Path | None = None
+    ) -> dict[str, str]:
+        """Replace `root` (and the writable `layer`: emptied when the snapshot has none) by
+        the snapshot's copies; returns the snapshot's extras. The container must be stopped."""
         snapshot = self._base / checkpoint_id
         if self.get(checkpoint_id) is None:
             raise CheckpointError(f"checkpoint {checkpoint_id} not found")
+        await self._swap(snapshot / "root", root)
+        if layer is not None:
+            saved = snapshot / "layer"
+            if saved.is_dir():
+                await self._swap(saved, layer)
+            else:
+                await remove_tree(layer)
+                _make_dir(layer)
+        self._current.write_text(checkpoint_id)
+        return _read_extras(snapshot)
+
+    async def _swap(self, saved: Path, root: Path) -> None:
+        """Copy `saved` beside `root` and swap them (a failed copy changes nothing)."""
         incoming = root.with_name(root.name + ".restoring")
         outgoing = root.with_name(root.name + ".replaced")
         shutil.rmtree(incoming, ignore_errors=True)
         shutil.rmtree(outgoing, ignore_errors=True)
-        await copy_tree(snapshot / "root", incoming)
+        await copy_tree(saved, incoming)
         os.rename(root, outgoing)
         os.rename(incoming, root)
         await remove_tree(outgoing)
-        self._current.write_text(checkpoint_id)
-        return _read_extras(snapshot)
+
+
+def _is_dir(path: Path) -> bool:
+    return path.is_dir()
+
+
+def _make_dir(path: Path) -> None:
+    path.mkdir()
 
 
 def _read_extras(snapshot: Path) -> dict[str, str]:

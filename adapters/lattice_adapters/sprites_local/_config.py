@@ -33,10 +33,18 @@ class LocalSpritesConfig(BaseModel):
     """After a process exits, how long to wait for output still held by its children."""
     ready_file: Path | None = None
     """Written (JSON: url, port, pid) once the server accepts connections."""
-    isolation: Literal["sandbox", "none"] = "sandbox"
-    """sandbox: each sprite's processes run as a user of their own, see only their own
-    processes, have their own /tmp and are held in control groups with the limits below.
+    isolation: Literal["container", "sandbox", "none"] = "container"
+    """container: each sprite a runc container on a root filesystem of its own (`rootfs`,
+    with a writable layer per sprite), its own PID, IPC, UTS and mount namespaces, a user of
+    its own, control groups with the limits below.
+    sandbox: the host's filesystem as root, but a user of its own, a /proc showing only its
+    own processes, its own /tmp and the same control groups (where runc cannot run).
     none: plain processes in a private mount namespace (as root; not isolated)."""
+    rootfs: Path | None = None
+    """The sprites' shared read-only root filesystem (container isolation); None: the one
+    `hack/build-sprite-rootfs.sh` built last, or $LATTICE_SPRITE_ROOTFS."""
+    runc: str = "runc"
+    """The runc binary (container isolation)."""
     sprite_cpus: float = Field(default=1.0, gt=0, le=1024)
     """CPU time each sprite may use, in CPUs."""
     sprite_memory_mib: int = Field(default=1024, ge=16)

@@ -27,6 +27,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
+from lattice_adapters.sprites_local._container import (
+    NAMESPACES,
+    ContainerError,
+    SpriteContainer,
+    enter_pid_namespace,
+    leave_pid_namespace,
+)
+
 WORKSPACE = "/workspace"
 DOT_SPRITE = "/.sprite"
 SHM = "/dev/shm"
@@ -65,6 +73,9 @@ class Confinement:
     share: tuple[str, ...] = ()
     """Host directories shown again, read-only, inside the hidden ones (the Python that
     runs `lattice`, so that `lattice mcp --sprite` works in a sprite)."""
+    container: SpriteContainer | None = None
+    """The sprite's runc container: processes enter it instead of a namespace of their own
+    (its root, /proc, /tmp and mounts are the container's)."""
 
     def with_groups(self, procs: Sequence[str]) -> Confinement:
         return replace(self, cgroup_procs=tuple(procs))
@@ -89,6 +100,8 @@ class NamespaceLauncher:
             ctypes.c_ulong,
             ctypes.c_void_p,
         ]
+        self._setns = libc.setns
+        self._setns.argtypes = [ctypes.c_int, ctypes.c_int]
         self._prctl = libc.prctl
         self._prctl.argtypes = [
             ctypes.c_int,
@@ -143,8 +156,15 @@ class NamespaceLauncher:
         Raises `LauncherError` when the namespace or the bind mounts cannot be set up, and
         the usual `OSError` (FileNotFoundError, PermissionError) when exec fails.
         """
+        container = confinement.container if confinement is not None else None
+        if container is not None:
+            try:
+                container.ensure()
+            except ContainerError as exc:
+                raise LauncherError(str(exc)) from None
         err_read, err_write = os.pipe2(os.O_CLOEXEC)
         child_setup = self._child_setup(root, dot, cwd, tty, err_write, confinement, shm)
+        own_pid_ns = enter_pid_namespace(container.ns_fds["pid"]) if container else -1
         try:
             return subprocess.Popen(
                 list(argv),
@@ -163,6 +183,8 @@ class NamespaceLauncher:
             reason = os.read(err_read, 4096).decode(errors="replace") or "unknown failure"
             raise LauncherError(_explain(reason)) from None
         finally:
+            if own_pid_ns >= 0:
+                leave_pid_namespace(own_pid_ns)
             if err_write >= 0:
                 os.close(err_write)
             os.close(err_read)
@@ -178,7 +200,7 @@ class NamespaceLauncher:
         shm: Path | None,
     ) -> Any:
         # Everything the child needs is computed here: the child only makes syscalls.
-        unshare, mount, prctl = self._unshare, self._mount, self._prctl
+        unshare, mount, prctl, setns = self._unshare, self._mount, self._prctl, self._setns
         root_b, dot_b = os.fsencode(root), os.fsencode(dot)
         shm_b = os.fsencode(shm) if shm is not None else b""
         workspace_b, dot_sprite_b = WORKSPACE.encode(), DOT_SPRITE.encode()
@@ -187,12 +209,61 @@ class NamespaceLauncher:
         hidden = [h.encode() for h in c.hide if os.path.isdir(h)] if c else []
         shared = [s.encode() for s in c.share if os.path.isdir(s)] if c else []
         procs = list(c.cgroup_procs) if c else []
+        entries = (
+            [(name, c.container.ns_fds[name], flag) for name, flag in NAMESPACES]
+            if c is not None and c.container is not None
+            else []
+        )
 
         def fail(step: str, code: int) -> None:
             os.write(err_fd, f"{step}: {os.strerror(code)} (errno {code})".encode())
             raise OSError(code, step)
 
+        def enter() -> None:
+            # Into the running container, as `runc exec` does: its groups (host paths, so
+            # first), its namespaces (the mount namespace last: it changes the root).
+            join_groups()
+            for name, fd, flag in entries:
+                if setns(fd, flag) != 0:
+                    fail(f"enter the container's {name} namespace", ctypes.get_errno())
+            prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            become_user()
+            if tty:
+                try:
+                    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+                except OSError as exc:
+                    fail("acquire the controlling terminal", exc.errno or errno.EIO)
+            try:
+                os.chdir(cwd)
+            except OSError as exc:
+                fail(f"chdir {cwd}", exc.errno or errno.ENOENT)
+
+        def join_groups() -> None:
+            for procs_file in procs:
+                try:
+                    fd = os.open(procs_file, os.O_WRONLY)
+                    try:
+                        os.write(fd, b"0")
+                    finally:
+                        os.close(fd)
+                except OSError as exc:
+                    fail(f"join the control group {procs_file}", exc.errno or errno.EPERM)
+
+        def become_user() -> None:
+            assert c is not None
+            if prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+                fail("set no_new_privs", ctypes.get_errno())
+            try:
+                os.setgroups([])
+                os.setgid(c.gid)
+                os.setuid(c.uid)
+            except OSError as exc:
+                fail(f"become user {c.uid}", exc.errno or errno.EPERM)
+
         def setup() -> None:
+            if entries:
+                enter()
+                return
             if unshare(_CLONE_NEWNS) != 0:
                 fail("unshare(CLONE_NEWNS)", ctypes.get_errno())
             if mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
@@ -249,23 +320,8 @@ class NamespaceLauncher:
             flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
             if mount(b"proc", b"/proc", b"proc", flags, b"hidepid=invisible") != 0:
                 fail("mount a private /proc", ctypes.get_errno())
-            for procs_file in procs:
-                try:
-                    fd = os.open(procs_file, os.O_WRONLY)
-                    try:
-                        os.write(fd, b"0")
-                    finally:
-                        os.close(fd)
-                except OSError as exc:
-                    fail(f"join the control group {procs_file}", exc.errno or errno.EPERM)
-            if prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-                fail("set no_new_privs", ctypes.get_errno())
-            try:
-                os.setgroups([])
-                os.setgid(c.gid)
-                os.setuid(c.uid)
-            except OSError as exc:
-                fail(f"become user {c.uid}", exc.errno or errno.EPERM)
+            join_groups()
+            become_user()
 
         return setup
 

@@ -5,6 +5,7 @@ On disk, `<state>/sprites/<name>/`:
     sprite.json     the record (id, URL settings, labels, environment, timestamps)
     root/           the sprite's files, mounted at /workspace for its processes
     dot/            mounted at /.sprite: api.sock, bin/ (on PATH), home/, logs/, policy/
+    fs/             the runc container (container isolation): its writable layer, its spec
     checkpoints/    v0, v1, … snapshots
     services.json   service definitions
     policy.json     the network policy
@@ -32,6 +33,7 @@ from typing import Any, Literal, Protocol
 
 from lattice_adapters.sprites_local._cgroups import SpriteGroups
 from lattice_adapters.sprites_local._checkpoints import CheckpointError, CheckpointStore
+from lattice_adapters.sprites_local._container import ContainerSettings, Mounts, SpriteContainer
 from lattice_adapters.sprites_local._faults import Faults
 from lattice_adapters.sprites_local._launcher import (
     DOT_SPRITE,
@@ -61,6 +63,8 @@ class ServerContext(Protocol):
     launcher: NamespaceLauncher
     groups: SpriteGroups | None
     """The sprites' control groups (None: isolation is off)."""
+    containers: ContainerSettings | None
+    """Set when each sprite runs in a runc container."""
     faults: Faults
     scrollback_bytes: int
     exit_grace: float
@@ -107,16 +111,29 @@ class SpriteRuntime:
         (self.dot / "tmp").mkdir(exist_ok=True)
         self.shm.mkdir(exist_ok=True)
         self.confinement: Confinement | None = None
+        self.container: SpriteContainer | None = None
         if server.groups is not None:
             if record.uid is None:
                 raise RuntimeError(f"sprite {record.name} has no user")
             self.own_tree()
+            procs = tuple(server.groups.create(record.name))
+            if server.containers is not None:
+                self.container = SpriteContainer(
+                    server.containers,
+                    record.name,
+                    directory / "fs",
+                    Mounts(workspace=self.root, dot=self.dot, shm=self.shm, shared=_own_python()),
+                    uid=record.uid,
+                    hostname=record.name,
+                    cgroup_procs=procs,
+                )
             self.confinement = Confinement(
                 uid=record.uid,
                 gid=record.uid,
                 tmp=self.dot / "tmp",
-                cgroup_procs=tuple(server.groups.create(record.name)),
+                cgroup_procs=procs,
                 share=_own_python(),
+                container=self.container,
             )
         self.launcher = ConfinedLauncher(server.launcher, self.confinement, self.shm)
         self.checkpoints = CheckpointStore(directory / "checkpoints")
@@ -258,6 +275,7 @@ class SpriteRuntime:
         self._kill_groups()
         await self.services.stop_all(remember=False)
         await self._kill_cgroup()
+        self._stop_container()
         await self._wait_sessions(5.0)
         self.tasks.clear()
         await asyncio.to_thread(self.clear_shm)
@@ -325,7 +343,13 @@ class SpriteRuntime:
         self._kill_groups()
         await self.services.stop_all(remember=False)
         await self._kill_cgroup()
+        self._stop_container()
         await self._wait_sessions(10.0)
+
+    def _stop_container(self) -> None:
+        # On the loop, not in a thread: a spawn must never see a half-stopped container.
+        if self.container is not None:
+            self.container.stop()
 
     async def _kill_cgroup(self) -> None:
         # What left the process groups (setsid, daemons) is still in the sprite's cgroup.
@@ -351,7 +375,9 @@ class SpriteRuntime:
             yield _line("info", "Saving filesystem state...")
             try:
                 extras = {"services": self.services.snapshot(), "policy": self.policy_json()}
-                record = await self.checkpoints.create(self.root, extras, comment)
+                record = await self.checkpoints.create(
+                    self.root, extras, comment, layer=self._layer()
+                )
             except (CheckpointError, OSError) as exc:
                 yield _error(f"Checkpoint failed: {exc}")
                 return
@@ -368,7 +394,9 @@ class SpriteRuntime:
             await self.kill_everything()
             yield _line("info", "Restoring filesystem state...")
             try:
-                extras = await self.checkpoints.restore(checkpoint_id, self.root)
+                extras = await self.checkpoints.restore(
+                    checkpoint_id, self.root, layer=self._layer()
+                )
             except (CheckpointError, OSError) as exc:
                 yield _error(f"Restore failed: {exc}")
                 return
@@ -379,6 +407,11 @@ class SpriteRuntime:
             if self.status != "cold":
                 await self.services.start_wanted()
         yield _line("complete", f"Restored to {checkpoint_id}")
+
+    def _layer(self) -> Path | None:
+        """The container's writable layer: the rest of the sprite's filesystem, which
+        checkpoints keep beside /workspace (copy-on-write, as the service's are)."""
+        return self.container.upper if self.container is not None else None
 
     # -- network policy -------------------------------------------------------------------
     def policy(self) -> list[dict[str, Any]]:
@@ -417,6 +450,11 @@ class SpriteRuntime:
             ],
             "services": {d.name: self.services.pid(d.name) for d in self.services.definitions()},
             "tasks": sorted(self.tasks),
+            "container": (
+                {"id": self.container.id, "init_pid": self.container.init_pid}
+                if self.container is not None and self.container.running()
+                else None
+            ),
         }
 
 

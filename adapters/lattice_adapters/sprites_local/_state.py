@@ -16,6 +16,7 @@ from pathlib import Path
 
 from lattice_adapters.sprites_local._cgroups import Limits, SpriteGroups
 from lattice_adapters.sprites_local._config import LocalSpritesConfig
+from lattice_adapters.sprites_local._container import ContainerSettings, find_rootfs
 from lattice_adapters.sprites_local._faults import Faults
 from lattice_adapters.sprites_local._insprite import InSpriteApi, install_cli
 from lattice_adapters.sprites_local._launcher import NamespaceLauncher
@@ -53,13 +54,22 @@ class ServerState:
         self._ticker: asyncio.Task[None] | None = None
         self._sprites_dir = config.state_dir / "sprites"
         self.groups: SpriteGroups | None = None
-        if config.isolation == "sandbox":
+        self.containers: ContainerSettings | None = None
+        if config.isolation in ("container", "sandbox"):
             limits = Limits(
                 cpus=config.sprite_cpus,
                 memory_bytes=config.sprite_memory_mib * 1024 * 1024,
                 pids=config.sprite_pids,
             )
             self.groups = SpriteGroups(config.state_dir, limits)
+        if config.isolation == "container":
+            rootfs = config.rootfs or find_rootfs()
+            self.containers = ContainerSettings(
+                runc=config.runc,
+                rootfs=rootfs or Path("/nonexistent-sprite-rootfs"),
+                state=config.state_dir / "runc",
+                key=self.groups.key if self.groups else "local",
+            )
         self._reaper: subprocess.Popen[bytes] | None = None
 
     # -- ServerContext --------------------------------------------------------------------
@@ -86,6 +96,8 @@ class ServerState:
             self._session_counter = max(self._session_counter, int(self._session_file.read_text()))
         if self.groups is not None:
             self.groups.check()
+        if self.containers is not None:
+            self.containers.check()
         records: list[tuple[SpriteRecord, Path]] = []
         for directory in sorted(self._sprites_dir.iterdir()):
             meta = directory / "sprite.json"
@@ -116,7 +128,9 @@ class ServerState:
         """Processes a previous server left (it was killed before its reaper could act, or
         the reaper was) and the groups of sprites deleted meanwhile."""
         assert self.groups is not None
-        for name in self.sprites:
+        for name, sprite in self.sprites.items():
+            if sprite.container is not None:
+                sprite.container.stop()
             self.groups.kill(name)
         for name in self.groups.leftovers(set(self.sprites)):
             self.groups.remove(name)
@@ -129,6 +143,7 @@ class ServerState:
                 "-m",
                 "lattice_adapters.sprites_local._reaper",
                 str(os.getpid()),
+                str(self._sprites_dir),
                 *map(str, self.groups.bases),
             ],
             stdin=subprocess.DEVNULL,

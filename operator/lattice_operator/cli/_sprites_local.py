@@ -39,10 +39,21 @@ def sprites_local(
     isolation: Annotated[
         str,
         typer.Option(
-            help="sandbox: each sprite a user of its own, its own /proc and /tmp, control "
-            "groups with the limits below. none: not isolated (root, the whole host)."
+            help="container: each sprite a runc container on a Debian root of its own (see "
+            "--rootfs) with its own PID, IPC, UTS and mount namespaces, a user of its own and "
+            "control groups with the limits below. sandbox: the same user, /proc, /tmp and "
+            "limits, but the host's filesystem as root. none: not isolated (root, the whole "
+            "host)."
         ),
-    ] = "sandbox",
+    ] = "container",
+    rootfs: Annotated[
+        Path | None,
+        typer.Option(
+            help="The sprites' root filesystem (container isolation); default: the one "
+            "`make sprite-rootfs` built, or $LATTICE_SPRITE_ROOTFS."
+        ),
+    ] = None,
+    runc: Annotated[str, typer.Option(help="The runc binary (container isolation).")] = "runc",
     sprite_cpus: Annotated[float, typer.Option(help="CPUs each sprite may use.")] = 1.0,
     sprite_memory: Annotated[int, typer.Option(help="MiB of memory each sprite may use.")] = 1024,
     sprite_pids: Annotated[int, typer.Option(help="Processes each sprite may have.")] = 512,
@@ -71,6 +82,8 @@ def sprites_local(
             scrollback_bytes=scrollback,
             ready_file=ready_file,
             isolation=isolation,
+            rootfs=rootfs,
+            runc=runc,
             sprite_cpus=sprite_cpus,
             sprite_memory_mib=sprite_memory,
             sprite_pids=sprite_pids,
