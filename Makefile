@@ -10,7 +10,7 @@ LATTICE := $(VENV)/bin/lattice
 VENV_STAMP := $(VENV)/.stamp-$(shell cat pyproject.toml requirements.lock 2>/dev/null | sha256sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: help venv tools sprite-rootfs node-tools image chart test unit lint typecheck crds crds-check cluster-up cluster-down dev bench node-test clean
+.PHONY: help venv tools sprite-rootfs browser node-tools image chart test unit lint typecheck crds crds-check cluster-up cluster-down dev bench node-test clean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
@@ -27,6 +27,9 @@ tools: ## Build the pinned Kubernetes binaries (cached outside the clone; once p
 
 sprite-rootfs: ## Build the sprites' Debian root filesystem for the local Sprites server (cached; once per machine)
 	@bash hack/build-sprite-rootfs.sh >/dev/null
+
+browser: ## Install the pinned headless Chromium the live page's test drives (Debian package)
+	@bash -c 'source hack/browser.env && bash hack/apt-pinned.sh $$BROWSER_PACKAGES' >/dev/null
 
 node-tools: ## Build the node's binaries: kubelet, kube-scheduler, kube-proxy (cached like tools)
 	@bash hack/build-node-tools.sh >/dev/null
@@ -55,7 +58,7 @@ crds-check: venv
 unit: venv ## Only the tests that need no cluster
 	$(PY) -m pytest tests/unit tests/test_layout.py $(PYTEST_ARGS)
 
-test: venv tools sprite-rootfs lint typecheck crds-check ## Everything: lint, types, unit, contract and e2e tests
+test: venv tools sprite-rootfs browser lint typecheck crds-check ## Everything: lint, types, unit, contract and e2e tests
 	$(PY) -m pytest -m 'not bench and not node' $(PYTEST_ARGS)
 
 cluster-up: venv tools ## Start the local control plane (kubeconfig in .lattice/cluster/)

@@ -33,7 +33,7 @@ key="$(
     cat "$here/image.env" "$0" "$root/pyproject.toml" "$root/requirements.lock" "$root/Containerfile"
     echo "$image_name"
     (cd "$root" && find operator adapters -type f \( -name '*.py' -o -name '*.yaml' -o -name '*.json' \
-      -o -name '*.sh' -o -name 'py.typed' \) -not -path '*/__pycache__/*' | LC_ALL=C sort | xargs sha256sum)
+      -o -name '*.sh' -o -name 'py.typed' -o -name '*.html' -o -name '*.js' -o -name '*.css' \) -not -path '*/__pycache__/*' | LC_ALL=C sort | xargs sha256sum)
   } | sha256sum | cut -c1-16
 )"
 outdir="$cache/image/${version}-${key}"

@@ -123,6 +123,26 @@ class WebhookSettings(_Settings):
     (None: the installation provides them, e.g. the Helm chart)."""
 
 
+class StreamSettings(_Settings):
+    """The real-time stream (Server-Sent Events) and the live page."""
+
+    host: str = "127.0.0.1"
+    """Address the stream server binds to."""
+    port: int = Field(default=0, ge=0, le=65535)
+    """Port of the stream server (/events, the live page at /); 0 (the default) disables it
+    (the Helm chart turns it on; `lattice dev` too)."""
+    buffer: int = Field(default=10_000, ge=1, le=1_000_000)
+    """Events kept for subscribers that resume with Last-Event-ID."""
+    subscriber_queue: int = Field(default=1_000, ge=1, le=100_000)
+    """Events waiting for one subscriber before it is cut off as not reading."""
+    access_ttl: float = Field(default=10.0, gt=0, le=3600)
+    """Seconds a TokenReview or SubjectAccessReview answer is reused."""
+    keepalive: float = Field(default=15.0, gt=0)
+    """Seconds between keep-alive comments on an idle stream."""
+    write_timeout: float = Field(default=10.0, gt=0)
+    """A subscriber whose socket takes longer than this to accept a write is cut off."""
+
+
 class OperatorSettings(_Settings):
     """Everything `lattice run` needs to know."""
 
@@ -152,6 +172,8 @@ class OperatorSettings(_Settings):
     """Address of the /metrics endpoint."""
     metrics_port: int = Field(default=9090, ge=0, le=65535)
     """Port of the /metrics endpoint; 0 disables it."""
+    stream: StreamSettings = StreamSettings()
+    """The real-time stream and the live page."""
 
 
 __all__ = [
@@ -161,6 +183,7 @@ __all__ = [
     "ProbeSettings",
     "RunTimings",
     "SpriteTimings",
+    "StreamSettings",
     "WatchSettings",
     "WebhookSettings",
 ]

@@ -15,6 +15,7 @@ from lattice_operator.cli import (
     _run,
     _runs,
     _sprites_local,
+    _watch,
 )
 
 app = typer.Typer(
@@ -35,6 +36,7 @@ app.command("cancel")(_runs.cancel)
 app.command("logs")(_runs.logs)
 app.command("approve")(_intents.approve)
 app.command("reject")(_intents.reject)
+app.command("watch")(_watch.watch)
 app.command("mcp")(_mcp.mcp)
 app.add_typer(_mcp.setup_app, name="setup")
 

@@ -199,10 +199,29 @@ def logs(
         str | None,
         typer.Option(help="Show only receipts reported by this operator instance (Pod name)."),
     ] = None,
+    stream: Annotated[
+        str | None,
+        typer.Option(
+            envvar="LATTICE_STREAM_URL",
+            help="With -f: follow through the operator's stream instead of polling.",
+        ),
+    ] = None,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            envvar="LATTICE_STREAM_TOKEN", help="A token for --stream.", show_default=False
+        ),
+    ] = None,
 ) -> None:
     """Show a Run's progress (phase, events, log tail), or its receipts."""
     if receipts:
         _print_receipts(namespace, run, as_json, instance)
+        return
+    if follow and stream and not as_json:
+        from lattice_operator.cli._watch import follow_run
+
+        _get(namespace, "runs", run)  # it exists, and it is ours to read
+        follow_run(stream, token, namespace, run)
         return
     terminal = ("Succeeded", "Failed", "Canceled")
     last = ""

@@ -1,0 +1,89 @@
+"""The change feed: one event per real change, new log lines once, alerts on trouble."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from lattice_operator.stream.changes import ChangeFeed
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def run(phase: str, lines: list[str], count: int = 0, violations: int = 0) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": "r1",
+            "namespace": "ns",
+            "uid": "run-uid",
+            "ownerReferences": [{"kind": "Intent", "uid": "intent-uid", "controller": True}],
+        },
+        "spec": {"spriteRef": {"name": "s1"}},
+        "status": {
+            "phase": phase,
+            "logTail": lines,
+            "events": {"eventCount": count, "violationCount": violations},
+        },
+    }
+
+
+def test_a_runs_new_lines_are_sent_once_with_its_phase() -> None:
+    feed = ChangeFeed()
+    first = feed.observe("runs", "ADDED", run("Running", ["a", "b"], 2), NOW)
+    assert [e.type for e in first] == ["run.output"]
+    assert first[0].payload["lines"] == ["a", "b"]
+    assert first[0].intent_id == "intent-uid"
+    assert first[0].trace_id == "intent-uid"
+    assert first[0].run_id == "r1"
+    assert first[0].sprite is not None
+    assert first[0].sprite.name == "s1"
+    again = feed.observe("runs", "MODIFIED", run("Running", ["a", "b"], 2), NOW)
+    assert again == []  # a status write that changed nothing we show
+    more = feed.observe("runs", "MODIFIED", run("Running", ["b", "c", "d"], 4), NOW)
+    assert more[0].payload["lines"] == ["c", "d"]
+    done = feed.observe("runs", "MODIFIED", run("Succeeded", ["b", "c", "d"], 5), NOW)
+    assert done[0].payload["phase"] == "Succeeded"
+    assert done[0].payload["previousPhase"] == "Running"
+
+
+def test_violations_and_failures_raise_alerts() -> None:
+    feed = ChangeFeed()
+    feed.observe("runs", "ADDED", run("Running", [], 1), NOW)
+    out = feed.observe("runs", "MODIFIED", run("Failed", [], 1, violations=2), NOW)
+    alerts = [e for e in out if e.type == "system.alert"]
+    assert [a.payload["reason"] for a in alerts] == ["ProtocolViolation", "RunFailed"]
+    assert alerts[0].payload["violations"] == 2
+
+
+def test_an_intents_phase_changes_are_announced_with_what_was_asked() -> None:
+    feed = ChangeFeed()
+    body: dict[str, Any] = {
+        "metadata": {"name": "i1", "namespace": "ns", "uid": "intent-uid"},
+        "spec": {
+            "kind": "sprite_task_exec",
+            "summary": "run the tests",
+            "proposedBy": {"type": "agent", "name": "bot"},
+        },
+        "status": {
+            "phase": "AwaitingApproval",
+            "classification": {"risk": "controlled", "approversRequired": 1},
+        },
+    }
+    (event,) = feed.observe("intents", "ADDED", body, NOW)
+    assert event.type == "intent.updated"
+    assert event.payload["summary"] == "run the tests"
+    assert event.payload["proposedBy"] == {"type": "agent", "name": "bot"}
+    assert event.payload["approversRequired"] == 1
+    assert feed.observe("intents", "MODIFIED", body, NOW) == []
+    body["status"]["phase"] = "Rejected"
+    out = feed.observe("intents", "MODIFIED", body, NOW)
+    assert [e.type for e in out] == ["intent.updated", "system.alert"]
+
+
+def test_deletion_is_announced_and_forgotten() -> None:
+    feed = ChangeFeed()
+    feed.observe("runs", "ADDED", run("Running", []), NOW)
+    assert feed.tracked == 1
+    (gone,) = feed.observe("runs", "DELETED", run("Running", []), NOW)
+    assert gone.payload["phase"] == "Deleted"
+    assert feed.tracked == 0
