@@ -30,6 +30,11 @@ HUB = web.AppKey("hub", EventHub)
 ACCESS = web.AppKey("access", AccessCache)
 CLOCK = web.AppKey("clock", Clock)
 TIMING = web.AppKey("timing", dict)
+FRAMES = web.AppKey("frames", dict)
+_FRAME_CACHE = 4096
+"""Serialised frames kept by event id: each event is encoded once, not once per subscriber."""
+_BATCH = 256
+"""Events written to a subscriber in one write when it has fallen behind."""
 _PAGE_FILES = {
     "": ("index.html", "text/html"),
     "app.js": ("app.js", "text/javascript"),
@@ -48,6 +53,7 @@ def build_app(
     app = web.Application()
     app[HUB], app[ACCESS], app[CLOCK] = hub, access, clock
     app[TIMING] = {"keepalive": keepalive, "write_timeout": write_timeout}
+    app[FRAMES] = {}
     app.add_routes(
         [
             web.get("/events", _events),
@@ -137,19 +143,21 @@ async def _events(request: web.Request) -> web.StreamResponse:
     try:
         await response.prepare(request)
         await _write(request, response, b": lattice stream\n\n", timing["write_timeout"])
-        for event_id, event in backlog:
-            await _send(request, response, access, who, event_id, event, timing)
+        await _send(request, response, access, who, backlog, timing)
         while True:
             try:
-                event_id, event = await asyncio.wait_for(sub.next(), timing["keepalive"])
+                first = await asyncio.wait_for(sub.next(), timing["keepalive"])
             except TimeoutError:
                 await _write(request, response, b": keep-alive\n\n", timing["write_timeout"])
                 continue
-            if event_id == CUT_OFF:
+            batch = [first]
+            while len(batch) < _BATCH and not sub.queue.empty():
+                batch.append(sub.queue.get_nowait())
+            if any(event_id == CUT_OFF for event_id, _ in batch):
                 log.info("stream subscriber %s cut off (not reading)", who.user)
                 _abort(request)
                 break
-            await _send(request, response, access, who, event_id, event, timing)
+            await _send(request, response, access, who, batch, timing)
     except (ConnectionError, _Stalled):
         _abort(request)
     finally:
@@ -166,14 +174,24 @@ async def _send(
     response: web.StreamResponse,
     access: AccessCache,
     who: Identity,
-    event_id: int,
-    event: StreamEvent,
+    entries: list[tuple[int, StreamEvent]],
     timing: dict[str, Any],
 ) -> None:
-    if event.subject is not None and not await access.may_get(who, event.subject):
-        return
-    frame = f"id: {event_id}\nevent: {event.type}\ndata: {event.wire()}\n\n".encode()
-    await _write(request, response, frame, timing["write_timeout"])
+    """Write the entries the subscriber may see, in one write."""
+    frames: dict[int, bytes] = request.app[FRAMES]
+    out = []
+    for event_id, event in entries:
+        if event.subject is not None and not await access.may_get(who, event.subject):
+            continue
+        frame = frames.get(event_id)
+        if frame is None:
+            frame = f"id: {event_id}\nevent: {event.type}\ndata: {event.wire()}\n\n".encode()
+            if len(frames) >= _FRAME_CACHE:
+                del frames[next(iter(frames))]
+            frames[event_id] = frame
+        out.append(frame)
+    if out:
+        await _write(request, response, b"".join(out), timing["write_timeout"])
 
 
 async def _write(
