@@ -24,6 +24,26 @@ from lattice_adapters.localcluster import LocalControlPlane, find_bin_dir, stop_
 from lattice_adapters.localcluster.controlplane import free_port
 
 Say = Callable[[str], None]
+_VIEWER = """
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: lattice-viewer, namespace: default}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: lattice-viewer}
+rules:
+- apiGroups: [lattice.dev]
+  resources: [intents, runs, sprites]
+  verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: lattice-viewer}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: lattice-viewer}
+subjects:
+- {kind: ServiceAccount, name: lattice-viewer, namespace: default}
+"""
 
 
 class DevStackError(RuntimeError):
@@ -39,6 +59,7 @@ class DevStack:
     plane: LocalControlPlane | None = None
     sprites_url: str | None = None
     sprites_token: str = ""
+    stream_port: int = field(default_factory=free_port)
     children: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     @property
@@ -126,11 +147,21 @@ class DevStack:
                 str(free_port()),
                 "--metrics-port",
                 str(free_port()),
+                "--stream-port",
+                str(self.stream_port),
             ],
             log_path,
             env,
         )
         self.say(f"operator started (pid {proc.pid}, log {log_path})")
+
+    def viewer_token(self) -> str:
+        """A token for the live page and `lattice watch`: a ServiceAccount that may read
+        Intents, Runs and Sprites everywhere (nothing else), valid for a day."""
+        self.kubectl("apply", "-f", "-", input=_VIEWER)
+        return self.kubectl(
+            "create", "token", "lattice-viewer", "-n", "default", "--duration=24h"
+        ).strip()
 
     def _spawn(
         self, args: list[str], log_path: Path, env: dict[str, str]

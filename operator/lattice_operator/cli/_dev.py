@@ -49,9 +49,13 @@ def dev(
             typer.echo(stack.kubectl("get", "lattice", "-A"))
             if exit_after_demo:
                 return
+            token = stack.viewer_token()
+            stream = f"http://127.0.0.1:{stack.stream_port}"
             typer.secho(
                 f"stack is up. In another terminal:\n  export KUBECONFIG={stack.kubeconfig}\n"
                 "  kubectl get lattice -A\n  .venv/bin/lattice logs sample-agent --receipts\n"
+                f"  .venv/bin/lattice watch --stream {stream} --token {token}\n"
+                f"Live page: {stream}/#token={token}\n"
                 "Press Ctrl-C to stop.",
                 fg=typer.colors.GREEN,
             )

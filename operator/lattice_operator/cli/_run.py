@@ -36,6 +36,10 @@ def run(
     ] = None,
     metrics_host: Annotated[str | None, typer.Option(help="/metrics address.")] = None,
     metrics_port: Annotated[int | None, typer.Option(help="/metrics port; 0 disables it.")] = None,
+    stream_host: Annotated[str | None, typer.Option(help="Stream and live page address.")] = None,
+    stream_port: Annotated[
+        int | None, typer.Option(help="Stream and live page port; 0 disables them.")
+    ] = None,
     sprites_url: Annotated[
         str | None, typer.Option(help="Sprites API base URL (default: $SPRITES_API_URL).")
     ] = None,
@@ -64,6 +68,7 @@ def run(
         {"standalone": standalone or None, "name": peering, "priority": priority},
     )
     _merge(_section(data, "probe"), {"host": liveness_host, "port": liveness_port})
+    _merge(_section(data, "stream"), {"host": stream_host, "port": stream_port})
     _merge(
         _section(data, "backend"),
         {"api_url": sprites_url, "token_secret": sprites_token_secret},
