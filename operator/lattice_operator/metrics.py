@@ -80,6 +80,12 @@ INTENT_DECISIONS = Counter(
     ["policy", "rule", "outcome"],
     registry=REGISTRY,
 )
+FILEOPS_DONE = Counter(
+    "lattice_fileops_requests_total",
+    "FileOps requests carried out, by response status (ok, split, ask, fail, validation_error).",
+    ["status"],
+    registry=REGISTRY,
+)
 APPROVALS = Counter(
     "lattice_approvals_total",
     "Approval decisions by outcome.",
@@ -150,6 +156,7 @@ __all__ = [
     "BACKEND_CALL_SECONDS",
     "BACKEND_ERRORS",
     "EVENTS_INGESTED",
+    "FILEOPS_DONE",
     "INTENT_DECISIONS",
     "K8S_EVENTS_DROPPED",
     "OUTBOX_LAG",

@@ -234,10 +234,20 @@ def test_lattice_logs_follows_and_lattice_watch_shows_through_the_stream(
         time.sleep(1)
     finally:
         watch.send_signal(signal.SIGINT)
-        out, err = watch.communicate(timeout=30)
+        try:
+            out, err = watch.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            watch.kill()
+            out, err = watch.communicate()
+            raise AssertionError(
+                f"lattice watch ignored Ctrl-C:\n{out[-2000:]}{err[-2000:]}"
+            ) from None
+    assert watch.returncode == 0, err
     assert "Traceback" not in err, err
-    assert "followed" in out
-    assert "Succeeded" in out
+    # Not a terminal here: one line per event.
+    followed = [line for line in out.splitlines() if f"{namespace}/followed" in line]
+    assert any("run.output" in line and "Succeeded" in line for line in followed), out
+    assert any("alpha" in line for line in followed), out
 
 
 def test_lattice_watch_says_why_it_cannot(streaming: tuple[Stack, str]) -> None:

@@ -276,6 +276,13 @@ CREATE_CASES: tuple[Case, ...] = (
         "op write_file requires path, content",
     ),
     Case(
+        "intent-fileops-without-its-sprite",
+        "intent-fileops.yaml",
+        {"spec.subject": {"type": "repository", "ref": "org/repo"}},
+        "spec.subject",
+        "a fileops Intent names the Sprite it works in",
+    ),
+    Case(
         "intent-credential-key",
         "intent-sprite-task-exec.yaml",
         {

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 import time
 from collections.abc import Iterator
 from typing import Annotated, Any
@@ -130,6 +131,12 @@ def watch(
         return Group(waiting, active, Text("Recent alerts", style="bold"), recent)
 
     credential = bearer(token)
+    if not sys.stdout.isatty():
+        # Not a terminal (a pipe, a file): one line per event instead of a redrawn view.
+        with contextlib.suppress(KeyboardInterrupt):
+            for item in events(stream, credential, namespace):
+                typer.echo(_line(item))
+        return
     # Ctrl-C ends the view (its last state stays on the screen), without a traceback.
     with Live(view(), refresh_per_second=4) as live, contextlib.suppress(KeyboardInterrupt):
         for item in events(stream, credential, namespace):
@@ -152,6 +159,20 @@ def watch(
             elif item["event"] == "gap":
                 alerts.append(f"events missed: {p.get('reason')}")
             live.update(view())
+
+
+def _line(item: dict[str, Any]) -> str:
+    ev = item["data"]
+    p = ev.get("payload") or {}
+    where = f"{p.get('namespace')}/{p.get('name')}"
+    if item["event"] == "run.output":
+        lines = " | ".join(p.get("lines") or [])
+        detail = f"{p.get('phase')} events={p.get('events')}" + (f" | {lines}" if lines else "")
+    elif item["event"] == "system.alert":
+        detail = f"{p.get('reason')}: {p.get('message')}"
+    else:
+        detail = str(p.get("phase") or p.get("reason") or "")
+    return safe(f"{ev.get('ts')} {item['event']} {where} {detail}")
 
 
 def follow_run(stream: str, token: str | None, namespace: str, run: str) -> None:

@@ -24,10 +24,13 @@ from lattice_operator.api.v1alpha1.resources import (
 )
 from lattice_operator.builders import INTENT_LABEL
 from lattice_operator.builders import run_name as run_name_of
+from lattice_operator.fileops.executor import execute as execute_fileops
+from lattice_operator.fileops.executor import for_status as fileops_for_status
 from lattice_operator.handlers._context import OperatorContext, context_of
 from lattice_operator.handlers._writes import create_or_exists
 from lattice_operator.metrics import (
     AWAITING_APPROVAL_SECONDS,
+    FILEOPS_DONE,
     INTENT_DECISIONS,
     REGISTRY,
     STATUS_PATCHES,
@@ -36,8 +39,15 @@ from lattice_operator.metrics import (
 )
 from lattice_operator.policy import CompiledPolicy, PolicyInvalid, compile_policy
 from lattice_operator.ports import Grants
+from lattice_operator.ports.errors import AdapterError
 from lattice_operator.reconcilers.approvals import parse_records
-from lattice_operator.reconcilers.intent import TERMINAL, IntentPlan, IntentWorld, reconcile_intent
+from lattice_operator.reconcilers.intent import (
+    TERMINAL,
+    IntentPlan,
+    IntentWorld,
+    fileops_sprite,
+    reconcile_intent,
+)
 
 log = logging.getLogger(__name__)
 
@@ -200,6 +210,8 @@ async def _drive_intent(
             # that name is seen, and refused.
             run_name = status.run_ref.name if status.run_ref else run_name_of(intent)
             sprite_name = status.sprite_ref.name if status.sprite_ref else None
+            if sprite_name is None and intent.spec.kind == "fileops":
+                sprite_name = fileops_sprite(intent)
             world = IntentWorld(
                 intent=intent,
                 policies=[p for _, p in sorted(policies.get(namespace, []), key=lambda x: x[0])],
@@ -214,6 +226,10 @@ async def _drive_intent(
             if snapshot != written and snapshot != intent.status.to_patch():
                 if await _apply(ctx, intent, plan, body):
                     written, conflicts = snapshot, 0
+                    if plan.fileops is not None:
+                        # The attempt is recorded: now carry it out, then decide again.
+                        fresh = await _carry_out(ctx, intent, plan)
+                        continue
                 elif conflicts < MAX_QUICK_REDECISIONS:
                     # Decided on an outdated spec: decide again at once on the stored one
                     # (the watch may not have delivered it yet).
@@ -228,6 +244,35 @@ async def _drive_intent(
             return
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(wakeup.wait(), timeout=SAFETY_POLL)
+
+
+async def _carry_out(ctx: OperatorContext, intent: Intent, plan: IntentPlan) -> kopf.Body | None:
+    """Run a fileops Intent's request in its sprite and record the response; the Intent as
+    stored afterwards (None when nothing was recorded: the next pass retries, bounded by
+    the attempts the status counts)."""
+    work = plan.fileops
+    assert work is not None
+    if ctx.backend is None:
+        log.warning("fileops %s: %s", intent.metadata.name, ctx.backend_problem)
+        return None
+    try:
+        response = await execute_fileops(
+            ctx.backend, work.sprite, work.request, now=ctx.clock.now()
+        )
+    except AdapterError as exc:
+        log.warning("fileops %s: the sprite failed us: %s", intent.metadata.name, exc)
+        return None
+    namespace = intent.metadata.namespace or ""
+    path = resource_path(*INTENTS.gvp, namespace, intent.metadata.name, "status")
+    recorded = {
+        "attempts": work.attempt,
+        "startedAt": plan.status.fileops.to_wire()["startedAt"] if plan.status.fileops else None,
+        "finishedAt": ctx.clock.now().isoformat().replace("+00:00", "Z"),
+        "response": fileops_for_status(response),
+    }
+    stored = await ctx.require_kube().merge_patch(path, {"status": {"fileops": recorded}})
+    FILEOPS_DONE.labels(status=response.status).inc()
+    return kopf.Body(cast(kopf.RawBody, stored))
 
 
 def _test_failed(exc: KubeApiError) -> bool:

@@ -47,6 +47,7 @@ def _build() -> tuple[dict[str, Any], ...]:
                 "kind": kind,
                 "params": {params_field(kind): _PARAMS[kind]},
                 "proposedBy": {"type": "user"},
+                **({"subject": {"type": "sprite", "ref": "s"}} if kind == "fileops" else {}),
             }
         )
         docs.append(

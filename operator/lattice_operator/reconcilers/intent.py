@@ -26,8 +26,10 @@ from lattice_operator.api.v1alpha1 import (
     find_condition,
     set_condition,
 )
+from lattice_operator.api.v1alpha1.fileops import FileOpsRequest
 from lattice_operator.api.v1alpha1.intent import (
     ApprovalRecord,
+    FileOpsStatus,
     HealthRemediateParams,
     IntentResult,
     IntentWaiting,
@@ -66,10 +68,6 @@ UNAVAILABLE: dict[str, tuple[IntentReason, str]] = {
         "pushing to a pull request needs a forge",
     ),
     "health_detect": (IntentReason.NO_FORGE_CONFIGURED, "recording a health issue needs a forge"),
-    "fileops": (
-        IntentReason.FILEOPS_NOT_ENABLED,
-        "FileOps requests are validated; executing them is not enabled in this version",
-    ),
     "environment_change": (
         IntentReason.NO_ENVIRONMENT_MANAGER,
         "approved environment changes wait for the "
@@ -94,6 +92,15 @@ class IntentWorld:
 
 
 @dataclass(frozen=True)
+class FileOpsWork:
+    """Carry out `request` in the backend sprite `sprite` (attempt `attempt`)."""
+
+    request: FileOpsRequest
+    sprite: str
+    attempt: int
+
+
+@dataclass(frozen=True)
 class Notice:
     """An Event to post on the Intent."""
 
@@ -109,6 +116,8 @@ class IntentPlan:
     status: IntentStatus
     create: list[dict[str, Any]] = field(default_factory=list)
     run_patch: dict[str, Any] | None = None
+    fileops: FileOpsWork | None = None
+    """A FileOps request to carry out now (after this plan's status is written)."""
     notices: list[Notice] = field(default_factory=list)
     decision: Decision | None = None
     left_approval_after: float | None = None
@@ -357,6 +366,9 @@ def _execute(step: _Pass) -> None:
     elif kind == "sprite_create":
         assert isinstance(params, SpriteCreateParams)
         _create_sprite(step, params)
+    elif kind == "fileops":
+        assert isinstance(params, FileOpsRequest)
+        _fileops(step, params)
     else:
         reason, message = UNAVAILABLE[kind]
         step.set("Succeeded", "Unknown", reason, message)
@@ -434,6 +446,80 @@ def _result(
     )
     artifacts = [f"{a.kind}: {a.url or a.ref or ''}".rstrip(": ") for a in events.artifacts][:32]
     return IntentResult(status=status, summary=(summary or "")[:1024], artifacts=artifacts)
+
+
+def fileops_sprite(intent: Intent) -> str | None:
+    """The Sprite a fileops Intent works in (its subject)."""
+    subject = intent.spec.subject
+    return subject.ref if subject is not None and subject.type == "sprite" else None
+
+
+def _fileops(step: _Pass, request: FileOpsRequest) -> None:
+    name = fileops_sprite(step.intent)
+    if name is None:
+        message = "a fileops Intent names its Sprite: subject {type: sprite, ref: NAME}"
+        step.status.result = IntentResult(status="failure", summary=message)
+        step.set("Succeeded", "False", IntentReason.FILEOPS_NO_SPRITE, message)
+        return
+    step.status.sprite_ref = LocalObjectReference(name=name)
+    done = step.status.fileops
+    response = done.response if done is not None else None
+    if response is not None:
+        outcome = str(response.get("status"))
+        summary = _fileops_summary(response)
+        if outcome in ("ok", "split", "ask"):
+            step.status.result = IntentResult(status="success", summary=summary[:1024])
+            step.set("Succeeded", "True", IntentReason.COMPLETED, f"FileOps {outcome}: {summary}")
+        else:
+            step.status.result = IntentResult(status="failure", summary=summary[:1024])
+            step.set(
+                "Succeeded", "False", IntentReason.FILEOPS_FAILED, f"FileOps {outcome}: {summary}"
+            )
+        return
+    attempts = done.attempts if done is not None else 0
+    if attempts >= request.constraints.max_attempts:
+        message = (
+            f"the request was started {attempts} times and never finished "
+            f"(constraints.max_attempts is {request.constraints.max_attempts})"
+        )
+        step.status.result = IntentResult(status="failure", summary=message)
+        step.set("Succeeded", "False", IntentReason.FILEOPS_FAILED, message)
+        return
+    sprite = step.world.sprite
+    ready = find_condition(sprite.status.conditions, "Ready") if sprite is not None else None
+    backend_name = sprite.status.sprite_name or sprite.backend_name() if sprite else None
+    if ready is None or ready.status != "True" or not backend_name:
+        step.set(
+            "Succeeded",
+            "Unknown",
+            IntentReason.SPRITE_NOT_READY,
+            f"waiting for Sprite {name} to be Ready",
+        )
+        return
+    step.status.fileops = FileOpsStatus(attempts=attempts + 1, started_at=step.world.now)
+    step.plan.fileops = FileOpsWork(request=request, sprite=backend_name, attempt=attempts + 1)
+    step.set(
+        "Succeeded",
+        "Unknown",
+        IntentReason.EXECUTING,
+        f"carrying out {len(request.ops)} ops in Sprite {name} (attempt {attempts + 1})",
+    )
+
+
+def _fileops_summary(response: dict[str, Any]) -> str:
+    outcome = response.get("status")
+    if outcome == "ok":
+        changed = ", ".join(response.get("changedFiles") or []) or "nothing"
+        return f"{len(response.get('ops') or [])} ops done; changed: {changed}"
+    for key, field_name in (("fail", "reason"), ("split", None), ("ask", "questions")):
+        value = response.get(key)
+        if isinstance(value, dict):
+            if field_name is None:
+                return "the step needs substeps"
+            found = value.get(field_name)
+            return "; ".join(found) if isinstance(found, list) else str(found)
+    errors = response.get("errors") or []
+    return "; ".join(f"{e.get('field')}: {e.get('error')}" for e in errors if isinstance(e, dict))
 
 
 def _create_sprite(step: _Pass, params: SpriteCreateParams) -> None:

@@ -26,6 +26,7 @@ class IntentReason(StrEnum):
     WAITING = "Waiting"
     NO_FORGE_CONFIGURED = "NoForgeConfigured"
     FILEOPS_NOT_ENABLED = "FileOpsNotEnabled"
+    SPRITE_NOT_READY = "SpriteNotReady"
     NO_ENVIRONMENT_MANAGER = "NoEnvironmentManager"
     NOT_SUPPORTED = "NotSupported"
     # Succeeded, at the end
@@ -34,6 +35,8 @@ class IntentReason(StrEnum):
     RUN_FAILED = "RunFailed"
     RUN_NAME_TAKEN = "RunNameTaken"
     SPRITE_FAILED = "SpriteFailed"
+    FILEOPS_FAILED = "FileOpsFailed"
+    FILEOPS_NO_SPRITE = "FileOpsNoSprite"
     CANCELED = "Canceled"
 
 
@@ -42,6 +45,7 @@ WAITING_REASONS = frozenset(
         IntentReason.WAITING,
         IntentReason.NO_FORGE_CONFIGURED,
         IntentReason.FILEOPS_NOT_ENABLED,
+        IntentReason.SPRITE_NOT_READY,
         IntentReason.NO_ENVIRONMENT_MANAGER,
         IntentReason.NOT_SUPPORTED,
     }

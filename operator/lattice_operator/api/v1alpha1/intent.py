@@ -218,7 +218,15 @@ def params_field(kind: str) -> str:
 
 
 def _params_match_kind_rules() -> list[dict[str, str]]:
-    rules = []
+    rules = [
+        {
+            "rule": "self.kind != 'fileops' || "
+            "(has(self.subject) && self.subject.type == 'sprite')",
+            "message": "a fileops Intent names the Sprite it works in: "
+            "subject {type: sprite, ref: NAME}",
+            "fieldPath": ".subject",
+        }
+    ]
     for kind in INTENT_KINDS:
         member = params_field(kind)
         rules.append(
@@ -329,6 +337,10 @@ class IntentSpec(ApiModel):
         if set_members != [self.kind]:
             member = params_field(self.kind)
             raise ValueError(f"params.{member} must be set when kind is {self.kind}, and only then")
+        if self.kind == "fileops" and (self.subject is None or self.subject.type != "sprite"):
+            raise ValueError(
+                "a fileops Intent names the Sprite it works in: subject {type: sprite, ref: NAME}"
+            )
         return self
 
     def kind_params(self) -> ApiModel:
@@ -425,6 +437,20 @@ class IntentResult(ApiModel):
     """The artifacts the Run declared (kind: ref or url)."""
 
 
+class FileOpsStatus(ApiModel):
+    """A fileops Intent's execution: attempts, and the FileOpsRES once it is there."""
+
+    attempts: int = Field(default=0, ge=0, le=100)
+    """Executions started (an operator that stopped mid-way leaves one counted)."""
+    started_at: datetime | None = None
+    """When the last attempt started."""
+    finished_at: datetime | None = None
+    """When the response was recorded."""
+    response: dict[str, Any] | None = Field(default=None, json_schema_extra=PRESERVE_UNKNOWN)
+    """The FileOpsRES (bounded: long contents and outputs are kept in the sprite under
+    /workspace/.lattice/fileops/<id>/ and referenced here)."""
+
+
 class IntentStatus(ApiModel):
     """Observed state of the Intent."""
 
@@ -458,6 +484,8 @@ class IntentStatus(ApiModel):
     """environment_change Intents created from the Run's ENVIRONMENT_PROPOSALs."""
     result: IntentResult | None = None
     """The outcome, once the Intent ended."""
+    fileops: FileOpsStatus | None = None
+    """A fileops Intent's execution and response."""
 
 
 class Intent(ApiModel):
