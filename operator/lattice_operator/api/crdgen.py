@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from lattice_operator.api import GROUP
 from lattice_operator.api.v1alpha1 import VERSION, Intent, Run, Sprite
+from lattice_operator.api.v1alpha1.githubrepository import GitHubRepository
 from lattice_operator.api.v1alpha1.intent import frozen_spec_rule
 from lattice_operator.api.v1alpha1.intentpolicy import IntentPolicy
 
@@ -106,6 +107,18 @@ KINDS: tuple[KindInfo, ...] = (
         columns=(
             PrinterColumn("Valid", '.status.conditions[?(@.type=="Valid")].status'),
             PrinterColumn("Reason", '.status.conditions[?(@.type=="Valid")].reason', priority=1),
+            AGE,
+        ),
+    ),
+    KindInfo(
+        model=GitHubRepository,
+        kind="GitHubRepository",
+        plural="githubrepositories",
+        singular="githubrepository",
+        short_names=("ghrepo",),
+        columns=(
+            PrinterColumn("Repo", ".spec.repo"),
+            PrinterColumn("Ready", '.status.conditions[?(@.type=="Ready")].status'),
             AGE,
         ),
     ),

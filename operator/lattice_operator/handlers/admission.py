@@ -53,14 +53,16 @@ async def stamp_approval(
         if request is None:
             return
         namespace, name = body.metadata.namespace or "", body.metadata.name or ""
+        subject = request.subject(dict(userinfo))
         review = await ctx.require_kube().create(
             resource_path("authorization.k8s.io", "v1", "subjectaccessreviews"),
-            access_review(dict(userinfo), namespace, name),
+            access_review(subject, namespace, name),
         )
         if not review.get("status", {}).get("allowed"):
             APPROVALS.labels(outcome="unauthorized").inc()
+            via = f" (GitHub user {request.forge_user})" if request.forge_user else ""
             raise ApprovalRefused(
-                f"{userinfo.get('username')} may not approve or reject intents in namespace "
+                f"{subject.get('username')}{via} may not approve or reject intents in namespace "
                 f"{namespace}: that needs the verb 'approve' on intents.lattice.dev "
                 "(for example the ClusterRole lattice-approver)",
                 403,
@@ -71,6 +73,7 @@ async def stamp_approval(
             parse_records(old_annotations),
             ctx.clock.now(),
             raw_spec_digest(body.get("spec")),
+            operator=ctx.identity,
         )
     except ApprovalRefused as exc:
         raise kopf.AdmissionError(str(exc), code=exc.code) from exc

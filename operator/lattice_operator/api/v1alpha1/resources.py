@@ -29,7 +29,8 @@ SPRITES = Resource("sprites", "Sprite")
 RUNS = Resource("runs", "Run")
 INTENTS = Resource("intents", "Intent")
 INTENT_POLICIES = Resource("intentpolicies", "IntentPolicy")
-RESOURCES = (SPRITES, RUNS, INTENTS, INTENT_POLICIES)
+GITHUB_REPOSITORIES = Resource("githubrepositories", "GitHubRepository")
+RESOURCES = (SPRITES, RUNS, INTENTS, INTENT_POLICIES, GITHUB_REPOSITORIES)
 
 
 def resource_of_kind(kind: str) -> Resource:
@@ -42,6 +43,7 @@ def resource_of_kind(kind: str) -> Resource:
 
 __all__ = [
     "API_VERSION",
+    "GITHUB_REPOSITORIES",
     "GROUP",
     "INTENTS",
     "INTENT_POLICIES",
