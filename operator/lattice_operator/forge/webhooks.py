@@ -214,7 +214,9 @@ def triage_intent(
                     **_run(repository),
                 }
             },
-            "allowedActions": [a for a in spec.allowed_actions if a != "OPEN_PR"],
+            # The repository's grants. OPEN_PR needs a workspace, which only the PR kinds
+            # prepare: a triage's OPEN_PR is refused whatever it is granted.
+            "allowedActions": list(spec.allowed_actions),
         },
     }
 
@@ -247,7 +249,9 @@ def fixup_intent(
                     **_run(repository),
                 }
             },
-            "allowedActions": [a for a in spec.allowed_actions if a != "OPEN_PR"],
+            # The repository's grants. OPEN_PR needs a workspace, which only the PR kinds
+            # prepare: a triage's OPEN_PR is refused whatever it is granted.
+            "allowedActions": list(spec.allowed_actions),
         },
     }
 

@@ -48,7 +48,10 @@ def clone_script(base_branch: str, head_branch: str) -> str:
         f"git clone --quiet --branch {q(base_branch)} {BASE_BUNDLE} {REPO_DIR}; "
         f"cd {REPO_DIR}; git remote remove origin; "
         f"git checkout --quiet -B {q(head_branch)}; "
-        "git config user.name 'Lattice sprite'; git config user.email sprite@lattice.invalid"
+        "git config user.name 'Lattice sprite'; git config user.email sprite@lattice.invalid; "
+        # No background gc or maintenance: a detached git process outliving the agent's
+        # session would hold locks when the operator bundles the branch.
+        "git config gc.auto 0; git config maintenance.auto false; git config gc.autoDetach false"
     )
 
 
@@ -59,7 +62,7 @@ def bundle_script(base_sha: str, head_branch: str) -> str:
     return (
         f"set -e; cd {REPO_DIR}; rm -f {OUT_BUNDLE}; "
         f"git rev-parse --verify --quiet {q('refs/heads/' + head_branch)} >/dev/null; "
-        f"git bundle create --quiet {OUT_BUNDLE} --branches ^{q(base_sha)}"
+        f"git -c gc.auto=0 bundle create --quiet {OUT_BUNDLE} --branches ^{q(base_sha)}"
     )
 
 
