@@ -3,6 +3,15 @@
 Importing this package registers every handler with kopf's default registry.
 """
 
-from lattice_operator.handlers import _startup, admission, github, intent, run, sprite, stream
+from lattice_operator.handlers import (
+    _startup,
+    admission,
+    github,
+    healthcheck,
+    intent,
+    run,
+    sprite,
+    stream,
+)
 
-__all__ = ["_startup", "admission", "github", "intent", "run", "sprite", "stream"]
+__all__ = ["_startup", "admission", "github", "healthcheck", "intent", "run", "sprite", "stream"]

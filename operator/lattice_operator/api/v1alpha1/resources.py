@@ -1,4 +1,4 @@
-"""The four kinds of `lattice.dev/v1alpha1` as API resources: named once, used everywhere
+"""The five kinds of `lattice.dev/v1alpha1` as API resources: named once, used everywhere
 (kopf handlers, request paths, the CLI, the MCP tools)."""
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ SPRITES = Resource("sprites", "Sprite")
 RUNS = Resource("runs", "Run")
 INTENTS = Resource("intents", "Intent")
 INTENT_POLICIES = Resource("intentpolicies", "IntentPolicy")
+HEALTH_CHECKS = Resource("healthchecks", "HealthCheck")
 GITHUB_REPOSITORIES = Resource("githubrepositories", "GitHubRepository")
-RESOURCES = (SPRITES, RUNS, INTENTS, INTENT_POLICIES, GITHUB_REPOSITORIES)
+RESOURCES = (SPRITES, RUNS, INTENTS, INTENT_POLICIES, HEALTH_CHECKS, GITHUB_REPOSITORIES)
 
 
 def resource_of_kind(kind: str) -> Resource:
@@ -45,6 +46,7 @@ __all__ = [
     "API_VERSION",
     "GITHUB_REPOSITORIES",
     "GROUP",
+    "HEALTH_CHECKS",
     "INTENTS",
     "INTENT_POLICIES",
     "RESOURCES",
