@@ -444,3 +444,62 @@ def test_bad_deliveries_create_nothing(wired: dict[str, Any], github: GitHubDoub
         "lattice.dev", "v1alpha1", ns, "intents"
     )["items"]
     assert intents == []
+
+
+def test_loop_5_a_failing_check_keeps_one_issue(
+    wired: dict[str, Any], github: GitHubDouble
+) -> None:
+    stack, repo, ns = wired["stack"], wired["repo"], wired["namespace"]
+    check = {
+        "apiVersion": "lattice.dev/v1alpha1",
+        "kind": "HealthCheck",
+        "metadata": {"name": "smoke"},
+        "spec": {
+            "schedule": "@every 5s",
+            "probe": {"spriteRef": {"name": "box"}, "command": ["sh", "-c", "exit 1"]},
+            "issue": {"repo": repo},
+        },
+    }
+    stack.apply(ns, check)
+
+    def health_issues() -> list[dict[str, Any]]:
+        with github.lock:
+            return [
+                i
+                for i in github.repos[repo].issues.values()
+                if "lattice-health" in [x["name"] for x in i["labels"]]
+            ]
+
+    def reported(at_least: int) -> dict[str, Any] | None:
+        hc = stack.get(ns, "healthchecks", "smoke")
+        issue = ((hc.get("status") or {}).get("incident") or {}).get("issue") or {}
+        return hc if issue.get("reportedFailures", 0) >= at_least else None
+
+    hc = wait_for(lambda: reported(3), timeout=120, what="three failures reported")
+    issue = hc["status"]["incident"]["issue"]
+    [opened] = health_issues()  # one issue, however many failures
+    assert opened["number"] == issue["number"]
+    assert opened["state"] == "open"
+    still = [c for c in _comments(github, repo, issue["number"]) if "Still failing" in c]
+    assert len(still) >= 2
+    assert len(still) == len(set(still))  # each failure reported once
+
+    stack.cluster.kubectl(
+        "patch",
+        "healthcheck",
+        "smoke",
+        "-n",
+        ns,
+        "--type",
+        "merge",
+        "-p",
+        '{"spec":{"probe":{"command":["true"]}}}',
+    )
+
+    def closed() -> bool:
+        with github.lock:
+            return github.repos[repo].issues[issue["number"]]["state"] == "closed"
+
+    wait_for(closed, timeout=120, what="the issue closed")
+    assert len(health_issues()) == 1
+    assert any("passed again" in c for c in _comments(github, repo, issue["number"]))

@@ -19,9 +19,12 @@ from lattice_adapters.github import AppInstallationTokens, GitHubForge, StaticTo
 from lattice_adapters.kube import KubeApiError, resource_path
 from lattice_operator.api.v1alpha1 import set_condition
 from lattice_operator.api.v1alpha1.githubrepository import GitHubRepository
-from lattice_operator.api.v1alpha1.resources import GITHUB_REPOSITORIES
+from lattice_operator.api.v1alpha1.healthcheck import HealthCheck
+from lattice_operator.api.v1alpha1.resources import GITHUB_REPOSITORIES, HEALTH_CHECKS
+from lattice_operator.forge.incidents import incident_step
 from lattice_operator.handlers._context import OperatorContext, context_of
 from lattice_operator.handlers.github_webhooks import WebhookReceiver
+from lattice_operator.metrics import FORGE_STEPS
 from lattice_operator.ports import ForgeAccess
 from lattice_operator.ports.errors import AdapterError, CredentialsMissing
 from lattice_operator.settings import ForgeSettings
@@ -168,3 +171,51 @@ async def repository_status(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo,
     )
     patch.status["conditions"] = [c.to_wire() for c in conditions]
     patch.status["observedGeneration"] = repository.metadata.generation
+
+
+@kopf.on.field(*HEALTH_CHECKS.gvp, field="status.incident")
+async def incident_issue(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    """Loop 5: a failing HealthCheck's incident as one GitHub issue."""
+    ctx = context_of(memo)
+    try:
+        check = HealthCheck.model_validate(copy.deepcopy(dict(body)))
+    except ValidationError:
+        return
+    spec = check.spec.issue
+    incident = check.status.incident
+    if spec is None or incident is None:
+        return
+    if ctx.forge is None:
+        log.warning("HealthCheck %s: %s", check.metadata.name, ctx.forge_problem)
+        return
+    step = incident_step(check.metadata.name, check.metadata.uid or "", incident, spec)
+    if step.action == "none":
+        return
+    forge = ctx.forge.forge
+    current = incident.issue
+    try:
+        if step.action == "open":
+            issue = await forge.create_issue(
+                spec.repo, step.title, step.body, labels=spec.labels, key=step.key
+            )
+            recorded = {
+                "number": issue.number,
+                "url": issue.html_url,
+                "reportedFailures": step.failures,
+                "closed": False,
+            }
+        else:
+            assert current is not None
+            await forge.create_comment(spec.repo, current.number, step.body, key=step.key)
+            recorded = {"reportedFailures": step.failures}
+            if step.action == "close":
+                await forge.update_issue(spec.repo, current.number, state="closed")
+                recorded["closed"] = True
+    except AdapterError as exc:
+        FORGE_STEPS.labels(step="incident_issue", outcome=exc.failure_class.value).inc()
+        raise kopf.TemporaryError(f"GitHub: {exc}", delay=10) from exc
+    FORGE_STEPS.labels(step="incident_issue", outcome="done").inc()
+    path = resource_path(
+        *HEALTH_CHECKS.gvp, check.metadata.namespace or "", check.metadata.name, "status"
+    )
+    await ctx.require_kube().merge_patch(path, {"status": {"incident": {"issue": recorded}}})
