@@ -24,7 +24,7 @@ from lattice_adapters.localcluster.controlplane import free_port
 from tests.support.admission_cases import build
 from tests.support.agents import agent
 from tests.support.cluster import Cluster, wait_for
-from tests.support.e2e_intents import APPROVER_ROLE, bind_role
+from tests.support.e2e_intents import APPROVER_ROLE, bind_role, kubectl_as
 from tests.support.github import payloads
 from tests.support.github.server import GitHubDouble, github_double
 from tests.support.sprites_server import LocalSprites
@@ -503,3 +503,42 @@ def test_loop_5_a_failing_check_keeps_one_issue(
     wait_for(closed, timeout=120, what="the issue closed")
     assert len(health_issues()) == 1
     assert any("passed again" in c for c in _comments(github, repo, issue["number"]))
+
+
+REPO_EDITOR = {
+    "apiVersion": "rbac.authorization.k8s.io/v1",
+    "kind": "ClusterRole",
+    "metadata": {"name": "lattice-github-repository-editor-test"},
+    "rules": [
+        {
+            "apiGroups": ["lattice.dev"],
+            "resources": ["githubrepositories"],
+            "verbs": ["get", "list", "create", "update", "patch"],
+        }
+    ],
+}
+
+
+def test_mapping_a_github_account_needs_the_right_to_impersonate(
+    wired: dict[str, Any],
+) -> None:
+    stack, ns = wired["stack"], wired["namespace"]
+    bind_role(stack, ns, "bob", REPO_EDITOR)
+    doc = {
+        "apiVersion": "lattice.dev/v1alpha1",
+        "kind": "GitHubRepository",
+        "metadata": {"name": "bobs", "namespace": ns},
+        "spec": {
+            "repo": wired["repo"],
+            "webhookSecretRef": {"name": "hook", "key": "secret"},
+            "approval": {"approvers": [{"github": "bob-on-github", "user": "alice"}]},
+        },
+    }
+    refused = kubectl_as(stack, "bob", "apply", "-f", "-", input=json.dumps(doc))
+    assert refused.returncode != 0
+    assert "spec.approval.approvers[0]" in refused.stderr
+    assert "impersonate" in refused.stderr
+    # Mapping one's own account to oneself needs nothing more.
+    doc["spec"]["approval"]["approvers"] = [{"github": "bob-on-github", "user": "bob"}]
+    mine = kubectl_as(stack, "bob", "apply", "-f", "-", input=json.dumps(doc))
+    assert mine.returncode == 0, mine.stderr
