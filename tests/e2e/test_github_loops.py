@@ -6,6 +6,8 @@ payload shapes, signed).
 Loop 1: issue opened → triage comment → a person answers → plan comment → approval by
 comment (a mapped GitHub user; an unmapped one is refused and answered) → execution.
 Loop 2: plan → branch pushed, PR opened → review → fixup commit pushed, PR commented.
+Loop 3: a project issue → proposed task issues drafted for approval, created after approval.
+Loop 5: a scheduled check fails → one issue opened, then updated, not duplicated.
 Bad input: a bad signature, an oversized payload, a replayed delivery, an unknown event; a
 sprite branch that rewrites history or the base branch is refused and nothing is pushed.
 """
@@ -56,7 +58,16 @@ def commit(name, text, message):
     git("add", "-A")
     git("commit", "-q", "-m", message)
 
-if kind == "issue_triage" and not resumed:
+if kind == "issue_triage" and "project" in ctx["issue"]["labels"]:
+    tasks = [{"title": "Epic: " + ctx["issue"]["title"], "body": "The whole of it."},
+             {"title": "Design the storage", "body": "First step."},
+             {"title": "Build the importer", "body": "Second step."}]
+    json.dump(tasks, open("/workspace/.lattice/forge/tasks.json", "w"))
+    emit("ACTION_REQUEST", {"action": "POST_COMMENT", "blocking": False, "parameters": {
+        "body": "Proposed issues:\n" + "\n".join("- " + t["title"] for t in tasks)}})
+    emit("ARTIFACT", {"kind": "tasks", "ref": "/workspace/.lattice/forge/tasks.json"})
+    emit("COMPLETED", {"status": "success", "summary": "drafted %d issues" % len(tasks)})
+elif kind == "issue_triage" and not resumed:
     emit("ACTION_REQUEST", {"action": "POST_COMMENT", "blocking": False,
                             "parameters": {"body": "Which page shows the stale list?"}})
     emit("ACTION_REQUEST", {"action": "LABEL_ISSUE", "blocking": False,
@@ -542,3 +553,52 @@ def test_mapping_a_github_account_needs_the_right_to_impersonate(
     doc["spec"]["approval"]["approvers"] = [{"github": "bob-on-github", "user": "bob"}]
     mine = kubectl_as(stack, "bob", "apply", "-f", "-", input=json.dumps(doc))
     assert mine.returncode == 0, mine.stderr
+
+
+def test_loop_3_a_project_issue_drafts_issues_created_after_approval(
+    wired: dict[str, Any], github: GitHubDouble
+) -> None:
+    repo, url = wired["repo"], wired["url"]
+    issue = github.open_issue(
+        repo, "Importer", "We need an importer", "reporter", labels=("project",)
+    )
+    number = issue["number"]
+    created = payloads.deliver(
+        url, HOOK_SECRET, "issues", payloads.issues("opened", repo, issue, "reporter")
+    )
+    assert created.status_code == 201, created.text
+    triage = _intent(wired, created.json()["detail"], {"Succeeded", "Failed"})
+    assert triage["status"]["phase"] == "Succeeded", _show(triage, wired)
+    plan = triage["status"]["forge"]["followup"]
+    awaiting = _intent(wired, plan, {"AwaitingApproval"})
+    drafts = awaiting["spec"]["params"]["issuePlanApprove"]["tasks"]
+    assert [d["title"] for d in drafts] == [
+        "Epic: Importer",
+        "Design the storage",
+        "Build the importer",
+    ]
+
+    def tasks() -> list[dict[str, Any]]:
+        with github.lock:
+            return [
+                i
+                for i in github.repos[repo].issues.values()
+                if "lattice-task" in [x["name"] for x in i["labels"]]
+            ]
+
+    assert tasks() == []  # drafts only, until approved
+    command = github.add_comment(repo, number, "/lattice approve", "octocat")
+    body = payloads.issue_comment(repo, issue, command, "octocat")
+    assert payloads.deliver(url, HOOK_SECRET, "issue_comment", body).json()["outcome"] == (
+        "approved"
+    )
+    done = _intent(wired, plan, {"Succeeded", "Failed"})
+    assert done["status"]["phase"] == "Succeeded", _show(done)
+    made = tasks()
+    assert sorted(i["title"] for i in made) == sorted(d["title"] for d in drafts)
+    assert sorted(done["status"]["forge"]["issues"]) == sorted(i["number"] for i in made)
+    assert any("created these issues" in c for c in _comments(github, repo, number))
+    # The approval delivered again creates nothing more.
+    payloads.deliver(url, HOOK_SECRET, "issue_comment", body)
+    time.sleep(2)
+    assert len(tasks()) == len(drafts)

@@ -3,6 +3,7 @@ its redelivery, never makes two), specs from a GitHubRepository's rules."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from lattice_operator.api.v1alpha1 import Intent
@@ -38,8 +39,34 @@ def _owned_by(intent: Intent) -> dict[str, Any]:
     }
 
 
-def plan_intent(triage: Intent, plan: str, base_branch: str = "main") -> dict[str, Any]:
-    """The issue_plan_approve Intent for the plan a triage agent proposed."""
+MAX_TASKS = 30
+
+
+def parse_tasks(text: str) -> list[dict[str, str]]:
+    """A triage agent's drafted issues (a JSON list of {title, body}); the well-formed ones,
+    at most MAX_TASKS (a sprite's file is untrusted input)."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return []
+    drafts = []
+    for item in data if isinstance(data, list) else []:
+        if isinstance(item, dict) and isinstance(item.get("title"), str) and item["title"].strip():
+            body = item.get("body") if isinstance(item.get("body"), str) else ""
+            drafts.append({"title": item["title"].strip()[:256], "body": str(body)[:16384]})
+    return drafts[:MAX_TASKS]
+
+
+def tasks_plan(tasks: list[dict[str, str]]) -> str:
+    """The plan text shown for approval: the drafted issues."""
+    return "Create these issues:\n" + "\n".join(f"- {t['title']}" for t in tasks)
+
+
+def plan_intent(
+    triage: Intent, plan: str, base_branch: str = "main", tasks: list[dict[str, str]] | None = None
+) -> dict[str, Any]:
+    """The issue_plan_approve Intent for the plan (or the drafted issues) a triage agent
+    proposed."""
     params = triage.spec.kind_params()
     assert isinstance(params, IssueTriageParams)
     member: dict[str, Any] = {
@@ -50,6 +77,8 @@ def plan_intent(triage: Intent, plan: str, base_branch: str = "main") -> dict[st
     }
     if params.run is not None:
         member["run"] = params.run.to_wire()
+    if tasks:
+        member["tasks"] = tasks
     labels = {k: v for k, v in triage.metadata.labels.items() if k == REPOSITORY_LABEL}
     return {
         "apiVersion": "lattice.dev/v1alpha1",
@@ -73,9 +102,12 @@ def plan_intent(triage: Intent, plan: str, base_branch: str = "main") -> dict[st
 
 __all__ = [
     "DELIVERY_ANNOTATION",
+    "MAX_TASKS",
     "REPOSITORY_LABEL",
     "fixup_name",
+    "parse_tasks",
     "plan_intent",
     "plan_name",
+    "tasks_plan",
     "triage_name",
 ]

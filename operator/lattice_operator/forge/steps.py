@@ -16,6 +16,8 @@ from lattice_operator.ports.forge import Forge
 from lattice_operator.ports.sprites import SpriteBackend
 
 PLAN_LIMIT = 60_000
+TASK_LABEL = "lattice-task"
+"""Issues created from an approved plan's drafts (it also finds them again on a retry)."""
 CONTEXT_COMMENTS = 50
 
 
@@ -37,6 +39,8 @@ class StepInput:
     plan: str | None
     review_id: int | None
     feedback: str | None
+    tasks: tuple[tuple[str, str], ...] = ()
+    """An approved plan's drafted issues: (title, body)."""
 
 
 async def prepare(
@@ -122,6 +126,27 @@ async def finish(
     """Take the work back. The `status.forge` fields, and a branch refusal if any (then
     nothing was pushed)."""
     fields: dict[str, Any] = {"finished": True, "problem": None, "retryAt": None}
+    if step.kind == "issue_plan_approve" and step.tasks:
+        assert step.number is not None
+        created = []
+        for index, (title, body) in enumerate(step.tasks):
+            issue = await forge.create_issue(
+                step.repo,
+                title,
+                f"{body}\n\nFrom the approved plan of #{step.number}.",
+                labels=[TASK_LABEL],
+                key=f"{step.uid}:task:{index}",
+            )
+            created.append(issue.number)
+        listing = "\n".join(f"- #{n}" for n in created)
+        await forge.create_comment(
+            step.repo,
+            step.number,
+            f"Plan approved: Lattice created these issues:\n{listing}",
+            key=f"{step.uid}:tasks",
+        )
+        fields["issues"] = created
+        return fields, None
     if step.kind == "issue_plan_approve":
         assert step.number is not None
         await forge.create_comment(

@@ -20,7 +20,7 @@ from lattice_operator.api.v1alpha1.intent import (
     PrFixupFromFeedbackParams,
 )
 from lattice_operator.api.v1alpha1.resources import INTENTS
-from lattice_operator.forge.builders import plan_intent
+from lattice_operator.forge.builders import parse_tasks, plan_intent, tasks_plan
 from lattice_operator.forge.context import forge_params
 from lattice_operator.forge.delivery import DeliveryLimits
 from lattice_operator.forge.steps import StepInput, finish, prepare, read_plan
@@ -39,10 +39,13 @@ def step_input(intent: Intent, work: ForgeWork) -> StepInput:
     assert params is not None
     forge = intent.status.forge
     number = plan = feedback = review = None
+    tasks: tuple[tuple[str, str], ...] = ()
     if isinstance(params, IssueTriageParams | IssuePlanApproveParams):
         number = params.issue_number
     if isinstance(params, IssuePlanApproveParams | PrCreateFromPlanParams):
         plan = params.plan
+    if isinstance(params, IssuePlanApproveParams):
+        tasks = tuple((t.title, t.body) for t in params.tasks)
     if isinstance(params, PrCreateFromPlanParams):
         number = params.issue_number
     if isinstance(params, PrFixupFromFeedbackParams):
@@ -61,6 +64,7 @@ def step_input(intent: Intent, work: ForgeWork) -> StepInput:
         plan=plan,
         review_id=review,
         feedback=feedback,
+        tasks=tasks,
     )
 
 
@@ -80,7 +84,7 @@ async def forge_step(
             fields = await prepare(access.forge, ctx.require_backend(), step, now)
         else:
             followup = None
-            if intent.spec.kind == "issue_plan_approve":
+            if intent.spec.kind == "issue_plan_approve" and not _has_tasks(intent):
                 followup = followup_name(intent)
             if intent.spec.kind == "issue_triage" and run is not None:
                 followup = await _plan_from_triage(ctx, intent, run, work)
@@ -122,15 +126,22 @@ async def forge_step(
     return kopf.Body(cast(kopf.RawBody, stored))
 
 
+def _has_tasks(intent: Intent) -> bool:
+    params = forge_params(intent)
+    return isinstance(params, IssuePlanApproveParams) and bool(params.tasks)
+
+
 async def _plan_from_triage(
     ctx: OperatorContext, intent: Intent, run: Run, work: ForgeWork
 ) -> str | None:
     """The plan the triage agent declared, made into an issue_plan_approve Intent."""
-    artifact = next((a for a in run.status.events.artifacts if a.kind == "plan"), None)
+    artifacts = run.status.events.artifacts
+    artifact = next((a for a in artifacts if a.kind in ("plan", "tasks")), None)
     if artifact is None or not artifact.ref or work.sprite is None:
         return None
     text = await read_plan(ctx.require_backend(), work.sprite, artifact.ref)
-    manifest = plan_intent(intent, text)
+    tasks = parse_tasks(text) if artifact.kind == "tasks" else []
+    manifest = plan_intent(intent, text if not tasks else tasks_plan(tasks), tasks=tasks)
     collection = resource_path(*INTENTS.gvp, intent.metadata.namespace or "")
     await create_or_exists(ctx.require_kube(), collection, manifest)
     return str(manifest["metadata"]["name"])

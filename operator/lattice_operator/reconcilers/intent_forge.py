@@ -166,7 +166,8 @@ def decide_forge(
     if _finishing(run):
         assert run is not None
         if isinstance(params, IssueTriageParams):
-            plan = next((a for a in run.status.events.artifacts if a.kind == "plan"), None)
+            artifacts = run.status.events.artifacts
+            plan = next((a for a in artifacts if a.kind in ("plan", "tasks")), None)
             if plan is None:
                 return ForgeDecision("done", message="triaged (no plan proposed yet)")
         if isinstance(params, PrCreateFromPlanParams) and _opened_pr(run) is not None:
@@ -218,6 +219,8 @@ def _done_message(intent: Intent) -> str:
         return f"pull request #{forge.pull_request.number}{pushed}: {forge.pull_request.url}"
     if forge.followup:
         return f"started Intent {forge.followup}"
+    if forge.issues:
+        return "created issues " + ", ".join(f"#{n}" for n in forge.issues)
     return "done on GitHub"
 
 
@@ -234,6 +237,20 @@ def _plan_approved(intent: Intent, params: IssuePlanApproveParams, attempts: int
             IntentReason.FORGE_FAILED,
             f"announcing the approval failed {attempts} times: {forge.problem if forge else ''}",
             success=False,
+        )
+    if params.tasks:
+        return ForgeDecision(
+            "work",
+            message=f"plan approved: creating {len(params.tasks)} issues",
+            work=ForgeWork(
+                "finish",
+                intent.spec.kind,
+                params.repo,
+                None,
+                params.base_branch,
+                None,
+                attempts + 1,
+            ),
         )
     name = followup_name(intent)
     spec: dict[str, Any] = {

@@ -264,3 +264,39 @@ def test_an_incident_is_one_issue_opened_commented_and_closed() -> None:
     assert incident_step("smoke", "uid", _incident(issue=done, state="Closed"), spec).action == (
         "none"
     )
+
+
+def test_drafted_tasks_are_parsed_defensively() -> None:
+    from lattice_operator.forge.builders import parse_tasks
+
+    assert parse_tasks("not json") == []
+    assert parse_tasks('{"title": "x"}') == []
+    drafts = parse_tasks(
+        '[{"title": " A "}, {"title": ""}, {"body": "no title"}, 3, {"title": "B", "body": 7}]'
+    )
+    assert drafts == [{"title": "A", "body": ""}, {"title": "B", "body": ""}]
+    many = parse_tasks("[" + ",".join('{"title": "t"}' for _ in range(40)) + "]")
+    assert len(many) == 30
+
+
+def test_an_approved_plan_with_drafts_creates_issues_and_no_pull_request() -> None:
+    it = Intent.model_validate(
+        {
+            "metadata": {"name": "plan", "namespace": "ns", "uid": "u-2", "generation": 1},
+            "spec": {
+                "kind": "issue_plan_approve",
+                "params": {
+                    "issuePlanApprove": {
+                        "repo": "octo/app",
+                        "issueNumber": 3,
+                        "plan": "issues",
+                        "tasks": [{"title": "one"}, {"title": "two"}],
+                    }
+                },
+            },
+        }
+    )
+    plan = reconcile_intent(world(it))
+    assert plan.create == []  # no pr_create_from_plan
+    assert plan.forge is not None
+    assert plan.forge.step == "finish"

@@ -74,6 +74,15 @@ class IssueTriageParams(ApiModel):
     fill it in. Without it the Intent waits with reason NoAgentConfigured."""
 
 
+class TaskDraft(ApiModel):
+    """An issue proposed by an agent, created on GitHub only once the plan is approved."""
+
+    title: str = Field(min_length=1, max_length=256)
+    """The issue's title."""
+    body: str = Field(default="", max_length=16384)
+    """Its body."""
+
+
 class IssuePlanApproveParams(ApiModel):
     """Record approval of a plan proposed on an issue and begin execution."""
 
@@ -83,6 +92,9 @@ class IssuePlanApproveParams(ApiModel):
     """Issue number."""
     plan: LongText
     """The plan being approved."""
+    tasks: list[TaskDraft] = Field(default_factory=list, max_length=30)
+    """Issues drafted for approval (a project's epics and tasks): once approved they are
+    created, and no pull request is started."""
     base_branch: str = Field(default="main", max_length=255, pattern=BRANCH_PATTERN)
     """Branch the pull request implementing it targets."""
     run: RunTemplate | None = None
@@ -480,6 +492,8 @@ class ForgeStatus(ApiModel):
     """The pull request opened or updated."""
     followup: str | None = Field(default=None, max_length=253)
     """The Intent this one started (an approved plan's pr_create_from_plan)."""
+    issues: list[int] = Field(default_factory=list, max_length=30)
+    """The issues it created (an approved plan's drafted tasks)."""
     finished: bool = False
     """The forge side of the Intent is done (pushed, commented)."""
     problem: str | None = Field(default=None, max_length=1024)
