@@ -14,6 +14,7 @@ sprite branch that rewrites history or the base branch is refused and nothing is
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from typing import Any
 import pytest
 
 from lattice_adapters.localcluster.controlplane import free_port
+from lattice_adapters.sprites import SpritesAdapter
 from tests.support.admission_cases import build
 from tests.support.agents import agent
 from tests.support.cluster import Cluster, wait_for
@@ -116,6 +118,16 @@ else:
 """
 )
 
+# The agent is a file in the sprite: an argv this long would not fit the exec URL.
+AGENT_PATH = "/workspace/agent.py"
+AGENT_COMMAND = ["python3", AGENT_PATH]
+
+
+async def _install_agent(stack: Stack, sprite: str) -> None:
+    async with SpritesAdapter(stack.sprites.credentials) as backend:
+        await backend.write_file(sprite, AGENT_PATH, AGENT.encode())
+
+
 POLICY = {
     "apiVersion": "lattice.dev/v1alpha1",
     "kind": "IntentPolicy",
@@ -198,7 +210,7 @@ def wired(forge_stack: tuple[Stack, str], namespace: str, github: GitHubDouble) 
                 "webhookSecretRef": {"name": "hook", "key": "secret"},
                 "agent": {
                     "spriteRef": {"name": "box"},
-                    "command": ["python3", "-c", AGENT],
+                    "command": AGENT_COMMAND,
                     "timeoutSeconds": 300,
                 },
                 "approval": {"approvers": [{"github": "octocat", "user": "alice"}]},
@@ -206,7 +218,8 @@ def wired(forge_stack: tuple[Stack, str], namespace: str, github: GitHubDouble) 
         },
     )
     bind_role(stack, namespace, "alice", APPROVER_ROLE)
-    stack.wait_sprite_ready(namespace, "box")
+    sprite = stack.wait_sprite_ready(namespace, "box")
+    asyncio.run(_install_agent(stack, sprite["status"]["spriteName"]))
     url = f"{base}/github/{namespace}/app"
     wait_for(
         lambda: payloads.deliver(url, HOOK_SECRET, "ping", {"zen": "hi"}).status_code == 200,
@@ -255,7 +268,7 @@ def test_loop_2_plan_to_pull_request_to_fixup(wired: dict[str, Any], github: Git
                         "repo": repo,
                         "plan": "Invalidate the cache on save",
                         "headBranch": "lattice/cache",
-                        "run": {"spriteRef": {"name": "box"}, "command": ["python3", "-c", AGENT]},
+                        "run": {"spriteRef": {"name": "box"}, "command": AGENT_COMMAND},
                     }
                 },
                 "allowedActions": ["OPEN_PR", "POST_COMMENT"],
@@ -421,7 +434,7 @@ def test_a_branch_that_rewrites_history_or_the_base_is_refused(
                         "repo": repo,
                         "plan": f"do {marker}",
                         "headBranch": f"lattice/{name}",
-                        "run": {"spriteRef": {"name": "box"}, "command": ["python3", "-c", AGENT]},
+                        "run": {"spriteRef": {"name": "box"}, "command": AGENT_COMMAND},
                     }
                 },
                 "allowedActions": ["OPEN_PR"],
