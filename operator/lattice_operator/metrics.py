@@ -80,6 +80,25 @@ INTENT_DECISIONS = Counter(
     ["policy", "rule", "outcome"],
     registry=REGISTRY,
 )
+FORGE_STEPS = Counter(
+    "lattice_forge_steps_total",
+    "Forge steps of GitHub Intents (prepare, finish), by outcome (done, or the failure class).",
+    ["step", "outcome"],
+    registry=REGISTRY,
+)
+WEBHOOK_DELIVERIES = Counter(
+    "lattice_github_webhook_deliveries_total",
+    "GitHub webhook deliveries, by event and outcome (created, exists, approved, refused, "
+    "resumed, ignored, unknown_event, bad_signature, too_large, ...).",
+    ["event", "outcome"],
+    registry=REGISTRY,
+)
+WEBHOOK_SECONDS = Histogram(
+    "lattice_github_webhook_seconds",
+    "Time from a webhook delivery's arrival to its answer (the Intent written, when any).",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+    registry=REGISTRY,
+)
 FILEOPS_DONE = Counter(
     "lattice_fileops_requests_total",
     "FileOps requests carried out, by response status (ok, split, ask, fail, validation_error).",

@@ -6,6 +6,7 @@ Importing this package registers every handler with kopf's default registry.
 from lattice_operator.handlers import (
     _startup,
     admission,
+    github,
     healthcheck,
     intent,
     run,
@@ -13,4 +14,4 @@ from lattice_operator.handlers import (
     stream,
 )
 
-__all__ = ["_startup", "admission", "healthcheck", "intent", "run", "sprite", "stream"]
+__all__ = ["_startup", "admission", "github", "healthcheck", "intent", "run", "sprite", "stream"]

@@ -14,10 +14,17 @@ from lattice_adapters.kube import resource_path
 from lattice_operator.api.v1alpha1 import Run, Sprite
 from lattice_operator.api.v1alpha1.healthcheck import HealthCheckSpec
 from lattice_operator.api.v1alpha1.intentpolicy import IntentPolicySpec
-from lattice_operator.api.v1alpha1.resources import HEALTH_CHECKS, INTENT_POLICIES, INTENTS, RUNS
+from lattice_operator.api.v1alpha1.resources import (
+    GITHUB_REPOSITORIES,
+    HEALTH_CHECKS,
+    INTENT_POLICIES,
+    INTENTS,
+    RUNS,
+)
 from lattice_operator.handlers._context import context_of
 from lattice_operator.handlers.admission_config import (
     APPROVAL_HANDLER,
+    APPROVERS_HANDLER,
     GRANTS_HANDLER,
     HEALTH_CHECK_HANDLER,
     POLICY_HANDLER,
@@ -40,7 +47,11 @@ from lattice_operator.reconcilers.approvals import (
     records_json,
     subject_access_review,
 )
-from lattice_operator.reconcilers.grants import new_secret_grants, run_policy_refusal
+from lattice_operator.reconcilers.grants import (
+    new_approver_mappings,
+    new_secret_grants,
+    run_policy_refusal,
+)
 
 
 @kopf.on.mutate(*INTENTS.gvp, operations=["CREATE", "UPDATE"], id=APPROVAL_HANDLER)
@@ -57,14 +68,16 @@ async def stamp_approval(
         if request is None:
             return
         namespace, name = body.metadata.namespace or "", body.metadata.name or ""
+        subject = request.subject(dict(userinfo))
         review = await ctx.require_kube().create(
             resource_path("authorization.k8s.io", "v1", "subjectaccessreviews"),
-            access_review(dict(userinfo), namespace, name),
+            access_review(subject, namespace, name),
         )
         if not review.get("status", {}).get("allowed"):
             APPROVALS.labels(outcome="unauthorized").inc()
+            via = f" (GitHub user {request.forge_user})" if request.forge_user else ""
             raise ApprovalRefused(
-                f"{userinfo.get('username')} may not approve or reject intents in namespace "
+                f"{subject.get('username')}{via} may not approve or reject intents in namespace "
                 f"{namespace}: that needs the verb 'approve' on intents.lattice.dev "
                 "(for example the ClusterRole lattice-approver)",
                 403,
@@ -75,6 +88,7 @@ async def stamp_approval(
             parse_records(old_annotations),
             ctx.clock.now(),
             raw_spec_digest(body.get("spec")),
+            operator=ctx.identity,
         )
     except ApprovalRefused as exc:
         raise kopf.AdmissionError(str(exc), code=exc.code) from exc
@@ -156,3 +170,34 @@ async def check_healthcheck(body: kopf.Body, **_: Any) -> None:
         HealthCheckSpec.model_validate(dict(body.get("spec") or {}))
     except ValidationError as exc:
         raise kopf.AdmissionError(first_error("spec", exc), code=422) from exc
+
+
+@kopf.on.validate(*GITHUB_REPOSITORIES.gvp, operations=["CREATE", "UPDATE"], id=APPROVERS_HANDLER)
+async def check_approvers(
+    body: kopf.Body, userinfo: kopf.UserInfo, memo: kopf.Memo, **kwargs: Any
+) -> None:
+    # Mapping a GitHub account to a Kubernetes user lends that user's right to approve to
+    # whoever controls the GitHub account: only that user, or someone allowed to
+    # impersonate them (and their groups), may write it.
+    ctx = context_of(memo)
+    old: kopf.Body | None = kwargs.get("old")
+    for index, identity in new_approver_mappings(
+        dict(body.get("spec") or {}), dict(old.get("spec") or {}) if old else None
+    ):
+        subject = identity.get("user", "")
+        wanted = [("users", subject)] + [("groups", g) for g in identity.get("groups") or []]
+        if userinfo.get("username") == subject and not identity.get("groups"):
+            continue
+        for resource, name in wanted:
+            attributes = {"verb": "impersonate", "resource": resource, "name": name}
+            review = await ctx.require_kube().create(
+                resource_path("authorization.k8s.io", "v1", "subjectaccessreviews"),
+                subject_access_review(dict(userinfo), attributes),
+            )
+            if not review.get("status", {}).get("allowed"):
+                raise kopf.AdmissionError(
+                    f"spec.approval.approvers[{index}] ({identity.get('github')}): "
+                    f"{userinfo.get('username')} may not map a GitHub account to {resource[:-1]} "
+                    f"{name}: that needs the right to impersonate it",
+                    code=403,
+                )
