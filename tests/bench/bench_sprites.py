@@ -28,6 +28,7 @@ import shutil
 import socket
 import statistics
 import subprocess
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -35,6 +36,8 @@ from pathlib import Path
 import pytest
 
 from lattice_adapters.sprites import SpritesAdapter
+from lattice_adapters.sprites_local._container import setns
+from lattice_adapters.sprites_local._netns import CLONE_NEWNET, close_namespace, new_namespace
 from lattice_operator.api.v1alpha1 import NetworkRule
 from tests.support.loopback_server import LoopbackServer
 from tests.support.sprites_server import LocalSprites, sprites_server
@@ -276,16 +279,6 @@ async def egress_figures(server: LocalSprites, origin: LoopbackServer) -> dict[s
         inside = json.loads(out.decode().strip().splitlines()[-1])
         await adapter.delete_sprite("egress")
         direct = await asyncio.to_thread(_direct_download, origin.port, TUNNEL_BYTES)
-        # Kernel memory per idle sprite: its namespace (and the proxy's listening socket)
-        # live in the kernel, not in any process's resident set. Noisy on a shared machine.
-        before = _meminfo_kib()
-        for n in range(20):
-            await adapter.create_sprite(f"netns-{n}")
-            session = await adapter.exec(f"netns-{n}", ["true"], stdin=False)
-            assert await session.wait() == 0
-        after = _meminfo_kib()
-        for n in range(20):
-            await adapter.delete_sprite(f"netns-{n}")
     return {
         "tunnel_bytes": TUNNEL_BYTES,
         "connect_tunnel_mb_per_s": inside["mb_per_s"],
@@ -294,8 +287,45 @@ async def egress_figures(server: LocalSprites, origin: LoopbackServer) -> dict[s
         "tunnels": TUNNELS,
         "tunnel_open_and_echo_p50_ms": inside["p50"] * 1000,
         "tunnel_open_and_echo_p99_ms": inside["p99"] * 1000,
-        "kernel_slab_growth_per_sprite_kib": (after["Slab"] - before["Slab"]) / 20,
-        "kernel_percpu_growth_per_sprite_kib": (after["Percpu"] - before["Percpu"]) / 20,
+        **netns_costs(),
+    }
+
+
+def netns_costs(count: int = 50, switches: int = 20_000) -> dict[str, float]:
+    """What a sprite's namespace costs by itself: making one (with `lo` up and the proxy's
+    socket listening), one setns into it (the exec path's fifth), and the kernel memory
+    it holds (slab and per-CPU growth over `count` namespaces: it is in no process's
+    resident set; noisy on a shared machine)."""
+    before = _meminfo_kib()
+    made, times = [], []
+    for _ in range(count):
+        started = time.perf_counter()
+        made.append(new_namespace(0))
+        times.append(time.perf_counter() - started)
+    after = _meminfo_kib()
+    fd = made[0][0]
+    per_switch: list[float] = []
+
+    def switch() -> None:
+        own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+        started = time.perf_counter()
+        for _ in range(switches // 2):
+            setns(fd, CLONE_NEWNET)
+            setns(own, CLONE_NEWNET)
+        per_switch.append((time.perf_counter() - started) / switches)
+        os.close(own)
+
+    thread = threading.Thread(target=switch)
+    thread.start()
+    thread.join()
+    for namespace in made:
+        close_namespace(*namespace)
+    return {
+        "netns_create_p50_ms": statistics.median(times) * 1000,
+        "netns_create_p99_ms": percentile(times, 99) * 1000,
+        "setns_net_us": per_switch[0] * 1e6,
+        "netns_kernel_slab_kib": (after["Slab"] - before["Slab"]) / count,
+        "netns_kernel_percpu_kib": (after["Percpu"] - before["Percpu"]) / count,
     }
 
 
