@@ -42,10 +42,8 @@ def test_deny_wins_among_equally_specific_rules_and_names_the_rule() -> None:
         "API.Example.com."
     )
     assert not verdict.allowed
-    assert verdict.reason == (
-        'network policy rule {"action": "deny", "domain": "api.example.com"} '
-        "denies api.example.com"
-    )
+    rule = '{"action": "deny", "domain": "api.example.com"}'
+    assert verdict.reason == f"network policy rule {rule} denies api.example.com"
 
 
 def test_rules_without_a_match_refuse() -> None:
