@@ -308,6 +308,9 @@ class EgressProxy:
                     await _finish(reader, conn.client, answer(refusal.status, refusal.message))
         except (OSError, asyncio.IncompleteReadError):
             pass
+        except Exception:
+            # A bug here must not take the server down, nor go unseen.
+            _log.exception("%s: egress proxy connection failed", self.sprite)
         finally:
             self._conns.discard(conn)
             conn.cut()
