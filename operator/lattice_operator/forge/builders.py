@@ -63,7 +63,7 @@ def tasks_plan(tasks: list[dict[str, str]]) -> str:
 
 
 def plan_intent(
-    triage: Intent, plan: str, base_branch: str = "main", tasks: list[dict[str, str]] | None = None
+    triage: Intent, plan: str, tasks: list[dict[str, str]] | None = None
 ) -> dict[str, Any]:
     """The issue_plan_approve Intent for the plan (or the drafted issues) a triage agent
     proposed."""
@@ -73,7 +73,7 @@ def plan_intent(
         "repo": params.repo,
         "issueNumber": params.issue_number,
         "plan": plan[:60_000],
-        "baseBranch": base_branch,
+        "baseBranch": params.base_branch,
     }
     if params.run is not None:
         member["run"] = params.run.to_wire()

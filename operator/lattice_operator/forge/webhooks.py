@@ -211,6 +211,7 @@ def triage_intent(
                     "issueNumber": number,
                     "title": str(issue.get("title") or "")[:1024],
                     "body": str(issue.get("body") or "")[:65536],
+                    "baseBranch": spec.base_branch,
                     **_run(repository),
                 }
             },

@@ -161,3 +161,20 @@ def test_signatures_are_checked() -> None:
     assert not verify_signature(b"s3cret", body + b" ", header)
     assert not verify_signature(b"s3cret", body, None)
     assert not verify_signature(b"s3cret", body, header.replace("sha256=", "sha1="))
+
+
+def test_the_plan_out_of_a_triage_targets_the_repositorys_base_branch() -> None:
+    from lattice_operator.forge.builders import plan_intent
+
+    payload = webhook_example("issues", "opened")
+    outcome = route("issues", "d-1", payload, repository(baseBranch="develop"))
+    triage = Intent.model_validate(
+        {**outcome.manifest, "metadata": {**outcome.manifest["metadata"], "uid": "triage-uid"}}
+    )
+    params = triage.spec.params.issue_triage
+    assert params is not None
+    assert params.base_branch == "develop"
+    plan = Intent.model_validate(plan_intent(triage, "1. do it"))
+    approve = plan.spec.params.issue_plan_approve
+    assert approve is not None
+    assert approve.base_branch == "develop"

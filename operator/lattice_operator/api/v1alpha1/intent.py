@@ -69,6 +69,9 @@ class IssueTriageParams(ApiModel):
     """Issue title, as seen when proposed."""
     body: LongText | None = None
     """Issue body, as seen when proposed."""
+    base_branch: str = Field(default="main", max_length=255, pattern=BRANCH_PATTERN)
+    """Branch a plan that comes out of the triage targets (a GitHubRepository sets its
+    `baseBranch`)."""
     run: RunTemplate | None = None
     """The agent that does the work (its Sprite and command); a GitHubRepository's rules
     fill it in. Without it the Intent waits with reason NoAgentConfigured."""
