@@ -1,8 +1,17 @@
 """kopf wiring only: each handler is a decorator and a few lines calling a reconciler.
 
-Importing this package registers every handler with kopf's default registry.
+Importing this package registers every handler: the reconciling ones with kopf's default
+registry (run by the leader), the admission ones with `_registry.SERVING` (every replica).
 """
 
-from lattice_operator.handlers import _startup, admission, intent, run, sprite, stream
+from lattice_operator.handlers import (
+    _startup,
+    admission,
+    intent,
+    run,
+    sprite,
+    stream,
+    webhook_cert,
+)
 
-__all__ = ["_startup", "admission", "intent", "run", "sprite", "stream"]
+__all__ = ["_startup", "admission", "intent", "run", "sprite", "stream", "webhook_cert"]

@@ -14,6 +14,7 @@ from lattice_operator.api.v1alpha1 import Run, Sprite
 from lattice_operator.api.v1alpha1.intentpolicy import IntentPolicySpec
 from lattice_operator.api.v1alpha1.resources import INTENT_POLICIES, INTENTS, RUNS
 from lattice_operator.handlers._context import context_of
+from lattice_operator.handlers._registry import SERVING
 from lattice_operator.handlers.admission_config import (
     APPROVAL_HANDLER,
     GRANTS_HANDLER,
@@ -39,7 +40,9 @@ from lattice_operator.reconcilers.approvals import (
 from lattice_operator.reconcilers.grants import new_secret_grants, run_policy_refusal
 
 
-@kopf.on.mutate(*INTENTS.gvp, operations=["CREATE", "UPDATE"], id=APPROVAL_HANDLER)
+@kopf.on.mutate(
+    *INTENTS.gvp, operations=["CREATE", "UPDATE"], id=APPROVAL_HANDLER, registry=SERVING
+)
 async def stamp_approval(
     body: kopf.Body, userinfo: kopf.UserInfo, patch: kopf.Patch, memo: kopf.Memo, **kwargs: Any
 ) -> None:
@@ -79,7 +82,9 @@ async def stamp_approval(
     patch.metadata.annotations[REQUEST] = None
 
 
-@kopf.on.validate(*INTENTS.gvp, operations=["CREATE", "UPDATE"], id=GRANTS_HANDLER)
+@kopf.on.validate(
+    *INTENTS.gvp, operations=["CREATE", "UPDATE"], id=GRANTS_HANDLER, registry=SERVING
+)
 async def check_grants(
     body: kopf.Body, userinfo: kopf.UserInfo, memo: kopf.Memo, **kwargs: Any
 ) -> None:
@@ -103,7 +108,9 @@ async def check_grants(
             )
 
 
-@kopf.on.validate(*RUNS.gvp, operations=["CREATE", "UPDATE"], id=RUN_OWNER_HANDLER)
+@kopf.on.validate(
+    *RUNS.gvp, operations=["CREATE", "UPDATE"], id=RUN_OWNER_HANDLER, registry=SERVING
+)
 async def check_run_owner(userinfo: kopf.UserInfo, memo: kopf.Memo, **_: Any) -> None:
     # Grants follow an Intent's controller reference (with status.runRef): only the operator,
     # executing an approved Intent, may make one. Called only for such writes (matchConditions).
@@ -117,7 +124,7 @@ async def check_run_owner(userinfo: kopf.UserInfo, memo: kopf.Memo, **_: Any) ->
         )
 
 
-@kopf.on.validate(*RUNS.gvp, operations=["CREATE"], id=RUN_POLICY_HANDLER)
+@kopf.on.validate(*RUNS.gvp, operations=["CREATE"], id=RUN_POLICY_HANDLER, registry=SERVING)
 async def check_run_policy(body: kopf.Body, **kwargs: Any) -> None:
     # Called for Runs no Intent controls (matchConditions). A Sprite not known yet is not
     # refused here: the operator checks again before it starts the Run.
@@ -135,7 +142,9 @@ async def check_run_policy(body: kopf.Body, **kwargs: Any) -> None:
         raise kopf.AdmissionError(f"spec.spriteRef.name: {refusal}", code=403)
 
 
-@kopf.on.validate(*INTENT_POLICIES.gvp, operations=["CREATE", "UPDATE"], id=POLICY_HANDLER)
+@kopf.on.validate(
+    *INTENT_POLICIES.gvp, operations=["CREATE", "UPDATE"], id=POLICY_HANDLER, registry=SERVING
+)
 async def check_policy(body: kopf.Body, **_: Any) -> None:
     try:
         spec = IntentPolicySpec.model_validate(dict(body.get("spec") or {}))
