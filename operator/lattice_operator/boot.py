@@ -224,6 +224,10 @@ def run_operator(settings: OperatorSettings, *, verbose: bool = False) -> int:
     # One line per backend request is noise at INFO; failures are logged by the adapter.
     logging.getLogger("httpx").setLevel(logging.DEBUG if verbose else logging.WARNING)
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    # Each kopf operator warns that it ignores signals in its thread: supervise() handles them.
+    logging.getLogger("kopf._core.reactor.running").addFilter(
+        lambda record: "OS signals are ignored" not in record.getMessage()
+    )
     # Event ingestion allocates many short-lived objects: collecting the young generation
     # every 700 allocations cost a third of the engine's time (bench_protocol). Freeze what
     # start-up loaded and collect less often.

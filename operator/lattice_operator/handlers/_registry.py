@@ -8,8 +8,17 @@ so it is Ready and the webhook Service may route to it.
 
 from __future__ import annotations
 
+from typing import Any
+
 import kopf
 
 SERVING = kopf.OperatorRegistry()
+
+
+@kopf.on.login(registry=SERVING)
+def login(**kwargs: Any) -> Any:
+    """The same credentials as kopf's default registry finds (a plain registry has none)."""
+    return kopf.login_via_client(**kwargs)
+
 
 __all__ = ["SERVING"]

@@ -155,7 +155,10 @@ class SecretStore:
 
 
 def new_ca(validity: float) -> tuple[bytes, bytes]:
-    pair, _, _ = tls.make_ca("lattice-webhook-ca", datetime.timedelta(seconds=validity))
+    # A name of its own per CA: verifiers pick an issuer by name first, and during a
+    # rotation the bundle holds two CAs.
+    name = f"lattice-webhook-ca-{datetime.datetime.now(datetime.UTC):%Y%m%dT%H%M%S.%f}"
+    pair, _, _ = tls.make_ca(name, datetime.timedelta(seconds=validity))
     return pair.cert_pem, pair.key_pem
 
 
