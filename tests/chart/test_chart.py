@@ -81,6 +81,9 @@ def test_sprites_backend_from_values() -> None:
     settings = OperatorSettings.model_validate(yaml.safe_load(text))
     assert settings.backend.api_url == "https://sprites.example"
     assert settings.backend.token_secret == f"{NAMESPACE}/tok"
+    # Readable in the release's namespace whatever watchNamespaces says.
+    own = find(docs, "Role", f"{RELEASE}-lattice-operator-self")
+    assert (["get"], ["tok"]) in _rules(own, "secrets")
 
 
 def _comparable(webhook: dict[str, Any]) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lattice_adapters.localcluster.controlplane import _proc_start_time
+from lattice_adapters.localcluster.controlplane import proc_start_time
 
 LATTICE = [sys.executable, "-c", "from lattice_operator.cli import main; main()"]
 
@@ -66,7 +66,7 @@ def test_a_live_process_that_does_not_lead_its_own_group_is_not_signalled(
     # Started in our process group, as a pid reused by an unrelated process would be.
     victim = subprocess.Popen(["sleep", "60"])
     try:
-        start = _proc_start_time(victim.pid)
+        start = proc_start_time(victim.pid)
         assert start is not None
         directory = state_file(
             tmp_path / "s", [{"name": "etcd", "pid": victim.pid, "start_time": start, "log": ""}]
