@@ -10,7 +10,7 @@ LATTICE := $(VENV)/bin/lattice
 VENV_STAMP := $(VENV)/.stamp-$(shell cat pyproject.toml requirements.lock 2>/dev/null | sha256sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: help venv tools sprite-rootfs browser node-tools image chart test unit lint typecheck crds crds-check cluster-up cluster-down dev bench node-test clean
+.PHONY: help venv tools sprite-rootfs browser node-tools image chart test unit lint typecheck crds crds-check cluster-up cluster-down node-up node-down dev bench node-test clean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
@@ -66,6 +66,12 @@ cluster-up: venv tools ## Start the local control plane (kubeconfig in .lattice/
 
 cluster-down: venv ## Stop the local control plane started by cluster-up
 	$(LATTICE) cluster down
+
+node-up: venv tools node-tools ## A single-node cluster (kubelet, containerd) in a network namespace; root
+	$(LATTICE) cluster up --node --state-dir .lattice/node
+
+node-down: venv ## Stop the node cluster started by node-up
+	$(LATTICE) cluster down --state-dir .lattice/node
 
 dev: venv tools sprite-rootfs ## The whole stack on this machine, with a sample driven to completion
 	$(LATTICE) dev

@@ -48,6 +48,9 @@ class RotationTimings:
     rotate_before: float
     propagation: float
     reload_interval: float
+    validity: float = float("inf")
+    """A certificate with more time left than this (and `propagation`) was made under a
+    longer validity than the one configured now: it is rotated too."""
 
 
 class Action(Enum):
@@ -116,6 +119,8 @@ class RotationPlanner:
         left = (state.serving_not_after - now).total_seconds()
         if left <= t.rotate_before:
             return Step(Action.BEGIN, reason=f"the serving certificate expires in {left:.0f} s")
+        if left > t.validity + t.propagation:
+            return Step(Action.BEGIN, reason=f"valid {left:.0f} s more than the validity allows")
         return Step(Action.WAIT, left - t.rotate_before, "nothing due")
 
 

@@ -81,6 +81,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeCluster]:
     finally:
         records = list(cluster.records)
         down = lattice_cli("cluster", "down", "--state-dir", str(state))
+        cluster.reap()
         timings = {k: round(v, 1) for k, v in TIMINGS.items()}
         print(f"\nnode e2e timings (s): {json.dumps(timings)}")
     assert down.returncode == 0, down.stdout + down.stderr
@@ -347,8 +348,9 @@ def test_the_webhook_certificate_rotates_without_a_refused_request(
     node = installed
     upgrade(
         node,
-        "--set", "webhook.certValidityDays=0.0007",  # about 60 s
-        "--set", "webhook.certRotateBeforeDays=0.00046",  # about 40 s
+        # --set-json: helm's --set reads a decimal as a string.
+        "--set-json", "webhook.certValidityDays=0.0007",  # about 60 s
+        "--set-json", "webhook.certRotateBeforeDays=0.00046",  # about 40 s
         "--set", "settings.webhook.certificate.propagation=2",
         "--set", "settings.webhook.certificate.reload_interval=1",
     )  # fmt: skip

@@ -116,6 +116,13 @@ class NodeCluster:
             raise NodeError(f"{path}: {netns!r} is not a namespace this harness made")
         return cluster
 
+    def reap(self) -> None:
+        """Collect the exit status of the processes this object started (after they were
+        stopped, possibly by another process)."""
+        for child in self._children:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(timeout=5)
+
     def alive(self, name: str) -> bool:
         record = next((r for r in reversed(self.records) if r.name == name), None)
         return record is not None and proc_start_time(record.pid) == record.start_time

@@ -284,6 +284,7 @@ class CertRotator:
                 rotate_before=self._settings.rotate_before,
                 propagation=self._settings.propagation,
                 reload_interval=self._settings.reload_interval,
+                validity=self._settings.validity,
             ),
             clock,
         )

@@ -74,6 +74,15 @@ def test_a_certificate_near_expiry_begins_a_rotation() -> None:
     assert RotationPlanner(TIMINGS, clock).plan(near, NAMES, True).action is Action.BEGIN
 
 
+def test_a_certificate_longer_lived_than_the_validity_now_configured_is_rotated() -> None:
+    """Shortening the validity takes effect at once, through an ordinary rotation."""
+    clock = FakeClock()
+    timings = replace(TIMINGS, validity=30.0)
+    assert RotationPlanner(timings, clock).plan(state(clock), NAMES, True).action is Action.BEGIN
+    fresh = state(clock, serving_not_after=clock.now() + timedelta(seconds=30.5))
+    assert RotationPlanner(timings, clock).plan(fresh, NAMES, True).action is Action.WAIT
+
+
 def test_the_switch_waits_for_the_new_bundle_to_propagate() -> None:
     clock = FakeClock()
     planner = RotationPlanner(TIMINGS, clock)
@@ -207,7 +216,7 @@ def test_no_handshake_is_refused_across_many_rotations(api_delay: float) -> None
     validity, tick = 8.0, 0.05
     clock = FakeClock()
     world = World(clock, api_delay)
-    planner = RotationPlanner(TIMINGS, clock)
+    planner = RotationPlanner(replace(TIMINGS, validity=validity), clock)
     # Three replicas reload every reload_interval, each at its own phase.
     phases = {"a": 0.0, "b": 0.17, "c": 0.41}
     refused: list[str] = []
