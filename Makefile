@@ -58,8 +58,9 @@ crds-check: venv
 unit: venv ## Only the tests that need no cluster
 	$(PY) -m pytest tests/unit tests/test_layout.py $(PYTEST_ARGS)
 
-test: venv tools sprite-rootfs browser lint typecheck crds-check ## Everything: lint, types, unit, contract and e2e tests
+test: venv tools sprite-rootfs browser node-tools lint typecheck crds-check ## Everything: lint, types, unit, contract, e2e and node tests (root)
 	$(PY) -m pytest -m 'not bench and not node' $(PYTEST_ARGS)
+	$(PY) -m pytest -m node tests/node $(PYTEST_ARGS)
 
 cluster-up: venv tools ## Start the local control plane (kubeconfig in .lattice/cluster/)
 	$(LATTICE) cluster up
@@ -76,7 +77,7 @@ node-down: venv ## Stop the node cluster started by node-up
 dev: venv tools sprite-rootfs ## The whole stack on this machine, with a sample driven to completion
 	$(LATTICE) dev
 
-node-test: venv tools sprite-rootfs node-tools ## The chart on a real node (kubelet, containerd) in a network namespace; needs root
+node-test: venv tools sprite-rootfs node-tools ## Only the node tests (part of make test): the chart on a real node in a network namespace; root
 	$(PY) -m pytest -m node tests/node $(PYTEST_ARGS)
 
 bench: venv tools sprite-rootfs ## Benchmarks; figures go to bench-results/
