@@ -65,6 +65,8 @@ class KopfThread:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._started = threading.Event()
+        self.ready = threading.Event()
+        """Set once kopf has run the start-up handlers (kopf's ready flag)."""
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._main, name=f"kopf-{name}", daemon=True)
         self._done: asyncio.Future[None] | None = None
@@ -104,14 +106,21 @@ class KopfThread:
             liveness_endpoint=self._liveness,
             memo=memo,
             stop_flag=self._stop,
+            ready_flag=self.ready,
         )
 
     def stop(self) -> None:
+        if self._done is None:
+            return  # never started
         if not self._started.wait(timeout=10) or self._loop is None or self._stop is None:
             return
         stop = self._stop
         with contextlib.suppress(RuntimeError):  # its loop has already closed
             self._loop.call_soon_threadsafe(stop.set)
+
+    async def wait_ready(self) -> None:
+        while not self.ready.is_set():  # noqa: ASYNC110 - a flag set from another thread
+            await asyncio.sleep(0.05)
 
     async def finished(self) -> None:
         assert self._done is not None, "not started"
@@ -166,7 +175,6 @@ async def supervise(settings: OperatorSettings, serving_registry: Any) -> int:
     )
     serving = KopfThread("serving", settings, serving_registry, liveness)
     reconciling = KopfThread("reconciling", settings, kopf.get_default_registry(), None)
-    serving.start()
 
     async def stop_all(elector: Elector | None, why: str) -> int:
         reconciling.stop()
@@ -182,11 +190,23 @@ async def supervise(settings: OperatorSettings, serving_registry: Any) -> int:
 
     if not settings.leader_election.enabled:
         LEADER.set(1)
+        # Alone, the process is live (its health endpoint answers) once everything started.
         reconciling.start()
         what = await _first(
-            signal=stopping.wait(), serving=serving.finished(), reconciling=reconciling.finished()
+            signal=stopping.wait(),
+            reconciling=reconciling.finished(),
+            ready=reconciling.wait_ready(),
         )
+        if what == "ready":
+            serving.start()
+            what = await _first(
+                signal=stopping.wait(),
+                serving=serving.finished(),
+                reconciling=reconciling.finished(),
+            )
         return await stop_all(None, what)
+
+    serving.start()
 
     async with KubeClient(KubeConfig.load()) as kube:
         elector = Elector.for_settings(kube, settings.leader_election, SystemClock())

@@ -234,6 +234,11 @@ def test_a_standby_reconciles_nothing_but_serves_admission(
     try:
         b = replicas("op-b")
         apply(cluster, namespace, build("sprite.yaml", "idle", {}))
+        # One the leader reconciled already: its finalizer must stay (kopf removes its
+        # finalizer from objects it has no deletion handler for).
+        owned = build("sprite.yaml", "owned", {})
+        owned["metadata"]["finalizers"] = ["lattice.dev/finalizer"]
+        apply(cluster, namespace, owned)
         bad = build("intentpolicy.yaml", "bad", {})
         bad["spec"]["rules"][0]["match"] = "intent.spec.kind + 1"  # a type error
         refused = cluster.kubectl(
@@ -248,6 +253,9 @@ def test_a_standby_reconciles_nothing_but_serves_admission(
         assert "status" not in sprite, sprite.get("status")
         assert not sprite["metadata"].get("finalizers")
         assert not [k for k in sprite["metadata"].get("annotations", {}) if "lattice.dev" in k]
+        owned = get(cluster, namespace, "sprites", "owned")
+        assert owned["metadata"]["finalizers"] == ["lattice.dev/finalizer"]
+        assert "status" not in owned
         assert b.leader_gauge() == 0.0
         assert holder(cluster, namespace) == "someone-else"
     finally:

@@ -139,6 +139,16 @@ def process_record(raw: object, path: Path) -> ProcessRecord:
     return ProcessRecord(str(name), pid, start, str(raw.get("log") or ""))
 
 
+def started_record(proc: subprocess.Popen[bytes], name: str, log: Path) -> ProcessRecord | None:
+    """The record of a process just started (None if it exited at once)."""
+    for _ in range(200):
+        start_time = proc_start_time(proc.pid)
+        if start_time:
+            return ProcessRecord(name, proc.pid, start_time, str(log))
+        time.sleep(0.01)
+    return None
+
+
 def kill_record(record: ProcessRecord, timeout: float = 15.0) -> None:
     """Stop one process we started, by id, only if it is still that same process.
 
@@ -409,15 +419,10 @@ class LocalControlPlane:
         finally:
             log.close()
         self._children.append(proc)
-        start_time = None
-        for _ in range(100):
-            start_time = proc_start_time(proc.pid)
-            if start_time:
-                break
-            time.sleep(0.01)
-        if start_time is None:
+        record = started_record(proc, name, log_path)
+        if record is None:
             raise ControlPlaneError(f"{name} exited at once; see {log_path}")
-        self.state.processes.append(ProcessRecord(name, proc.pid, start_time, str(log_path)))
+        self.state.processes.append(record)
         self.state.save()
 
     def _wait_http(self, url: str, deadline: float, *, tls: bool) -> None:

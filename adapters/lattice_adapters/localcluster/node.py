@@ -39,6 +39,7 @@ from lattice_adapters.localcluster.controlplane import (
     kubeconfig_document,
     proc_start_time,
     process_record,
+    started_record,
 )
 
 NODE_STATE_FILE = "node-state.json"
@@ -182,15 +183,10 @@ class NodeCluster:
         finally:
             log.close()
         self._children.append(proc)
-        start_time = None
-        for _ in range(200):
-            start_time = proc_start_time(proc.pid)
-            if start_time:
-                break
-            time.sleep(0.01)
-        if start_time is None:
+        record = started_record(proc, name, log_path)
+        if record is None:
             raise NodeError(f"{name} exited at once:\n{self.log(name)[-3000:]}")
-        self.records.append(ProcessRecord(name, proc.pid, start_time, str(log_path)))
+        self.records.append(record)
         self.save()
 
     def log(self, name: str) -> str:

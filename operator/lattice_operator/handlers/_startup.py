@@ -28,10 +28,18 @@ from lattice_operator.ports.errors import CredentialsMissing
 log = logging.getLogger(__name__)
 
 
-def _kopf_settings(settings: kopf.OperatorSettings, ctx: OperatorContext) -> None:
+# The serving operator watches Sprites for an index only. kopf removes its finalizer from any
+# object for which it has no deletion handler: under the reconciling operator's name it would
+# strip the leader's finalizer. Under this name, set on no object, it never writes anything.
+SERVING_FINALIZER = "serving.lattice.dev/never-set"
+
+
+def _kopf_settings(
+    settings: kopf.OperatorSettings, ctx: OperatorContext, *, serving: bool = False
+) -> None:
     ours = ctx.settings
     settings.posting.reporting_component = ours.component
-    settings.persistence.finalizer = ours.finalizer
+    settings.persistence.finalizer = SERVING_FINALIZER if serving else ours.finalizer
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="lattice.dev")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix="lattice.dev", key="last-handled-configuration"
@@ -52,7 +60,7 @@ async def _kube(ctx: OperatorContext) -> KubeClient:
 async def configure_serving(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     """Every replica: the admission webhook server and what its handlers need."""
     ctx = context_of(memo)
-    _kopf_settings(settings, ctx)
+    _kopf_settings(settings, ctx, serving=True)
     ctx.identity = await _own_identity(await _kube(ctx))
     server: kopf.WebhookServerProtocol = await webhook_server(ctx)
     if ctx.settings.webhook.managed:
