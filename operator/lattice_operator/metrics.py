@@ -123,6 +123,22 @@ REFUSED_ACTIONS = Counter(
     ["reason"],
     registry=REGISTRY,
 )
+LEADER = Gauge(
+    "lattice_leader",
+    "1 while this replica holds the leader Lease and reconciles; 0 while it stands by.",
+    registry=REGISTRY,
+)
+WEBHOOK_CERT_EXPIRY = Gauge(
+    "lattice_webhook_cert_expiry_timestamp_seconds",
+    "When the webhook serving certificate this replica serves expires (Unix time).",
+    registry=REGISTRY,
+)
+WEBHOOK_CERT_STEPS = Counter(
+    "lattice_webhook_cert_steps_total",
+    "Webhook certificate steps carried out (create, reissue, publish, begin, switch, drop).",
+    ["step"],
+    registry=REGISTRY,
+)
 
 
 RECONCILE_OUTCOMES = ("ok", "error", "blocked")
@@ -178,6 +194,7 @@ __all__ = [
     "FILEOPS_DONE",
     "INTENT_DECISIONS",
     "K8S_EVENTS_DROPPED",
+    "LEADER",
     "OUTBOX_LAG",
     "RECEIPTS",
     "RECONCILES",
@@ -187,6 +204,8 @@ __all__ = [
     "REGISTRY",
     "STATUS_PATCHES",
     "VIOLATIONS",
+    "WEBHOOK_CERT_EXPIRY",
+    "WEBHOOK_CERT_STEPS",
     "PhaseCollector",
     "reconcile_timer",
 ]

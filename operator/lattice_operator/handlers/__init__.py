@@ -1,6 +1,7 @@
 """kopf wiring only: each handler is a decorator and a few lines calling a reconciler.
 
-Importing this package registers every handler with kopf's default registry.
+Importing this package registers every handler: the reconciling ones with kopf's default
+registry (run by the leader), the admission ones with `_registry.SERVING` (every replica).
 """
 
 from lattice_operator.handlers import (
@@ -12,6 +13,17 @@ from lattice_operator.handlers import (
     run,
     sprite,
     stream,
+    webhook_cert,
 )
 
-__all__ = ["_startup", "admission", "github", "healthcheck", "intent", "run", "sprite", "stream"]
+__all__ = [
+    "_startup",
+    "admission",
+    "github",
+    "healthcheck",
+    "intent",
+    "run",
+    "sprite",
+    "stream",
+    "webhook_cert",
+]
