@@ -161,7 +161,7 @@ async def supervise(settings: OperatorSettings, serving_registry: Any) -> int:
 
     from lattice_adapters.kube import KubeClient, KubeConfig
     from lattice_operator.clock import SystemClock
-    from lattice_operator.handlers.leader_election import Elector
+    from lattice_operator.handlers.leader_election import Elector, PodLabeler
     from lattice_operator.metrics import LEADER
 
     loop = asyncio.get_running_loop()
@@ -176,9 +176,11 @@ async def supervise(settings: OperatorSettings, serving_registry: Any) -> int:
     serving = KopfThread("serving", settings, serving_registry, liveness)
     reconciling = KopfThread("reconciling", settings, kopf.get_default_registry(), None)
 
-    async def stop_all(elector: Elector | None, why: str) -> int:
+    async def stop_all(elector: Elector | None, why: str, labeler: PodLabeler | None = None) -> int:
         reconciling.stop()
         stopped = await reconciling.join()
+        if labeler is not None:
+            await labeler.step_down()  # before the Lease: no Service sends to a standby
         if elector is not None and stopped:
             await elector.release()  # the standby takes over at once
         LEADER.set(0)
@@ -210,22 +212,34 @@ async def supervise(settings: OperatorSettings, serving_registry: Any) -> int:
 
     async with KubeClient(KubeConfig.load()) as kube:
         elector = Elector.for_settings(kube, settings.leader_election, SystemClock())
+        labeler = PodLabeler.for_settings(kube, settings.leader_election)
+        if labeler is not None:
+            await labeler.step_down()  # a restarted container's Pod may still carry it
         what = await _first(
             signal=stopping.wait(), serving=serving.finished(), lease=elector.acquire()
         )
         if what != "lease":
             return await stop_all(None, what)
         reconciling.start()
-        what = await _first(
-            signal=stopping.wait(),
-            serving=serving.finished(),
-            reconciling=reconciling.finished(),
-            lost=elector.keep(),
-        )
+        waits: dict[str, Awaitable[Any]] = {
+            "signal": stopping.wait(),
+            "serving": serving.finished(),
+            "reconciling": reconciling.finished(),
+            "lost": elector.keep(),
+        }
+        if labeler is not None:
+            # The stream and the GitHub webhooks run in the reconciling operator only; their
+            # Services select the labelled Pod, once it serves them.
+            async def label_when_ready(labeler: PodLabeler) -> None:
+                await reconciling.wait_ready()
+                await labeler.keep(settings.leader_election.retry_period)
+
+            waits["labels"] = label_when_ready(labeler)
+        what = await _first(**waits)
         if what == "lost":
             log.error("stopping at once: this replica is no longer the leader")
             _hard_exit(LOST_LEASE_EXIT)
-        return await stop_all(elector, what)
+        return await stop_all(elector, what, labeler)
 
 
 def run_operator(settings: OperatorSettings, *, verbose: bool = False) -> int:

@@ -181,6 +181,38 @@ class LeaderElection:
             self._observed_at = self._clock.monotonic()
 
 
+LEADER_VALUE = "true"
+
+
+def leader_label_patches(
+    label: str, own: str, pods: list[dict[str, Any]]
+) -> list[tuple[str, dict[str, Any]]]:
+    """The leader's view: which Pods to patch so that `own` carries `label: "true"` and no
+    other of `pods` does, as (Pod name, merge patch), its own first. `pods` may be all of the installation's
+    Pods or only those carrying the label; `own` absent from them is labelled. A Pod being
+    deleted keeps its label: it has left every Service's endpoints already."""
+    patches: list[tuple[str, dict[str, Any]]] = []
+    seen = False
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        name = str(meta.get("name") or "")
+        carries = (meta.get("labels") or {}).get(label) == LEADER_VALUE
+        if name == own:
+            seen = True
+            if not carries:
+                patches.append((name, label_patch(label, leading=True)))
+        elif carries and not meta.get("deletionTimestamp"):
+            patches.append((name, label_patch(label, leading=False)))
+    if not seen:
+        patches.insert(0, (own, label_patch(label, leading=True)))
+    return patches
+
+
+def label_patch(label: str, *, leading: bool) -> dict[str, Any]:
+    """The merge patch that puts the label on a Pod, or takes it off (null deletes a key)."""
+    return {"metadata": {"labels": {label: LEADER_VALUE if leading else None}}}
+
+
 def _parse_time(value: Any) -> datetime | None:
     if not value:
         return None
@@ -192,4 +224,13 @@ def _format_time(value: datetime) -> str:
     return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-__all__ = ["JITTER", "ElectionTimings", "LeaderElection", "LeaseRecord", "Write"]
+__all__ = [
+    "JITTER",
+    "LEADER_VALUE",
+    "ElectionTimings",
+    "LeaderElection",
+    "LeaseRecord",
+    "Write",
+    "label_patch",
+    "leader_label_patches",
+]

@@ -32,6 +32,14 @@ class LeaderElectionSettings(_Settings):
     """Seconds the leader keeps failing to renew before it stops (and exits)."""
     retry_period: float = Field(default=2.0, gt=0)
     """Seconds between attempts to acquire or renew the Lease."""
+    pod_label: str | None = Field(default=None, min_length=1, max_length=317)
+    """Label the leader puts on its own Pod (value `true`, the Pod named by $POD_NAME in
+    $POD_NAMESPACE) and takes off when it steps down, so a Service selecting it reaches the
+    one replica that serves the stream and the GitHub webhooks (the Helm chart sets
+    `lattice.dev/leader`). None: no Pod is labelled."""
+    pod_selector: str = ""
+    """Label selector of this installation's Pods: a new leader takes the label off any
+    other of them that still carries it (a dead leader's Pod may linger)."""
 
     @model_validator(mode="after")
     def _timings_ordered(self) -> LeaderElectionSettings:

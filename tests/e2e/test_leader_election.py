@@ -1,7 +1,8 @@
 """Two operator processes against one cluster: only the holder of the leader Lease
 reconciles; a standby serves admission and nothing else; kill -9 the leader and the standby
 takes over within the Lease's duration, finishing the Run in flight exactly once; a clean
-stop hands the Lease over at once; a leader that loses its Lease exits."""
+stop hands the Lease over at once; a leader that loses its Lease exits; the leader label
+follows the Lease from Pod to Pod."""
 
 from __future__ import annotations
 
@@ -63,7 +64,7 @@ def replicas(
 ) -> Iterator[Any]:
     started: list[Replica] = []
 
-    def start(name: str, **timings: float) -> Replica:
+    def start(name: str, **election: Any) -> Replica:
         port = free_port()
         settings = {
             **FAST_SETTINGS,
@@ -72,7 +73,7 @@ def replicas(
                 "lease_name": LEASE,
                 "lease_namespace": namespace,
                 **TIMINGS,
-                **timings,
+                **election,
             },
         }
         config = tmp_path / f"{name}.yaml"
@@ -300,3 +301,57 @@ def test_a_leader_that_loses_its_lease_exits(
     assert a.op.proc.returncode == 3
     assert "lost Lease" in a.op.log()
     assert holder(cluster, namespace) == "intruder"  # it left without writing again
+
+
+LEADER_LABEL = "lattice.dev/leader"
+
+
+def pod_labels(cluster: Cluster, namespace: str) -> dict[str, str | None]:
+    """Each Pod's leader label (None: it has none)."""
+    pods = json.loads(cluster.kubectl("-n", namespace, "get", "pods", "-o", "json").stdout)
+    return {
+        p["metadata"]["name"]: (p["metadata"].get("labels") or {}).get(LEADER_LABEL)
+        for p in pods["items"]
+    }
+
+
+def test_the_leader_label_follows_the_lease(
+    replicas: Any, cluster: Cluster, namespace: str
+) -> None:
+    """Pods as the Deployment makes them (never scheduled here: no node), one of them a stale
+    leader's; the holder labels its own Pod and unlabels the stale one, but not a Pod of
+    another installation; a clean stop takes the label off, and the next leader puts it on."""
+    for name, labels in (
+        ("op-a", {"app": "ours"}),
+        ("op-b", {"app": "ours", LEADER_LABEL: "true"}),  # a dead leader's, lingering
+        ("theirs", {"app": "theirs", LEADER_LABEL: "true"}),  # another installation's leader
+    ):
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"containers": [{"name": "c", "image": "lattice.invalid/none"}]},
+        }
+        apply(cluster, namespace, pod)
+    label = {"pod_label": LEADER_LABEL, "pod_selector": "app=ours"}
+    slow = {"lease_duration": 15.0, "renew_deadline": 10.0, "retry_period": 0.5}
+    a = replicas("op-a", **slow, **label)
+    wait_holder(cluster, namespace, "op-a")
+    expected: dict[str, str | None] = {"op-a": "true", "op-b": None, "theirs": "true"}
+    wait_for(
+        lambda: pod_labels(cluster, namespace) == expected,
+        timeout=30,
+        what=f"the labels {expected}",
+    )
+    b = replicas("op-b", **slow, **label)
+    # A standby takes the label off its own Pod only (at start), never the leader's.
+    wait_for(lambda: "is waiting for Lease" in b.op.log(), timeout=30, what="op-b standing by")
+    assert pod_labels(cluster, namespace) == expected
+    assert a.op.stop() == 0
+    wait_holder(cluster, namespace, "op-b", timeout=30)
+    expected = {"op-a": None, "op-b": "true", "theirs": "true"}
+    wait_for(
+        lambda: pod_labels(cluster, namespace) == expected,
+        timeout=30,
+        what=f"the labels {expected}",
+    )

@@ -16,7 +16,14 @@ import aiohttp
 
 from lattice_adapters.kube import KubeApiError, KubeClient, resource_path
 from lattice_operator.clock import Clock
-from lattice_operator.leadership import JITTER, LeaderElection, LeaseRecord, Write
+from lattice_operator.leadership import (
+    JITTER,
+    LeaderElection,
+    LeaseRecord,
+    Write,
+    label_patch,
+    leader_label_patches,
+)
 from lattice_operator.metrics import LEADER
 from lattice_operator.settings import LeaderElectionSettings
 
@@ -175,4 +182,71 @@ class Elector:
         return f"{self.lock.namespace}/{self.lock.name}"
 
 
-__all__ = ["Elector", "LeaseLock", "lease_namespace", "own_identity"]
+LABEL_RECHECK = 30.0
+"""Seconds between the leader's checks that its Pod still carries the leader label (and no
+other does); after a failed check, the retry period."""
+
+
+class PodLabeler:
+    """Keeps the leader label on the leader's own Pod and on no other of the installation, so
+    the Services of the stream and the GitHub webhooks reach the replica that serves them.
+    Best effort: a failure is logged and tried again; it never stops the operator."""
+
+    def __init__(
+        self, kube: KubeClient, namespace: str, pod: str, label: str, selector: str
+    ) -> None:
+        self._kube = kube
+        self.namespace, self.pod, self.label = namespace, pod, label
+        self._carriers = f"{selector},{label}" if selector else label
+        self._pods = resource_path("", "v1", "pods", namespace)
+
+    @classmethod
+    def for_settings(cls, kube: KubeClient, settings: LeaderElectionSettings) -> PodLabeler | None:
+        """None outside a Pod ($POD_NAME unset) or when no label is configured."""
+        pod = os.environ.get("POD_NAME")
+        if not settings.pod_label or not pod:
+            return None
+        return cls(kube, lease_namespace(settings), pod, settings.pod_label, settings.pod_selector)
+
+    async def lead(self) -> None:
+        """Label our Pod; unlabel the others still carrying the label."""
+        listing = await self._kube.get(self._pods, params={"labelSelector": self._carriers})
+        for name, patch in leader_label_patches(self.label, self.pod, listing.get("items") or []):
+            try:
+                await self._kube.merge_patch(f"{self._pods}/{name}", patch)
+            except KubeApiError as exc:
+                if not exc.not_found:  # a Pod gone meanwhile needs nothing
+                    raise
+            log.info(
+                "leader label %s %s Pod %s",
+                self.label,
+                "put on" if name == self.pod else "taken off",
+                name,
+            )
+
+    async def keep(self, retry_period: float) -> None:
+        """While leading: check the labels now and every LABEL_RECHECK seconds (never returns)."""
+        while True:
+            try:
+                await asyncio.wait_for(self.lead(), LABEL_RECHECK)
+                wait = LABEL_RECHECK
+            except (KubeApiError, aiohttp.ClientError, TimeoutError, OSError) as exc:
+                log.warning("leader label on Pod %s: %s", self.pod, exc or type(exc).__name__)
+                wait = retry_period
+            await asyncio.sleep(wait)
+
+    async def step_down(self) -> None:
+        """Take the label off our own Pod (also at start: a restarted container's Pod may
+        still carry it)."""
+        try:
+            await asyncio.wait_for(
+                self._kube.merge_patch(
+                    f"{self._pods}/{self.pod}", label_patch(self.label, leading=False)
+                ),
+                10.0,
+            )
+        except (KubeApiError, aiohttp.ClientError, TimeoutError, OSError) as exc:
+            log.warning("leader label off Pod %s: %s", self.pod, exc or type(exc).__name__)
+
+
+__all__ = ["Elector", "LeaseLock", "PodLabeler", "lease_namespace", "own_identity"]

@@ -5,10 +5,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
-from lattice_operator.leadership import ElectionTimings, LeaderElection, LeaseRecord, Write
+from lattice_operator.leadership import (
+    ElectionTimings,
+    LeaderElection,
+    LeaseRecord,
+    Write,
+    label_patch,
+    leader_label_patches,
+)
 from tests.support.clock import FakeClock
 
 TIMINGS = ElectionTimings(lease_duration=15, renew_deadline=10, retry_period=2)
@@ -237,3 +245,43 @@ def test_timings_that_cannot_work_are_refused(timings: dict[str, float], message
 def test_a_candidate_needs_an_identity() -> None:
     with pytest.raises(ValueError, match="identity"):
         LeaderElection("", TIMINGS, FakeClock())
+
+
+def _pod(name: str, leader: bool = False, deleting: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": {"app": "x"}}
+    if leader:
+        meta["labels"][LABEL] = "true"
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return {"metadata": meta}
+
+
+LABEL = "lattice.dev/leader"
+ON = {"metadata": {"labels": {LABEL: "true"}}}
+OFF = {"metadata": {"labels": {LABEL: None}}}
+
+
+def test_the_leader_labels_itself_and_unlabels_the_others() -> None:
+    pods = [_pod("a"), _pod("b", leader=True), _pod("c", leader=True)]
+    assert leader_label_patches(LABEL, "a", pods) == [("a", ON), ("b", OFF), ("c", OFF)]
+
+
+def test_nothing_to_do_when_only_the_leader_carries_the_label() -> None:
+    assert leader_label_patches(LABEL, "a", [_pod("a", leader=True), _pod("b")]) == []
+
+
+def test_a_leader_missing_from_the_carriers_is_labelled() -> None:
+    # The wiring lists only the Pods carrying the label.
+    assert leader_label_patches(LABEL, "a", [_pod("b", leader=True)]) == [("a", ON), ("b", OFF)]
+    assert leader_label_patches(LABEL, "a", []) == [("a", ON)]
+
+
+def test_a_pod_being_deleted_keeps_its_label() -> None:
+    assert leader_label_patches(LABEL, "a", [_pod("b", leader=True, deleting=True)]) == [("a", ON)]
+
+
+def test_a_label_with_another_value_is_not_the_leaders() -> None:
+    pod = _pod("b")
+    pod["metadata"]["labels"][LABEL] = "false"
+    assert leader_label_patches(LABEL, "a", [pod]) == [("a", ON)]
+    assert label_patch(LABEL, leading=False) == OFF
