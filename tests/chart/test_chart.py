@@ -45,6 +45,16 @@ def test_chart_crds_are_the_generated_ones() -> None:
         ),
         ("leaderElection.retryPeriodSeconds=9", "must be greater than 1.2 x"),
         ("webhook.certRotateBeforeDays=400", "certRotateBeforeDays must be less than"),
+        ("stream.port=0", "/stream/port"),
+        ("github.webhookport=8082", "additional properties 'webhookport' not allowed"),
+        ("github.apiUrl=api.github.example", "/github/apiUrl"),
+        ("github.tokenSecret=Not_A_Name", "/github/tokenSecret"),
+        (
+            "github.enabled=true",
+            "github.enabled needs github.tokenSecret, or github.appId, github.installationId "
+            "and github.appKeySecret",
+        ),
+        ("github.enabled=true,github.appId=1,github.tokenSecret=t", "exclude each other"),
     ],
 )
 def test_misspelt_or_invalid_values_fail_with_the_schema_message(flag: str, message: str) -> None:
@@ -161,10 +171,12 @@ def test_the_lease_and_the_certificate_secret_are_granted_by_name(case: str) -> 
     assert own["metadata"]["namespace"] == NAMESPACE
     lease, secret = f"{RELEASE}-lattice-operator", f"{RELEASE}-lattice-operator-webhook-tls"
     assert _rules(own, "leases") == [(["create"], []), (["get", "update"], [lease])]
+    # The GitHub credential's Secret is granted by name too (test_github_*).
+    secrets = [r for r in _rules(own, "secrets") if not {"github-token", "github-app"} & set(r[1])]
     if case == "cert-manager":  # cert-manager writes it; the operator only reads it
-        assert _rules(own, "secrets") == [(["get"], [secret])]
+        assert secrets == [(["get"], [secret])]
     else:
-        assert _rules(own, "secrets") == [(["create"], []), (["get", "update"], [secret])]
+        assert secrets == [(["create"], []), (["get", "update"], [secret])]
     binding = find(docs, "RoleBinding", f"{RELEASE}-lattice-operator-self")
     assert binding["roleRef"]["name"] == own["metadata"]["name"]
     webhooks = _rules(find(docs, "ClusterRole"), "validatingwebhookconfigurations")
@@ -250,7 +262,8 @@ def test_leader_election_timings_come_from_values() -> None:
 def test_metrics_off_removes_the_metrics_service_and_port() -> None:
     docs = render(*MATRIX["metrics-off"])
     assert [d["metadata"]["name"] for d in docs if d["kind"] == "Service"] == [
-        f"{RELEASE}-lattice-operator-webhook"
+        f"{RELEASE}-lattice-operator-webhook",
+        f"{RELEASE}-lattice-operator-stream",
     ]
     (container,) = find(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
     assert "metrics" not in [p["name"] for p in container["ports"]]
@@ -291,3 +304,138 @@ def test_every_value_is_documented_and_every_documented_value_exists() -> None:
         assert any(leaf == d or leaf.startswith(f"{d}.") for d in documented), (
             f"{leaf} is not documented in the chart README"
         )
+
+
+def _settings(docs: list[dict[str, Any]]) -> OperatorSettings:
+    text = find(docs, "ConfigMap")["data"]["settings.yaml"]
+    return OperatorSettings.model_validate(yaml.safe_load(text))
+
+
+def _container_ports(docs: list[dict[str, Any]]) -> dict[str, int]:
+    (container,) = find(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    return {p["name"]: p["containerPort"] for p in container["ports"]}
+
+
+def _ingress_ports(docs: list[dict[str, Any]]) -> set[int]:
+    policy = find(docs, "NetworkPolicy")
+    return {p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"]}
+
+
+def _matches(selector: str, labels: dict[str, str]) -> bool:
+    pairs = (term.split("=", 1) for term in selector.split(","))
+    return all(labels.get(key) == value for key, value in pairs)
+
+
+LEADER = {"lattice.dev/leader": "true"}
+
+
+def test_the_stream_service_reaches_the_leader_only() -> None:
+    docs = render()
+    settings = _settings(docs)
+    assert (settings.stream.host, settings.stream.port) == ("0.0.0.0", 8081)
+    assert _container_ports(docs)["stream"] == 8081
+    service = find(docs, "Service", f"{RELEASE}-lattice-operator-stream")
+    pod_labels = find(docs, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    # The Service selects the Pods of the release carrying the label the leader puts on.
+    assert service["spec"]["selector"] == {**pod_labels, **LEADER}
+    assert service["spec"]["ports"] == [{"name": "stream", "port": 8081, "targetPort": "stream"}]
+    election = settings.leader_election
+    assert election.pod_label == "lattice.dev/leader"
+    assert _matches(election.pod_selector, pod_labels)  # the new leader unlabels these
+    assert not _matches(election.pod_selector, {**pod_labels, "app.kubernetes.io/instance": "x"})
+    assert "lattice.dev/leader" not in pod_labels  # never in the template: the leader sets it
+    # Pods: listed and patched in the release's namespace only, never cluster-wide.
+    own = find(docs, "Role", f"{RELEASE}-lattice-operator-self")
+    assert _rules(own, "pods") == [(["list", "patch"], [])]
+    cluster_role = find(docs, "ClusterRole")
+    assert _rules(cluster_role, "pods") == []
+    assert _rules(cluster_role, "tokenreviews") == [(["create"], [])]
+    assert _rules(cluster_role, "subjectaccessreviews") == [(["create"], [])]
+    assert 8081 in _ingress_ports(docs)
+    assert not [d for d in docs if d["metadata"]["name"].endswith("-github")]
+    assert not settings.forge.configured
+    assert settings.forge.webhook_port == 0
+
+
+def test_stream_off_removes_its_service_port_and_grants() -> None:
+    docs = render("--set", "stream.enabled=false")
+    settings = _settings(docs)
+    assert settings.stream.port == 0
+    assert settings.leader_election.pod_label is None  # no Service needs the label
+    assert "stream" not in _container_ports(docs)
+    assert not [d for d in docs if d["metadata"]["name"].endswith("-stream")]
+    assert _rules(find(docs, "ClusterRole"), "tokenreviews") == []
+    assert _rules(find(docs, "Role", f"{RELEASE}-lattice-operator-self"), "pods") == []
+    assert 8081 not in _ingress_ports(docs)
+
+
+def test_without_leader_election_the_services_select_every_pod() -> None:
+    docs = render("--set", "leaderElection.enabled=false", "--set", "replicaCount=1")
+    pod_labels = find(docs, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    service = find(docs, "Service", f"{RELEASE}-lattice-operator-stream")
+    assert service["spec"]["selector"] == pod_labels
+    assert _settings(docs).leader_election.pod_label is None
+    assert _rules(find(docs, "Role", f"{RELEASE}-lattice-operator-self"), "pods") == []
+
+
+def _github_egress(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Egress rules after DNS, the API server and the Sprites API."""
+    return list(find(docs, "NetworkPolicy")["spec"]["egress"][3:])
+
+
+def test_github_with_a_token_from_values() -> None:
+    docs = render(*MATRIX["github-token"], "--set", "github.webhookPort=9000")
+    forge = _settings(docs).forge
+    assert forge.configured
+    assert forge.token_secret == f"{NAMESPACE}/github-token"
+    assert (forge.app_id, forge.app_key_secret) == (None, None)
+    assert (forge.webhook_host, forge.webhook_port) == ("0.0.0.0", 9000)
+    assert forge.api_url == "https://api.github.com"
+    assert forge.max_payload_bytes == 5 * 1024 * 1024
+    assert _container_ports(docs)["github"] == 9000
+    service = find(docs, "Service", f"{RELEASE}-lattice-operator-github")
+    assert service["spec"]["selector"]["lattice.dev/leader"] == "true"
+    assert service["spec"]["ports"] == [{"name": "github", "port": 9000, "targetPort": "github"}]
+    assert not [d for d in docs if d["kind"] == "Ingress"]  # exposing it is the user's choice
+    own = find(docs, "Role", f"{RELEASE}-lattice-operator-self")
+    assert (["get"], ["github-token"]) in _rules(own, "secrets")
+    assert 9000 in _ingress_ports(docs)
+    # Egress to GitHub: any address on 443 unless narrowed.
+    assert _github_egress(docs) == [{"ports": [{"protocol": "TCP", "port": 443}]}]
+
+
+def test_github_as_an_app_with_narrowed_egress() -> None:
+    docs = render(
+        *MATRIX["github-app-stream-off"],
+        "--set", "github.apiUrl=https://ghe.example/api/v3",
+        "--set", "github.gitUrl=https://ghe.example/{repo}.git",
+        "--set", "networkPolicy.githubCIDRs={192.0.2.0/24,198.51.100.0/24}",
+    )  # fmt: skip
+    forge = _settings(docs).forge
+    assert forge.configured
+    assert (forge.app_id, forge.installation_id) == ("123", 45)
+    assert forge.app_key_secret == f"{NAMESPACE}/github-app"
+    assert forge.token_secret is None
+    assert (forge.api_url, forge.git_url) == (
+        "https://ghe.example/api/v3",
+        "https://ghe.example/{repo}.git",
+    )
+    own = find(docs, "Role", f"{RELEASE}-lattice-operator-self")
+    assert (["get"], ["github-app"]) in _rules(own, "secrets")
+    # The GitHub Service needs the leader label even with the stream off.
+    assert _rules(own, "pods") == [(["list", "patch"], [])]
+    assert _settings(docs).leader_election.pod_label == "lattice.dev/leader"
+    assert _github_egress(docs) == [
+        {
+            "to": [{"ipBlock": {"cidr": "192.0.2.0/24"}}, {"ipBlock": {"cidr": "198.51.100.0/24"}}],
+            "ports": [{"protocol": "TCP", "port": 443}],
+        }
+    ]
+
+
+def test_github_off_by_default_grants_and_opens_nothing_for_it() -> None:
+    docs = render()
+    assert len(find(docs, "NetworkPolicy")["spec"]["egress"]) == 3
+    own = find(docs, "Role", f"{RELEASE}-lattice-operator-self")
+    assert not [r for r in _rules(own, "secrets") if "github-token" in r[1]]
+    assert "github" not in _container_ports(docs)

@@ -21,7 +21,15 @@ MATRIX: dict[str, list[str]] = {
     "cert-manager": ["--set", "webhook.certManager.enabled=true"],
     "one-replica": ["--set", "replicaCount=1"],
     "metrics-off": ["--set", "metrics.enabled=false"],
-}
+    "github-token": ["--set", "github.enabled=true", "--set", "github.tokenSecret=github-token"],
+    "github-app-stream-off": [
+        "--set", "github.enabled=true",
+        "--set", "github.appId=123",
+        "--set", "github.installationId=45",
+        "--set", "github.appKeySecret=github-app",
+        "--set", "stream.enabled=false",
+    ],
+}  # fmt: skip
 
 
 def helm(*args: str) -> subprocess.CompletedProcess[str]:

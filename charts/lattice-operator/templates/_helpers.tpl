@@ -35,6 +35,31 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- printf "%s-webhook-tls" (include "lattice.fullname" .) -}}
 {{- end -}}
 
+{{/* The label the leader puts on its own Pod; the stream and github Services select it. */}}
+{{- define "lattice.leaderLabel" -}}
+lattice.dev/leader
+{{- end -}}
+
+{{/* The leader's Pod: the Services of what only the leader serves select it. Without
+leader election every replica reconciles (run one only) and serves them. */}}
+{{- define "lattice.leaderSelector" -}}
+{{ include "lattice.selectorLabels" . }}
+{{- if .Values.leaderElection.enabled }}
+{{ include "lattice.leaderLabel" . }}: "true"
+{{- end -}}
+{{- end -}}
+
+{{/* Whether the leader labels its Pod: leader election on and a Service selecting it. */}}
+{{- define "lattice.labelsLeader" -}}
+{{- if and .Values.leaderElection.enabled (or .Values.stream.enabled .Values.github.enabled) -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{- define "lattice.podSelector" -}}
+{{- printf "app.kubernetes.io/name=%s,app.kubernetes.io/instance=%s" .Chart.Name .Release.Name -}}
+{{- end -}}
+
 {{- define "lattice.leaseName" -}}
 {{- default (include "lattice.fullname" .) .Values.leaderElection.leaseName -}}
 {{- end -}}
@@ -55,7 +80,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
                           "lease_namespace" .Release.Namespace
                           "lease_duration" $le.leaseDurationSeconds
                           "renew_deadline" $le.renewDeadlineSeconds
-                          "retry_period" $le.retryPeriodSeconds)
+                          "retry_period" $le.retryPeriodSeconds
+                          "pod_selector" (include "lattice.podSelector" .))
   "probe" (dict "host" "0.0.0.0" "port" .Values.probePort)
   "metrics_host" "0.0.0.0"
   "metrics_port" (ternary .Values.metrics.port 0 .Values.metrics.enabled)
@@ -65,10 +91,27 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
                "configuration" (include "lattice.fullname" .)
                "certificate" $cert)
 -}}
+{{- if include "lattice.labelsLeader" . -}}
+{{- $_ := set (get $s "leader_election") "pod_label" (include "lattice.leaderLabel" .) -}}
+{{- end -}}
 {{- $backend := dict -}}
 {{- if .Values.sprites.apiUrl }}{{- $_ := set $backend "api_url" .Values.sprites.apiUrl -}}{{- end -}}
 {{- if .Values.sprites.tokenSecret }}{{- $_ := set $backend "token_secret" (printf "%s/%s" .Release.Namespace .Values.sprites.tokenSecret) -}}{{- end -}}
 {{- if $backend }}{{- $_ := set $s "backend" $backend -}}{{- end -}}
+{{- if .Values.stream.enabled -}}
+{{- $_ := set $s "stream" (dict "host" "0.0.0.0" "port" .Values.stream.port) -}}
+{{- end -}}
+{{- with .Values.github -}}
+{{- if .enabled -}}
+{{- $forge := dict "api_url" .apiUrl "git_url" .gitUrl "webhook_host" "0.0.0.0"
+                   "webhook_port" .webhookPort "max_payload_bytes" .maxPayloadBytes -}}
+{{- if .tokenSecret }}{{- $_ := set $forge "token_secret" (printf "%s/%s" $.Release.Namespace .tokenSecret) -}}{{- end -}}
+{{- if .appId }}{{- $_ := set $forge "app_id" (toString .appId) -}}{{- end -}}
+{{- if .installationId }}{{- $_ := set $forge "installation_id" .installationId -}}{{- end -}}
+{{- if .appKeySecret }}{{- $_ := set $forge "app_key_secret" (printf "%s/%s" $.Release.Namespace .appKeySecret) -}}{{- end -}}
+{{- $_ := set $s "forge" $forge -}}
+{{- end -}}
+{{- end -}}
 {{- toYaml (mergeOverwrite $s (deepCopy .Values.settings)) -}}
 {{- end -}}
 
@@ -80,6 +123,14 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 {{- if le (float64 $le.renewDeadlineSeconds) (mulf $le.retryPeriodSeconds 1.2) -}}
 {{- fail "leaderElection.renewDeadlineSeconds must be greater than 1.2 x leaderElection.retryPeriodSeconds" -}}
+{{- end -}}
+{{- with .Values.github -}}
+{{- if and .enabled (not .tokenSecret) (not (and .appId .installationId .appKeySecret)) -}}
+{{- fail "github.enabled needs github.tokenSecret, or github.appId, github.installationId and github.appKeySecret" -}}
+{{- end -}}
+{{- if and .tokenSecret .appId -}}
+{{- fail "github.tokenSecret and github.appId exclude each other: set one" -}}
+{{- end -}}
 {{- end -}}
 {{- if ge (float64 .Values.webhook.certRotateBeforeDays) (float64 .Values.webhook.certValidityDays) -}}
 {{- fail "webhook.certRotateBeforeDays must be less than webhook.certValidityDays" -}}
