@@ -10,6 +10,8 @@ one in namespaced mode.
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import json
 import os
 import subprocess
@@ -25,6 +27,7 @@ import yaml
 
 from lattice_adapters import tls
 from lattice_adapters.localcluster.node import NODE_IP, NodeCluster
+from lattice_operator.forge.builders import triage_name
 from tests.support.node_image import OciArchive
 
 pytestmark = pytest.mark.node
@@ -121,14 +124,33 @@ def ready(pod: dict[str, Any]) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
-def install(node: NodeCluster, sprites: str, release: str, namespace: str, *values: str) -> float:
+def install(
+    node: NodeCluster,
+    sprites: str,
+    release: str,
+    namespace: str,
+    *values: str,
+    github: bool = False,
+) -> float:
     """helm install with the local Sprites server as backend; seconds until both operator
-    Pods are Ready."""
+    Pods are Ready. `github`: with GitHub on, its token in a Secret (no GitHub is reachable
+    here: the API URL is a closed port; the webhook receiver needs none)."""
     node.kubectl("create", "namespace", namespace)
     node.kubectl(
         "-n", namespace, "create", "secret", "generic", "sprites",
         f"--from-literal=token={SPRITES_TOKEN}",
     )  # fmt: skip
+    if github:
+        node.kubectl(
+            "-n", namespace, "create", "secret", "generic", "github-token",
+            "--from-literal=token=node-e2e-token",
+        )  # fmt: skip
+        values = (
+            *values,
+            "--set", "github.enabled=true",
+            "--set", "github.tokenSecret=github-token",
+            "--set", "github.apiUrl=http://127.0.0.1:9/",
+        )  # fmt: skip
     started = time.monotonic()
     node.helm(
         "install", release, str(CHART), "--namespace", namespace,
@@ -148,7 +170,9 @@ def install(node: NodeCluster, sprites: str, release: str, namespace: str, *valu
 @pytest.fixture(scope="module")
 def installed(node: NodeCluster, sprites: str, image: OciArchive) -> NodeCluster:
     node.import_image(image.path, f"{IMAGE_REPO}:0.1.0")
-    TIMINGS["helm install -> 2 operator Pods Ready"] = install(node, sprites, RELEASE, NAMESPACE)
+    TIMINGS["helm install -> 2 operator Pods Ready"] = install(
+        node, sprites, RELEASE, NAMESPACE, github=True
+    )
     return node
 
 
@@ -277,6 +301,140 @@ def test_gated_intent_is_approved_through_the_chart_webhook(installed: NodeClust
     approve_the_gated_sample(installed, "default")
 
 
+# An HTTP client run inside the node's network namespace, where Service addresses route (kube-
+# proxy's iptables rules): GET or POST one URL; print the status, the content type and the
+# body, or, for a stream, its lines until one contains `until` (then exit 0; 2 on timeout).
+HTTP_CLIENT = """
+import sys, time, urllib.error, urllib.request
+url, method, headers, body, until, timeout = sys.argv[1:7]
+request = urllib.request.Request(url, method=method, data=body.encode() if body else None)
+for header in filter(None, headers.split("\\n")):
+    key, _, value = header.partition(": ")
+    request.add_header(key, value)
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+try:
+    response = opener.open(request, timeout=float(timeout))
+except urllib.error.HTTPError as exc:
+    print(exc.code, exc.headers.get("Content-Type"), exc.read().decode(errors="replace"))
+    sys.exit(0)
+print(response.status, response.headers.get("Content-Type"), flush=True)
+if not until:
+    print(response.read().decode(errors="replace"))
+    sys.exit(0)
+deadline = time.monotonic() + float(timeout)
+while time.monotonic() < deadline:
+    line = response.readline().decode(errors="replace")
+    if not line:
+        break
+    print(line.rstrip(), flush=True)
+    if until in line:
+        sys.exit(0)
+sys.exit(2)
+"""
+
+
+def service_url(node: NodeCluster, service: str, namespace: str = NAMESPACE) -> str:
+    spec = node.kube_json("-n", namespace, "get", "service", service)["spec"]
+    return f"http://{spec['clusterIP']}:{spec['ports'][0]['port']}"
+
+
+def http(
+    node: NodeCluster,
+    url: str,
+    *,
+    method: str = "GET",
+    headers: dict[str, str] | None = None,
+    body: str = "",
+    until: str = "",
+) -> tuple[int, str, str]:
+    """(status, content type, body) of one request from inside the namespace (0: no answer);
+    `until`: a stream, read up to the line that contains it."""
+    lines = "\n".join(f"{k}: {v}" for k, v in (headers or {}).items())
+    out = node.run(
+        sys.executable, "-c", HTTP_CLIENT, url, method, lines, body, until, "10", check=False
+    )
+    if out.returncode != 0:
+        return 0, "", out.stderr[-500:]
+    status, _, rest = out.stdout.partition(" ")
+    content_type, _, text = rest.partition(" ")
+    return int(status), content_type, text
+
+
+STREAM = f"{RELEASE}-lattice-operator-stream"
+GITHUB = f"{RELEASE}-lattice-operator-github"
+VIEWER = "stream-viewer"
+
+
+def viewer_token(node: NodeCluster, namespace: str = "default") -> str:
+    """A ServiceAccount that may get Intents, Runs and Sprites in `namespace`, and its token."""
+    node.kubectl("-n", namespace, "create", "serviceaccount", VIEWER)
+    node.kubectl(
+        "-n", namespace, "create", "role", VIEWER, "--verb=get,list,watch",
+        "--resource=intents.lattice.dev,runs.lattice.dev,sprites.lattice.dev",
+    )  # fmt: skip
+    node.kubectl(
+        "-n", namespace, "create", "rolebinding", VIEWER, f"--role={VIEWER}",
+        f"--serviceaccount={namespace}:{VIEWER}",
+    )  # fmt: skip
+    return node.kubectl("-n", namespace, "create", "token", VIEWER).stdout.strip()
+
+
+def test_the_stream_service_delivers_a_new_run_to_a_service_account_token(
+    installed: NodeCluster,
+) -> None:
+    """Through the stream Service (which selects the leader's Pod by its label): the live
+    page; 401 without a token and with one the API server rejects; with a ServiceAccount's
+    token, the events of a Run made after subscribing."""
+    node = installed
+    token = viewer_token(node)
+    url = service_url(node, STREAM)
+    # The leader labels its Pod once it serves the stream: until then no endpoint answers.
+    status, content_type, page = wait_until(
+        lambda: (answer := http(node, f"{url}/"))[0] == 200 and answer,
+        "the live page through the stream Service",
+        120,
+    )
+    assert content_type.startswith("text/html"), content_type
+    assert "<html" in page.lower()
+    status, _, text = http(node, f"{url}/events")
+    assert status == 401, text
+    status, _, text = http(node, f"{url}/events", headers={"Authorization": "Bearer not-a-token"})
+    assert (status, text.strip()) == (401, "the token was not accepted by the API server"), text
+    started = time.monotonic()
+    reader = subprocess.Popen(
+        node.ns_cmd(
+            sys.executable, "-c", HTTP_CLIENT, f"{url}/events?namespace=default", "GET",
+            f"Authorization: Bearer {token}", "", '"run_id":"stream-run"', "120",
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert reader.stdout is not None
+        first = reader.stdout.readline()
+        assert first.startswith("200 text/event-stream"), first + (
+            reader.stderr.read() if reader.stderr else ""
+        )
+        run = {
+            "apiVersion": "lattice.dev/v1alpha1",
+            "kind": "Run",
+            "metadata": {"name": "stream-run"},
+            "spec": {"spriteRef": {"name": "sample"}, "command": ["echo", "streamed"]},
+        }
+        node.kubectl("apply", "-f", "-", input=json.dumps(run))
+        out, err = reader.communicate(timeout=150)
+    finally:
+        if reader.poll() is None:
+            reader.kill()
+            reader.communicate()
+    assert reader.returncode == 0, out[-3000:] + err[-2000:]
+    data = [line for line in out.splitlines() if line.startswith("data:")]
+    assert any('"run_id":"stream-run"' in line for line in data), out[-3000:]
+    TIMINGS["stream: subscribe -> a new Run's event"] = time.monotonic() - started
+    wait_phase(node, "run", "stream-run", {"Succeeded", "Failed", "Canceled"})
+
+
 def health_check_fires_and_keeps_its_history(node: NodeCluster, namespace: str) -> None:
     """A HealthCheck on the sample Sprite: a bad schedule refused by the chart's webhook; three
     firings pass; the history limit makes the operator delete older check Intents."""
@@ -325,9 +483,13 @@ def health_check_fires_and_keeps_its_history(node: NodeCluster, namespace: str) 
     node.kubectl("delete", "healthcheck", "node-smoke", "-n", namespace, "--wait=true")
 
 
-def github_repository_reports_its_secret(node: NodeCluster, namespace: str) -> None:
+def github_repository_reports_its_secret(
+    node: NodeCluster, namespace: str, deliver: bool = False
+) -> None:
     """The sample GitHubRepository, its webhook Secret missing: Ready False naming the Secret;
-    once the Secret exists and the spec changes, Ready True."""
+    once the Secret exists and the spec changes, Ready True. `deliver`: then a webhook
+    delivery through the github Service, signed with that Secret, creates the triage Intent;
+    a wrongly signed one is refused."""
     node.kubectl("-n", namespace, "apply", "-f", str(SAMPLES / "githubrepository.yaml"))
 
     def ready_reason() -> str | None:
@@ -345,7 +507,48 @@ def github_repository_reports_its_secret(node: NodeCluster, namespace: str) -> N
         "-p", json.dumps({"spec": {"baseBranch": "trunk"}}),
     )  # fmt: skip
     wait_until(lambda: ready_reason() == "SecretReadable", "Ready True: the Secret is readable")
+    if deliver:
+        deliver_an_opened_issue(node, namespace)
     node.kubectl("-n", namespace, "delete", "githubrepository", "sample-app", "--wait=true")
+
+
+def deliver_an_opened_issue(node: NodeCluster, namespace: str) -> None:
+    payload = json.dumps(
+        {
+            "action": "opened",
+            "repository": {"full_name": "example/app"},
+            "sender": {"login": "octocat", "type": "User"},
+            "issue": {"number": 7, "title": "Node e2e", "body": "from the node test",
+                      "user": {"login": "octocat"}, "labels": []},
+        }
+    )  # fmt: skip
+    signature = "sha256=" + hmac.new(b"node-e2e", payload.encode(), hashlib.sha256).hexdigest()
+    url = f"{service_url(node, GITHUB)}/github/{namespace}/sample-app"
+    headers = {
+        "Content-Type": "application/json",
+        "X-GitHub-Event": "issues",
+        "X-GitHub-Delivery": "node-e2e-1",
+    }
+    status, _, text = http(
+        node, url, method="POST", body=payload,
+        headers={**headers, "X-Hub-Signature-256": "sha256=" + "0" * 64},
+    )  # fmt: skip
+    assert status == 401, text  # nothing done
+    name = triage_name("example/app", 7)
+    assert not get(node, "intent", name, namespace)
+    status, _, text = http(
+        node,
+        url,
+        method="POST",
+        body=payload,
+        headers={**headers, "X-Hub-Signature-256": signature},
+    )
+    assert status == 201, text
+    assert json.loads(text) == {"outcome": "created", "detail": name}
+    intent = get(node, "intent", name, namespace)
+    assert intent["spec"]["kind"] == "issue_triage"
+    assert intent["spec"]["params"]["issueTriage"]["issueNumber"] == 7
+    node.kubectl("-n", namespace, "delete", "intent", name, "--wait=true")
 
 
 def test_a_health_check_fires_on_schedule_and_keeps_its_history(installed: NodeCluster) -> None:
@@ -355,7 +558,7 @@ def test_a_health_check_fires_on_schedule_and_keeps_its_history(installed: NodeC
 def test_a_github_repository_reports_whether_its_secret_is_readable(
     installed: NodeCluster,
 ) -> None:
-    github_repository_reports_its_secret(installed, "default")
+    github_repository_reports_its_secret(installed, "default", deliver=True)
 
 
 # Counts its own executions in the Sprite: a second exec of the same attempt would print 2.
@@ -506,6 +709,50 @@ def test_deleting_the_active_pod_hands_over_to_the_standby(installed: NodeCluste
     TIMINGS["failover max"] = failovers[-1]
 
 
+LEADER_LABEL = "lattice.dev/leader"
+
+
+def test_after_the_failovers_the_stream_service_reaches_the_new_leader(
+    installed: NodeCluster,
+) -> None:
+    """The leader label moved with the Lease: only the holder's Pod carries it, the stream
+    Service's one ready endpoint is that Pod, and a subscriber reaches it."""
+    node = installed
+
+    def labelled() -> list[str]:
+        return sorted(
+            p["metadata"]["name"]
+            for p in operator_pods(node)
+            if (p["metadata"].get("labels") or {}).get(LEADER_LABEL) == "true"
+        )
+
+    wait_until(lambda: holder(node), "a Lease holder", 60)
+    wait_until(lambda: labelled() == [holder(node)], "the label on the Lease holder only", 60)
+    leader = holder(node)
+
+    def endpoints() -> list[str]:
+        slices = node.kube_json(
+            "-n", NAMESPACE, "get", "endpointslices", "-l", f"kubernetes.io/service-name={STREAM}"
+        )
+        return sorted(
+            e["targetRef"]["name"]
+            for s in slices["items"]
+            for e in s.get("endpoints") or []
+            if (e.get("conditions") or {}).get("ready")
+        )
+
+    wait_until(lambda: endpoints() == [leader], f"the stream Service's endpoint {leader}", 60)
+    token = node.kubectl("-n", "default", "create", "token", VIEWER).stdout.strip()
+    status, content_type, text = http(
+        node,
+        f"{service_url(node, STREAM)}/events?namespace=default",
+        headers={"Authorization": f"Bearer {token}"},
+        until=": lattice stream",
+    )
+    assert (status, content_type) == (200, "text/event-stream"), text
+    assert ": lattice stream" in text
+
+
 # Grants the operator holds that this test run does not exercise, each with its reason.
 UNEXERCISED_GRANTS: dict[tuple[str, str, str], str] = {
     ("", "events", "create"): "kopf posts a handler's errors and warnings as core Events; "
@@ -651,6 +898,13 @@ def test_namespaced_mode_is_proven_by_the_audit_log_too(
     approve_the_gated_sample(node, TEAM)
     health_check_fires_and_keeps_its_history(node, TEAM)
     github_repository_reports_its_secret(node, TEAM)
+    # Its stream (on by default) authenticates a token with a TokenReview.
+    url = service_url(node, f"{NS_RELEASE}-lattice-operator-stream", NS_NAMESPACE)
+    wait_until(
+        lambda: http(node, f"{url}/events", headers={"Authorization": "Bearer nope"})[0] == 401,
+        "the namespaced installation's stream to refuse a bad token",
+        120,
+    )
     user = f"system:serviceaccount:{NS_NAMESPACE}:{NS_RELEASE}-lattice-operator"
     grants = granted(node, NS_RELEASE, [TEAM, NS_NAMESPACE])
     refused = node.kubectl(
