@@ -188,9 +188,9 @@ def leader_label_patches(
     label: str, own: str, pods: list[dict[str, Any]]
 ) -> list[tuple[str, dict[str, Any]]]:
     """The leader's view: which Pods to patch so that `own` carries `label: "true"` and no
-    other of `pods` does, as (Pod name, merge patch), its own first. `pods` may be all of the installation's
-    Pods or only those carrying the label; `own` absent from them is labelled. A Pod being
-    deleted keeps its label: it has left every Service's endpoints already."""
+    other of `pods` does, as (Pod name, merge patch), its own first. `pods` may be all of the
+    installation's Pods or only those carrying the label; `own` absent from them is labelled.
+    A Pod being deleted keeps its label: it has left every Service's endpoints already."""
     patches: list[tuple[str, dict[str, Any]]] = []
     seen = False
     for pod in pods:

@@ -303,7 +303,8 @@ def test_gated_intent_is_approved_through_the_chart_webhook(installed: NodeClust
 
 # An HTTP client run inside the node's network namespace, where Service addresses route (kube-
 # proxy's iptables rules): GET or POST one URL; print the status, the content type and the
-# body, or, for a stream, its lines until one contains `until` (then exit 0; 2 on timeout).
+# body, each on a line of its own, or, for a stream, its lines until one contains `until`
+# (then exit 0; 2 on timeout).
 HTTP_CLIENT = """
 import sys, time, urllib.error, urllib.request
 url, method, headers, body, until, timeout = sys.argv[1:7]
@@ -315,9 +316,9 @@ opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 try:
     response = opener.open(request, timeout=float(timeout))
 except urllib.error.HTTPError as exc:
-    print(exc.code, exc.headers.get("Content-Type"), exc.read().decode(errors="replace"))
+    print(exc.code, exc.headers.get("Content-Type"), exc.read().decode(errors="replace"), sep="\\n")
     sys.exit(0)
-print(response.status, response.headers.get("Content-Type"), flush=True)
+print(response.status, response.headers.get("Content-Type"), sep="\\n", flush=True)
 if not until:
     print(response.read().decode(errors="replace"))
     sys.exit(0)
@@ -355,8 +356,7 @@ def http(
     )
     if out.returncode != 0:
         return 0, "", out.stderr[-500:]
-    status, _, rest = out.stdout.partition(" ")
-    content_type, _, text = rest.partition(" ")
+    status, content_type, text = (out.stdout + "\n\n").split("\n", 2)
     return int(status), content_type, text
 
 
@@ -412,8 +412,8 @@ def test_the_stream_service_delivers_a_new_run_to_a_service_account_token(
     )  # fmt: skip
     try:
         assert reader.stdout is not None
-        first = reader.stdout.readline()
-        assert first.startswith("200 text/event-stream"), first + (
+        first = reader.stdout.readline() + reader.stdout.readline()
+        assert first == "200\ntext/event-stream\n", first + (
             reader.stderr.read() if reader.stderr else ""
         )
         run = {

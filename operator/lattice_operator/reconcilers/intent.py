@@ -358,12 +358,22 @@ def _execute(step: _Pass) -> None:
         assert isinstance(params, HealthRemediateParams)
         if params.remediation == "run_command" and params.run is not None:
             _through_run(step, params.run)
-        elif params.remediation == "open_pr":
+        elif params.remediation == "open_pr" and not step.world.forge_ready:
             step.set(
                 "Succeeded",
                 "Unknown",
                 IntentReason.NO_FORGE_CONFIGURED,
                 "opening a pull request needs a forge",
+            )
+        elif params.remediation == "open_pr":
+            # A forge is there, but these params name no repository and no plan: saying
+            # NoForgeConfigured would send the operator looking for the wrong fix.
+            step.set(
+                "Succeeded",
+                "Unknown",
+                IntentReason.NOT_SUPPORTED,
+                "remediation open_pr is not supported in this version (its params name no "
+                "repository and no plan); propose a pr_create_from_plan Intent instead",
             )
         else:
             step.set(

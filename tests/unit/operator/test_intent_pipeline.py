@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from lattice_operator.api.v1alpha1 import Run
+from lattice_operator.api.v1alpha1 import Intent, Run
 from lattice_operator.api.v1alpha1.run import RunTemplate
 from lattice_operator.builders import run_for_intent
 from lattice_operator.reconcilers.intent import reconcile_intent
@@ -131,3 +132,38 @@ def test_cancel_cancels_the_run() -> None:
     plan = reconcile_intent(world(canceled, run=run))
     assert plan.phase == "Canceled"
     assert plan.run_patch == {"spec": {"cancel": True}}
+
+
+def _remediation(remediation: str, *, forge_ready: bool) -> tuple[str, str, str]:
+    doc = intent().to_wire()
+    doc["spec"] = {
+        "kind": "health_remediate",
+        "summary": "remedy",
+        "params": {
+            "healthRemediate": {"remediation": remediation, "spriteRef": {"name": "box"}},
+        },
+    }
+    doc["status"] = {}
+    remedy = Intent.model_validate(doc)
+    base = world(remedy, policies=[policy("allow")])
+    plan = reconcile_intent(replace(base, forge_ready=forge_ready))
+    done = next(c for c in plan.status.conditions if c.type == "Succeeded")
+    return done.status, done.reason, done.message
+
+
+def test_open_pr_remediation_without_a_forge_waits_for_one() -> None:
+    status, reason, _ = _remediation("open_pr", forge_ready=False)
+    assert (status, reason) == ("Unknown", "NoForgeConfigured")
+
+
+def test_open_pr_remediation_with_a_forge_is_not_supported_rather_than_unconfigured() -> None:
+    status, reason, message = _remediation("open_pr", forge_ready=True)
+    assert (status, reason) == ("Unknown", "NotSupported")
+    assert "pr_create_from_plan" in message
+
+
+def test_recreate_sprite_and_restart_service_remediations_are_refused_honestly() -> None:
+    for remediation in ("recreate_sprite", "restart_service"):
+        status, reason, message = _remediation(remediation, forge_ready=True)
+        assert (status, reason) == ("Unknown", "NotSupported")
+        assert remediation in message
