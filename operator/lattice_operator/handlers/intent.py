@@ -30,6 +30,7 @@ from lattice_operator.forge.context import FORGE_KINDS, agent_of, forge_grant
 from lattice_operator.handlers._context import OperatorContext, context_of
 from lattice_operator.handlers._writes import create_or_exists
 from lattice_operator.handlers.intent_forge import forge_step
+from lattice_operator.handlers.intent_remediation import remediate
 from lattice_operator.metrics import (
     AWAITING_APPROVAL_SECONDS,
     FILEOPS_DONE,
@@ -49,6 +50,7 @@ from lattice_operator.reconcilers.intent import (
     IntentWorld,
     fileops_sprite,
     reconcile_intent,
+    remediation_sprite,
 )
 
 log = logging.getLogger(__name__)
@@ -219,6 +221,8 @@ async def _drive_intent(
             sprite_name = status.sprite_ref.name if status.sprite_ref else None
             if sprite_name is None and intent.spec.kind == "fileops":
                 sprite_name = fileops_sprite(intent)
+            if sprite_name is None and intent.spec.kind == "health_remediate":
+                sprite_name = remediation_sprite(intent)
             agent = agent_of(intent)
             if sprite_name is None and agent is not None:
                 sprite_name = agent.sprite_ref.name
@@ -244,6 +248,10 @@ async def _drive_intent(
                     if plan.forge is not None:
                         fresh = await forge_step(ctx, intent, plan.forge, world.run, body)
                         continue
+                    if plan.remediation is not None:
+                        fresh = await remediate(ctx, intent, plan.remediation)
+                        if fresh is not None:
+                            continue
                 elif conflicts < MAX_QUICK_REDECISIONS:
                     # Decided on an outdated spec: decide again at once on the stored one
                     # (the watch may not have delivered it yet).
@@ -254,6 +262,12 @@ async def _drive_intent(
                     continue
             elif plan.create or plan.run_patch:
                 await _apply(ctx, intent, plan, body)
+            elif plan.remediation is not None:
+                # Executing was written by an earlier pass, whose remediation was not
+                # carried out (no backend then, or a restart): do it now.
+                fresh = await remediate(ctx, intent, plan.remediation)
+                if fresh is not None:
+                    continue
         if plan.phase in TERMINAL:
             return
         with contextlib.suppress(TimeoutError):

@@ -108,6 +108,16 @@ class FileOpsWork:
 
 
 @dataclass(frozen=True)
+class RemediationWork:
+    """Recreate the Sprite's backend sprite, or restart one of its services (after this
+    plan's status is written); the handler records the outcome in `status.result`."""
+
+    action: Literal["recreate_sprite", "restart_service"]
+    sprite: Sprite
+    service: str | None = None
+
+
+@dataclass(frozen=True)
 class Notice:
     """An Event to post on the Intent."""
 
@@ -127,6 +137,8 @@ class IntentPlan:
     """A FileOps request to carry out now (after this plan's status is written)."""
     forge: ForgeWork | None = None
     """A forge step to carry out now (after this plan's status is written)."""
+    remediation: RemediationWork | None = None
+    """A health_remediate step to carry out now (after this plan's status is written)."""
     notices: list[Notice] = field(default_factory=list)
     decision: Decision | None = None
     left_approval_after: float | None = None
@@ -358,6 +370,8 @@ def _execute(step: _Pass) -> None:
         assert isinstance(params, HealthRemediateParams)
         if params.remediation == "run_command" and params.run is not None:
             _through_run(step, params.run)
+        elif params.remediation in ("recreate_sprite", "restart_service"):
+            _remediate(step, params)
         elif params.remediation == "open_pr" and not step.world.forge_ready:
             step.set(
                 "Succeeded",
@@ -507,6 +521,56 @@ def _result(
     )
     artifacts = [f"{a.kind}: {a.url or a.ref or ''}".rstrip(": ") for a in events.artifacts][:32]
     return IntentResult(status=status, summary=(summary or "")[:1024], artifacts=artifacts)
+
+
+def remediation_sprite(intent: Intent) -> str | None:
+    """The Sprite a health_remediate Intent acts on (params.healthRemediate.spriteRef)."""
+    params = intent.spec.kind_params() if intent.spec.kind == "health_remediate" else None
+    if isinstance(params, HealthRemediateParams) and params.sprite_ref is not None:
+        return params.sprite_ref.name
+    return None
+
+
+def _remediate(step: _Pass, params: HealthRemediateParams) -> None:
+    """recreate_sprite and restart_service: carried out once by the handler (through the
+    Sprites backend port), which records the outcome in status.result; decided from it."""
+    what = params.remediation
+    assert what in ("recreate_sprite", "restart_service")
+    missing = (
+        "params.healthRemediate.spriteRef"
+        if params.sprite_ref is None
+        else "params.healthRemediate.service"
+        if what == "restart_service" and not params.service
+        else None
+    )
+    if missing is not None or params.sprite_ref is None:
+        message = f"remediation {what} needs {missing}"
+        step.status.result = IntentResult(status="failure", summary=message)
+        step.set("Succeeded", "False", IntentReason.REMEDIATION_FAILED, message)
+        return
+    name = params.sprite_ref.name
+    step.status.sprite_ref = LocalObjectReference(name=name)
+    done = step.status.result
+    if done is not None:
+        if done.status == "success":
+            step.set("Succeeded", "True", IntentReason.REMEDIATED, done.summary)
+        else:
+            step.set("Succeeded", "False", IntentReason.REMEDIATION_FAILED, done.summary)
+        return
+    sprite = step.world.sprite
+    if sprite is None or sprite.metadata.deletion_timestamp is not None:
+        step.set(
+            "Succeeded", "Unknown", IntentReason.SPRITE_NOT_READY, f"waiting for Sprite {name}"
+        )
+        return
+    # A broken sprite is what recreate_sprite is for: it does not wait for Ready.
+    step.plan.remediation = RemediationWork(action=what, sprite=sprite, service=params.service)
+    doing = (
+        f"recreating Sprite {name}"
+        if what == "recreate_sprite"
+        else f"restarting service {params.service} of Sprite {name}"
+    )
+    step.set("Succeeded", "Unknown", IntentReason.EXECUTING, doing)
 
 
 def fileops_sprite(intent: Intent) -> str | None:

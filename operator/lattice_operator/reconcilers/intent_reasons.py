@@ -42,6 +42,8 @@ class IntentReason(StrEnum):
     CANCELED = "Canceled"
     FORGE_FAILED = "ForgeFailed"
     BRANCH_REFUSED = "BranchRefused"
+    REMEDIATED = "Remediated"
+    REMEDIATION_FAILED = "RemediationFailed"
 
 
 WAITING_REASONS = frozenset(

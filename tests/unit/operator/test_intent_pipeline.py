@@ -6,7 +6,8 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from lattice_operator.api.v1alpha1 import Intent, Run
+from lattice_operator.api.v1alpha1 import Intent, Run, Sprite
+from lattice_operator.api.v1alpha1.intent import IntentResult
 from lattice_operator.api.v1alpha1.run import RunTemplate
 from lattice_operator.builders import run_for_intent
 from lattice_operator.reconcilers.intent import reconcile_intent
@@ -134,21 +135,36 @@ def test_cancel_cancels_the_run() -> None:
     assert plan.run_patch == {"spec": {"cancel": True}}
 
 
-def _remediation(remediation: str, *, forge_ready: bool) -> tuple[str, str, str]:
+def _remediation_world(remediation: str, *, forge_ready: bool = True, **params: Any) -> Any:
     doc = intent().to_wire()
     doc["spec"] = {
         "kind": "health_remediate",
         "summary": "remedy",
-        "params": {
-            "healthRemediate": {"remediation": remediation, "spriteRef": {"name": "box"}},
-        },
+        "params": {"healthRemediate": {"remediation": remediation, **params}},
     }
     doc["status"] = {}
-    remedy = Intent.model_validate(doc)
-    base = world(remedy, policies=[policy("allow")])
-    plan = reconcile_intent(replace(base, forge_ready=forge_ready))
+    base = world(Intent.model_validate(doc), policies=[policy("allow")])
+    return replace(base, forge_ready=forge_ready)
+
+
+def _succeeded(plan: Any) -> tuple[str, str, str]:
     done = next(c for c in plan.status.conditions if c.type == "Succeeded")
     return done.status, done.reason, done.message
+
+
+def _remediation(remediation: str, *, forge_ready: bool) -> tuple[str, str, str]:
+    it = _remediation_world(remediation, forge_ready=forge_ready, spriteRef={"name": "box"})
+    return _succeeded(reconcile_intent(it))
+
+
+BOX = Sprite.model_validate(
+    {
+        "apiVersion": "lattice.dev/v1alpha1",
+        "kind": "Sprite",
+        "metadata": {"name": "box", "namespace": "ns", "uid": "s"},
+        "spec": {},
+    }
+)
 
 
 def test_open_pr_remediation_without_a_forge_waits_for_one() -> None:
@@ -162,8 +178,47 @@ def test_open_pr_remediation_with_a_forge_is_not_supported_rather_than_unconfigu
     assert "pr_create_from_plan" in message
 
 
-def test_recreate_sprite_and_restart_service_remediations_are_refused_honestly() -> None:
-    for remediation in ("recreate_sprite", "restart_service"):
-        status, reason, message = _remediation(remediation, forge_ready=True)
-        assert (status, reason) == ("Unknown", "NotSupported")
-        assert remediation in message
+def test_recreate_sprite_waits_for_its_sprite_then_hands_the_work_to_the_handler() -> None:
+    waiting = reconcile_intent(_remediation_world("recreate_sprite", spriteRef={"name": "box"}))
+    assert _succeeded(waiting)[:2] == ("Unknown", "SpriteNotReady")
+    assert waiting.remediation is None
+    assert waiting.status.sprite_ref is not None
+    assert waiting.status.sprite_ref.name == "box"
+    base = _remediation_world("recreate_sprite", spriteRef={"name": "box"})
+    plan = reconcile_intent(replace(base, sprite=BOX))  # not Ready: recreating is the cure
+    assert plan.phase == "Executing"
+    assert _succeeded(plan)[2] == "recreating Sprite box"
+    assert plan.remediation is not None
+    assert (plan.remediation.action, plan.remediation.sprite.metadata.name) == (
+        "recreate_sprite",
+        "box",
+    )
+
+
+def test_restart_service_names_the_service_and_needs_one() -> None:
+    base = _remediation_world("restart_service", spriteRef={"name": "box"}, service="web")
+    plan = reconcile_intent(replace(base, sprite=BOX))
+    assert plan.remediation is not None
+    assert (plan.remediation.action, plan.remediation.service) == ("restart_service", "web")
+    assert _succeeded(plan)[2] == "restarting service web of Sprite box"
+    refused = reconcile_intent(_remediation_world("restart_service", spriteRef={"name": "box"}))
+    assert _succeeded(refused) == (
+        "False",
+        "RemediationFailed",
+        "remediation restart_service needs params.healthRemediate.service",
+    )
+    assert refused.remediation is None
+    assert refused.phase == "Failed"
+
+
+def test_a_recorded_remediation_outcome_decides_the_intent() -> None:
+    base = _remediation_world("recreate_sprite", spriteRef={"name": "box"})
+    for outcome, expected in (
+        ("success", ("True", "Remediated")),
+        ("failure", ("False", "RemediationFailed")),
+    ):
+        it = base.intent.model_copy(deep=True)
+        it.status.result = IntentResult(status=outcome, summary=f"it was a {outcome}")
+        plan = reconcile_intent(replace(base, intent=it, sprite=BOX))
+        assert _succeeded(plan) == (*expected, f"it was a {outcome}")
+        assert plan.remediation is None  # carried out once

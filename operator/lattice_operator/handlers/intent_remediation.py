@@ -1,0 +1,95 @@
+"""A health_remediate Intent's recreate_sprite and restart_service, carried out through the
+Sprites backend port once the pipeline (policy, approval, grants) let it execute; the outcome
+goes to the Intent's status.result, from which the next pass decides."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any, cast
+
+import kopf
+
+from lattice_adapters.kube import resource_path
+from lattice_operator.api.v1alpha1 import Intent
+from lattice_operator.api.v1alpha1.intent import IntentResult
+from lattice_operator.api.v1alpha1.resources import INTENTS, SPRITES
+from lattice_operator.errors import LatticeError
+from lattice_operator.handlers._context import OperatorContext
+from lattice_operator.ports.errors import AdapterError, NotFound
+from lattice_operator.reconcilers.intent import RemediationWork
+from lattice_operator.reconcilers.sprite import reconcile_sprite
+
+log = logging.getLogger(__name__)
+
+
+async def remediate(
+    ctx: OperatorContext, intent: Intent, work: RemediationWork
+) -> kopf.Body | None:
+    """Carry the work out and record its outcome; the Intent as stored afterwards (None when
+    nothing was done: no backend yet, the next pass tries again). A crash between the
+    remediation and its record repeats it on the next pass (both are safe to repeat)."""
+    if ctx.backend is None:
+        log.warning("remediation %s: %s", intent.metadata.name, ctx.backend_problem)
+        return None
+    sprite = work.sprite
+    name = sprite.backend_name()
+    try:
+        if work.action == "restart_service":
+            assert work.service is not None
+            await ctx.backend.stop_service(name, work.service)
+            await ctx.backend.start_service(name, work.service)
+            result = IntentResult(
+                status="success",
+                summary=f"service {work.service} of Sprite {sprite.metadata.name} restarted",
+            )
+        else:
+            result = await _recreate(ctx, work)
+    except (AdapterError, LatticeError) as exc:
+        what = work.action.replace("_", " ")
+        result = IntentResult(status="failure", summary=f"{what} failed: {exc}"[:1024])
+    log.info("remediation %s: %s", intent.metadata.name, result.summary)
+    path = resource_path(*INTENTS.gvp, intent.metadata.namespace or "", intent.metadata.name)
+    stored = await ctx.require_kube().merge_patch(
+        f"{path}/status", {"status": {"result": result.to_wire()}}
+    )
+    return kopf.Body(cast(kopf.RawBody, stored))
+
+
+async def _recreate(ctx: OperatorContext, work: RemediationWork) -> IntentResult:
+    """Delete the backend sprite and make it again as the Sprite's spec says (its network
+    policy and services too), whatever its deletionPolicy and spec.recreate say: that is
+    what was asked for. The Sprite's status records the new sprite; an Event says why."""
+    backend = ctx.require_backend()
+    sprite = work.sprite
+    name = sprite.backend_name()
+    before = sprite.status.sprite_id
+    with contextlib.suppress(NotFound):  # already gone: what a broken sprite may look like
+        await backend.delete_sprite(name)
+    forced = sprite.model_copy(update={"spec": sprite.spec.model_copy(update={"recreate": True})})
+    outcome = await reconcile_sprite(
+        forced,
+        backend,
+        ctx.clock.now(),
+        default_policy=ctx.settings.sprites.default_network_policy,
+    )
+    namespace = sprite.metadata.namespace or ""
+    status: dict[str, Any] = outcome.status.to_patch()
+    await ctx.require_kube().merge_patch(
+        resource_path(*SPRITES.gvp, namespace, sprite.metadata.name, "status"), {"status": status}
+    )
+    summary = (
+        f"Sprite {sprite.metadata.name} recreated: backend sprite {name} "
+        f"{before or '?'} -> {outcome.status.sprite_id or '?'}"
+    )
+    body = {
+        "apiVersion": "lattice.dev/v1alpha1",
+        "kind": "Sprite",
+        "metadata": {
+            "name": sprite.metadata.name,
+            "namespace": namespace,
+            "uid": sprite.metadata.uid,
+        },
+    }
+    kopf.info(kopf.Body(cast(kopf.RawBody, body)), reason="Recreated", message=summary)
+    return IntentResult(status="success", summary=summary[:1024])
