@@ -615,3 +615,52 @@ def test_loop_3_a_project_issue_drafts_issues_created_after_approval(
     payloads.deliver(url, HOOK_SECRET, "issue_comment", body)
     time.sleep(2)
     assert len(tasks()) == len(drafts)
+
+
+def test_a_health_remediation_opens_a_pull_request_through_a_pr_intent(
+    wired: dict[str, Any], github: GitHubDouble
+) -> None:
+    """health_remediate with open_pr proposes a pr_create_from_plan Intent, which the
+    namespace's policy classifies and gates like any other, and which opens the PR."""
+    stack, repo, ns = wired["stack"], wired["repo"], wired["namespace"]
+    stack.apply(
+        ns,
+        {
+            "apiVersion": "lattice.dev/v1alpha1",
+            "kind": "Intent",
+            "metadata": {"name": "remedy"},
+            "spec": {
+                "kind": "health_remediate",
+                "summary": "Raise the cache limit after the failing check",
+                "proposedBy": {"type": "system", "name": "cache-check"},
+                "params": {
+                    "healthRemediate": {
+                        "remediation": "open_pr",
+                        "repo": repo,
+                        "plan": "Raise the cache limit",
+                        "run": {
+                            "spriteRef": {"name": "box"},
+                            "command": AGENT_COMMAND,
+                            "timeoutSeconds": 300,
+                        },
+                    }
+                },
+                "allowedActions": ["OPEN_PR"],
+            },
+        },
+    )
+    remedy = _intent(wired, "remedy", {"Succeeded", "Failed"})
+    assert remedy["status"]["phase"] == "Succeeded", _show(remedy)
+    assert remedy["status"]["forge"]["followup"] == "remedy-pr"
+    child = _intent(wired, "remedy-pr", {"Succeeded", "Failed"})
+    assert child["status"]["phase"] == "Succeeded", _show(child, wired)
+    assert child["spec"]["kind"] == "pr_create_from_plan"
+    assert child["metadata"]["ownerReferences"][0]["uid"] == remedy["metadata"]["uid"]
+    # Classified and approved by the namespace's policy, as any Intent is.
+    assert child["status"]["classification"]["rule"] == "the-rest"
+    phases = [(e.get("from"), e["to"]) for e in child["status"]["auditLog"]]
+    assert ("Classified", "Approved") in phases
+    pr = child["status"]["forge"]["pullRequest"]
+    with github.lock:
+        pull = github.repos[repo].pulls[pr["number"]]
+    assert pull["base"]["ref"] == "main"

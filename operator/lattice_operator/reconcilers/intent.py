@@ -45,7 +45,12 @@ from lattice_operator.forge.context import FORGE_KINDS, forge_params
 from lattice_operator.policy import CompiledPolicy, Decision, classify, intent_document
 from lattice_operator.reconcilers.approvals import for_spec, spec_digest
 from lattice_operator.reconcilers.grants import adoption_refusal, owned_by
-from lattice_operator.reconcilers.intent_forge import ForgeWork, decide_forge, opened_pr
+from lattice_operator.reconcilers.intent_forge import (
+    ForgeWork,
+    decide_forge,
+    followup_name,
+    opened_pr,
+)
 from lattice_operator.reconcilers.intent_reasons import WAITING_REASONS, IntentReason
 
 OPERATOR = "lattice-operator"
@@ -372,23 +377,8 @@ def _execute(step: _Pass) -> None:
             _through_run(step, params.run)
         elif params.remediation in ("recreate_sprite", "restart_service"):
             _remediate(step, params)
-        elif params.remediation == "open_pr" and not step.world.forge_ready:
-            step.set(
-                "Succeeded",
-                "Unknown",
-                IntentReason.NO_FORGE_CONFIGURED,
-                "opening a pull request needs a forge",
-            )
         elif params.remediation == "open_pr":
-            # A forge is there, but these params name no repository and no plan: saying
-            # NoForgeConfigured would send the operator looking for the wrong fix.
-            step.set(
-                "Succeeded",
-                "Unknown",
-                IntentReason.NOT_SUPPORTED,
-                "remediation open_pr is not supported in this version (its params name no "
-                "repository and no plan); propose a pr_create_from_plan Intent instead",
-            )
+            _remediate_with_a_pr(step, params)
         else:
             step.set(
                 "Succeeded",
@@ -571,6 +561,77 @@ def _remediate(step: _Pass, params: HealthRemediateParams) -> None:
         else f"restarting service {params.service} of Sprite {name}"
     )
     step.set("Succeeded", "Unknown", IntentReason.EXECUTING, doing)
+
+
+def _remediate_with_a_pr(step: _Pass, params: HealthRemediateParams) -> None:
+    """open_pr: a pr_create_from_plan Intent `<name>-pr`, owned by this one, which goes
+    through policy, approval and grants like any other (nothing is opened from here)."""
+    if not step.world.forge_ready:
+        step.set(
+            "Succeeded",
+            "Unknown",
+            IntentReason.NO_FORGE_CONFIGURED,
+            "opening a pull request needs a forge",
+        )
+        return
+    missing = [
+        f"params.healthRemediate.{name}"
+        for name, value in (("repo", params.repo), ("plan", params.plan), ("run", params.run))
+        if not value
+    ]
+    if missing or params.repo is None or params.plan is None:
+        message = f"remediation open_pr needs {', '.join(missing)}"
+        step.status.result = IntentResult(status="failure", summary=message)
+        step.set("Succeeded", "False", IntentReason.REMEDIATION_FAILED, message)
+        return
+    intent = step.intent
+    name = followup_name(intent)
+    manifest = {
+        "apiVersion": "lattice.dev/v1alpha1",
+        "kind": "Intent",
+        "metadata": {
+            "name": name,
+            "namespace": intent.metadata.namespace,
+            "labels": {"lattice.dev/intent": intent.metadata.name[:63]},
+            "ownerReferences": [
+                {
+                    "apiVersion": "lattice.dev/v1alpha1",
+                    "kind": "Intent",
+                    "name": intent.metadata.name,
+                    "uid": intent.metadata.uid,
+                    "controller": True,
+                    "blockOwnerDeletion": False,
+                }
+            ],
+        },
+        "spec": {
+            "kind": "pr_create_from_plan",
+            "summary": intent.spec.summary,
+            "proposedBy": {"type": "system", "name": intent.metadata.name},
+            "params": {
+                "prCreateFromPlan": {
+                    "repo": params.repo,
+                    "baseBranch": params.base_branch,
+                    "plan": params.plan,
+                    **({"run": params.run.to_wire()} if params.run is not None else {}),
+                }
+            },
+            "allowedActions": list(intent.spec.allowed_actions),
+        },
+    }
+    # Created (create-or-exists) on this pass and the next: a failed create is retried
+    # before the remediation counts as done.
+    step.plan.create.append(manifest)
+    forge = step.status.forge
+    if forge is None or forge.followup != name:
+        step.status.forge = (forge or ForgeStatus(repo=params.repo)).model_copy(
+            update={"followup": name}
+        )
+        step.set("Succeeded", "Unknown", IntentReason.EXECUTING, f"starting Intent {name}")
+        return
+    message = f"started Intent {name} (pr_create_from_plan on {params.repo})"
+    step.status.result = IntentResult(status="success", summary=message)
+    step.set("Succeeded", "True", IntentReason.REMEDIATED, message)
 
 
 def fileops_sprite(intent: Intent) -> str | None:

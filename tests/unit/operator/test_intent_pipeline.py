@@ -172,10 +172,45 @@ def test_open_pr_remediation_without_a_forge_waits_for_one() -> None:
     assert (status, reason) == ("Unknown", "NoForgeConfigured")
 
 
-def test_open_pr_remediation_with_a_forge_is_not_supported_rather_than_unconfigured() -> None:
+def test_open_pr_remediation_names_what_it_lacks() -> None:
     status, reason, message = _remediation("open_pr", forge_ready=True)
-    assert (status, reason) == ("Unknown", "NotSupported")
-    assert "pr_create_from_plan" in message
+    assert (status, reason) == ("False", "RemediationFailed")
+    assert message == (
+        "remediation open_pr needs params.healthRemediate.repo, params.healthRemediate.plan, "
+        "params.healthRemediate.run"
+    )
+
+
+def test_open_pr_remediation_proposes_a_pr_intent_that_goes_through_the_pipeline() -> None:
+    agent = {"spriteRef": {"name": "box"}, "command": ["python3", "/agent.py"]}
+    base = _remediation_world(
+        "open_pr", repo="octo/app", plan="Raise the pool size", run=agent, baseBranch="trunk"
+    )
+    first = reconcile_intent(base)
+    assert first.phase == "Executing"
+    assert _succeeded(first)[2] == "starting Intent i-pr"
+    (child,) = first.create
+    assert (child["kind"], child["metadata"]["name"]) == ("Intent", "i-pr")
+    owner = child["metadata"]["ownerReferences"][0]
+    assert (owner["name"], owner["uid"], owner["controller"]) == ("i", "u", True)
+    # An ordinary Intent: classified, gated and granted like any other (no status given).
+    assert "status" not in child
+    assert child["spec"]["kind"] == "pr_create_from_plan"
+    params = dict(child["spec"]["params"]["prCreateFromPlan"])
+    run = params.pop("run")
+    assert params == {"repo": "octo/app", "baseBranch": "trunk", "plan": "Raise the pool size"}
+    assert (run["spriteRef"], run["command"]) == (agent["spriteRef"], agent["command"])
+    assert child["spec"]["proposedBy"] == {"type": "system", "name": "i"}
+    # The next pass creates it again (create-or-exists: a failed create is retried) and is done.
+    second = reconcile_intent(replace(base, intent=advance(base.intent, first)))
+    assert [m["metadata"]["name"] for m in second.create] == ["i-pr"]
+    assert _succeeded(second) == (
+        "True",
+        "Remediated",
+        "started Intent i-pr (pr_create_from_plan on octo/app)",
+    )
+    assert second.status.forge is not None
+    assert second.status.forge.followup == "i-pr"
 
 
 def test_recreate_sprite_waits_for_its_sprite_then_hands_the_work_to_the_handler() -> None:

@@ -176,11 +176,18 @@ class HealthRemediateParams(ApiModel):
     remediation: Literal["run_command", "recreate_sprite", "restart_service", "open_pr"]
     """What kind of remediation."""
     run: RunTemplate | None = None
-    """For run_command: what to run."""
+    """For run_command: what to run; for open_pr: the agent that implements the plan."""
     service: str | None = Field(default=None, max_length=63)
     """For restart_service: which service."""
     sprite_ref: LocalObjectReference | None = None
-    """The sprite concerned, if any."""
+    """The sprite concerned: recreate_sprite recreates it, restart_service restarts a
+    service in it."""
+    repo: str | None = Field(default=None, max_length=256, pattern=REPO_PATTERN)
+    """For open_pr: the repository (owner/name) the pull request is opened on."""
+    base_branch: str = Field(default="main", max_length=255, pattern=BRANCH_PATTERN)
+    """For open_pr: the branch the pull request targets."""
+    plan: LongText | None = None
+    """For open_pr: what the pull request should do (the pr_create_from_plan Intent's plan)."""
 
 
 class ObservedFailure(ApiModel):
