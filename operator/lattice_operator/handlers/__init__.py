@@ -3,6 +3,6 @@
 Importing this package registers every handler with kopf's default registry.
 """
 
-from lattice_operator.handlers import _startup, admission, intent, run, sprite, stream
+from lattice_operator.handlers import _startup, admission, intent, leader, run, sprite, stream
 
-__all__ = ["_startup", "admission", "intent", "run", "sprite", "stream"]
+__all__ = ["_startup", "admission", "intent", "leader", "run", "sprite", "stream"]

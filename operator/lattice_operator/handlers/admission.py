@@ -4,6 +4,8 @@ checked before they are stored."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import kopf
@@ -21,7 +23,7 @@ from lattice_operator.handlers.admission_config import (
     RUN_OWNER_HANDLER,
     RUN_POLICY_HANDLER,
 )
-from lattice_operator.metrics import APPROVALS
+from lattice_operator.metrics import APPROVALS, WEBHOOK_OUTCOMES, WEBHOOK_REQUESTS, webhook_request
 from lattice_operator.policy import PolicyInvalid, compile_policy
 from lattice_operator.reconcilers.approvals import (
     RECORDS,
@@ -38,8 +40,30 @@ from lattice_operator.reconcilers.approvals import (
 )
 from lattice_operator.reconcilers.grants import new_secret_grants, run_policy_refusal
 
+Handler = Callable[..., Awaitable[None]]
+WEBHOOKS = (APPROVAL_HANDLER, GRANTS_HANDLER, RUN_OWNER_HANDLER, RUN_POLICY_HANDLER, POLICY_HANDLER)
+for _webhook in WEBHOOKS:  # every series from the start, at 0
+    for _outcome in WEBHOOK_OUTCOMES:
+        WEBHOOK_REQUESTS.labels(webhook=_webhook, outcome=_outcome)
+
+
+def _measured(webhook: str) -> Callable[[Handler], Handler]:
+    """Count the handler's requests by outcome (a refusal is kopf.AdmissionError) and time
+    them, as `lattice_webhook_requests_total` and `lattice_webhook_duration_seconds`."""
+
+    def wrap(fn: Handler) -> Handler:
+        @functools.wraps(fn)
+        async def handler(**kwargs: Any) -> None:
+            with webhook_request(webhook, refused=(kopf.AdmissionError,)):
+                await fn(**kwargs)
+
+        return handler
+
+    return wrap
+
 
 @kopf.on.mutate(*INTENTS.gvp, operations=["CREATE", "UPDATE"], id=APPROVAL_HANDLER)
+@_measured(APPROVAL_HANDLER)
 async def stamp_approval(
     body: kopf.Body, userinfo: kopf.UserInfo, patch: kopf.Patch, memo: kopf.Memo, **kwargs: Any
 ) -> None:
@@ -80,6 +104,7 @@ async def stamp_approval(
 
 
 @kopf.on.validate(*INTENTS.gvp, operations=["CREATE", "UPDATE"], id=GRANTS_HANDLER)
+@_measured(GRANTS_HANDLER)
 async def check_grants(
     body: kopf.Body, userinfo: kopf.UserInfo, memo: kopf.Memo, **kwargs: Any
 ) -> None:
@@ -104,6 +129,7 @@ async def check_grants(
 
 
 @kopf.on.validate(*RUNS.gvp, operations=["CREATE", "UPDATE"], id=RUN_OWNER_HANDLER)
+@_measured(RUN_OWNER_HANDLER)
 async def check_run_owner(userinfo: kopf.UserInfo, memo: kopf.Memo, **_: Any) -> None:
     # Grants follow an Intent's controller reference (with status.runRef): only the operator,
     # executing an approved Intent, may make one. Called only for such writes (matchConditions).
@@ -118,6 +144,7 @@ async def check_run_owner(userinfo: kopf.UserInfo, memo: kopf.Memo, **_: Any) ->
 
 
 @kopf.on.validate(*RUNS.gvp, operations=["CREATE"], id=RUN_POLICY_HANDLER)
+@_measured(RUN_POLICY_HANDLER)
 async def check_run_policy(body: kopf.Body, **kwargs: Any) -> None:
     # Called for Runs no Intent controls (matchConditions). A Sprite not known yet is not
     # refused here: the operator checks again before it starts the Run.
@@ -136,6 +163,7 @@ async def check_run_policy(body: kopf.Body, **kwargs: Any) -> None:
 
 
 @kopf.on.validate(*INTENT_POLICIES.gvp, operations=["CREATE", "UPDATE"], id=POLICY_HANDLER)
+@_measured(POLICY_HANDLER)
 async def check_policy(body: kopf.Body, **_: Any) -> None:
     try:
         spec = IntentPolicySpec.model_validate(dict(body.get("spec") or {}))

@@ -7,6 +7,7 @@ import contextlib
 import copy
 import json
 import logging
+from datetime import datetime
 from typing import Any, Literal, cast
 
 import kopf
@@ -31,10 +32,11 @@ from lattice_operator.handlers._writes import create_or_exists
 from lattice_operator.metrics import (
     AWAITING_APPROVAL_SECONDS,
     FILEOPS_DONE,
+    INTENT_DECISION_SECONDS,
     INTENT_DECISIONS,
-    REGISTRY,
+    INTENT_OLDEST_AWAITING,
+    INTENTS_BY_PHASE,
     STATUS_PATCHES,
-    PhaseCollector,
     reconcile_timer,
 )
 from lattice_operator.policy import CompiledPolicy, PolicyInvalid, compile_policy
@@ -108,19 +110,27 @@ async def intent_phases(body: kopf.Body, **_: Any) -> dict[tuple[str, str], str]
     return {(phase, str(body.get("spec", {}).get("kind", ""))): str(body.metadata.uid)}
 
 
+@kopf.index(*INTENTS.gvp)
+async def intents_awaiting(body: kopf.Body, **_: Any) -> dict[str, float]:
+    """Since when each Intent in AwaitingApproval waits (Unix time), for the alert on the
+    longest wait."""
+    status = body.get("status", {})
+    since = status.get("awaitingSince")
+    if status.get("phase") != "AwaitingApproval" or not since:
+        return {}
+    return {"awaiting": datetime.fromisoformat(str(since).replace("Z", "+00:00")).timestamp()}
+
+
 @kopf.on.startup()
 async def register_intent_metrics(**kwargs: Any) -> None:
     phases: kopf.Index[tuple[str, str], str] = kwargs["intent_phases"]
+    awaiting: kopf.Index[str, float] = kwargs["intents_awaiting"]
 
     def counts() -> dict[tuple[str, ...], int]:
         return {key: len(uids) for key, uids in phases.items()}
 
-    with contextlib.suppress(ValueError):  # registered by an earlier start in this process
-        REGISTRY.register(
-            PhaseCollector(
-                "lattice_intents", "Intents by phase and kind.", ["phase", "kind"], counts
-            )
-        )
+    INTENTS_BY_PHASE.bind(counts)
+    INTENT_OLDEST_AWAITING.bind(lambda: list(awaiting.get("awaiting", [])))
 
 
 # -- the pipeline ------------------------------------------------------------------------------
@@ -330,6 +340,10 @@ async def _apply(ctx: OperatorContext, intent: Intent, plan: IntentPlan, body: k
         await kube.merge_patch(path, {"status": plan.status.to_patch()})
     STATUS_PATCHES.labels(kind="Intent").inc()
     if plan.decision is not None:
+        born = intent.metadata.creation_timestamp
+        if born is not None:
+            waited = (ctx.clock.now() - born).total_seconds()
+            INTENT_DECISION_SECONDS.labels(outcome=plan.decision.outcome).observe(max(0.0, waited))
         INTENT_DECISIONS.labels(
             policy=plan.decision.policy or "default",
             rule=plan.decision.rule,
