@@ -113,6 +113,11 @@ REFUSED_ACTIONS = Counter(
     ["reason"],
     registry=REGISTRY,
 )
+BACKEND_THROTTLED = Counter(
+    "lattice_backend_throttled_total",
+    "Sprites API answers 429 (rate limited), retried ones included.",
+    registry=REGISTRY,
+)
 RUN_APPLY_TO_EXEC_SECONDS = Histogram(
     "lattice_run_apply_to_exec_seconds",
     "Time from a Run's creation to its first exec session started.",
@@ -345,6 +350,7 @@ __all__ = [
     "AWAITING_APPROVAL_SECONDS",
     "BACKEND_CALL_SECONDS",
     "BACKEND_ERRORS",
+    "BACKEND_THROTTLED",
     "BUILD_INFO",
     "EVENTS_INGESTED",
     "FILEOPS_DONE",
