@@ -49,7 +49,7 @@ def test_misspelt_or_invalid_values_fail_with_the_schema_message(flag: str, mess
 @pytest.mark.parametrize("case", sorted(MATRIX))
 def test_rendered_settings_are_valid_operator_settings(case: str) -> None:
     docs = render(*MATRIX[case])
-    text = find(docs, "ConfigMap")["data"]["settings.yaml"]
+    text = find(docs, "ConfigMap", f"{RELEASE}-lattice-operator")["data"]["settings.yaml"]
     settings = OperatorSettings.model_validate(yaml.safe_load(text))
     assert settings.webhook.managed is None  # the chart owns the webhook configurations
     assert settings.webhook.cert_file == "/tls/tls.crt"
@@ -61,7 +61,7 @@ def test_sprites_backend_from_values() -> None:
     docs = render(
         "--set", "sprites.apiUrl=https://sprites.example", "--set", "sprites.tokenSecret=tok"
     )
-    text = find(docs, "ConfigMap")["data"]["settings.yaml"]
+    text = find(docs, "ConfigMap", f"{RELEASE}-lattice-operator")["data"]["settings.yaml"]
     settings = OperatorSettings.model_validate(yaml.safe_load(text))
     assert settings.backend.api_url == "https://sprites.example"
     assert settings.backend.token_secret == f"{NAMESPACE}/tok"
