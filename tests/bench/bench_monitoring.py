@@ -22,9 +22,9 @@ from typing import Any
 
 import httpx
 
-from tests.bench.bench_operator import bench_fast_run, pct
 from tests.support.admission_cases import build
 from tests.support.agents import agent
+from tests.support.bench_ingest import bench_fast_run, pct
 from tests.support.cluster import Cluster, wait_for
 from tests.support.sprites_server import LocalSprites
 from tests.support.stack import Stack, operator_stack

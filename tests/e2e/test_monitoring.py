@@ -189,6 +189,16 @@ def _all_done(stack: Stack, namespace: str, runs: int) -> None:
 
     wait_for(done, timeout=240, what=f"{runs} Runs to finish")
 
+    # Sprites go warm a few seconds after their last exec: wait for that, so that both
+    # counts see every Sprite in the same state (a gauge's label values are states).
+    def all_warm() -> bool:
+        items = stack.cluster.custom.list_namespaced_custom_object(
+            "lattice.dev", "v1alpha1", namespace, "sprites"
+        )["items"]
+        return all((i.get("status") or {}).get("backendStatus") == "warm" for i in items)
+
+    wait_for(all_warm, timeout=60, what="every Sprite to be warm")
+
 
 def test_series_do_not_grow_with_the_number_of_objects(
     stack: Stack, prometheus: Prometheus, namespace: str
