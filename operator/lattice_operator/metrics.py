@@ -12,12 +12,14 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
+from typing import get_args
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from lattice_operator.protocol import ViolationCategory
+from lattice_operator.api.v1alpha1.intentpolicy import GateOutcome
+from lattice_operator.protocol import EventType, ViolationCategory
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -192,6 +194,12 @@ for _outcome in APPROVAL_OUTCOMES:
     APPROVALS.labels(outcome=_outcome)
 for _category in ViolationCategory:
     VIOLATIONS.labels(category=_category.value)
+for _type in EventType:
+    EVENTS_INGESTED.labels(type=_type.value)
+# A histogram series born with its first observation would show no increase to rate():
+# the decision outcomes exist from the start.
+for _gate in get_args(GateOutcome):
+    INTENT_DECISION_SECONDS.labels(outcome=_gate)
 
 
 @contextmanager

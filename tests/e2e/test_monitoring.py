@@ -7,15 +7,18 @@ operator cannot be reached."""
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import httpx
 import pytest
 
 from dashboards.lattice import OUTPUTS, panel_queries
+from lattice_operator.api.v1alpha1.run import RunPhase
+from lattice_operator.api.v1alpha1.sprite import SpritePhase
 from lattice_operator.handlers.admission_config import APPROVAL_HANDLER
 from tests.support.admission_cases import build
 from tests.support.agents import agent
@@ -64,6 +67,7 @@ emit("COMPLETED", {{"status": "success", "summary": "done"}})
 def prometheus(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
     workdir: Path = tmp_path_factory.mktemp("prometheus")
     with prometheus_server(workdir, [f"127.0.0.1:{stack.metrics_port}"]) as server:
+        wait_for(lambda: server.scrapes_since(0), timeout=30, what="the first scrape")
         yield server
 
 
@@ -105,22 +109,22 @@ def test_prometheus_sees_the_run_the_approval_and_the_intent(
     assert [t["labels"]["job"] for t in prometheus.targets()] == [JOB]
     stack.apply(namespace, POLICY)
     ready_sprite(stack, namespace)
-    apply_run(stack, namespace, "busy", ["python3", "-c", BUSY_AGENT])
-    run = stack.wait_phase(namespace, "runs", "busy", {"Succeeded", "Failed"})
+    apply_run(stack, namespace, "busy-run", ["python3", "-c", BUSY_AGENT])
+    run = stack.wait_phase(namespace, "runs", "busy-run", {"Succeeded", "Failed"})
     assert run["status"]["phase"] == "Succeeded", run["status"]
 
-    gated = intent_doc("gated", ["sh", "-c", "echo approved"])
+    gated = intent_doc("awaited-intent", ["sh", "-c", "echo approved"])
     gated["metadata"]["labels"] = {"gated": "yes"}
     stack.apply(namespace, gated)
-    stack.wait_phase(namespace, "intents", "gated", {"AwaitingApproval"})
+    stack.wait_phase(namespace, "intents", "awaited-intent", {"AwaitingApproval"})
     _settled(prometheus)
     _equals(prometheus, 'sum(lattice_intents{phase="AwaitingApproval"})', 1)
     waiting_since = _value(prometheus, "lattice_intent_oldest_awaiting_approval_timestamp_seconds")
     assert waiting_since is not None
     assert time.time() - 120 < waiting_since <= time.time()
 
-    lattice(stack, "approve", "gated", "-n", namespace, "--reason", "watched")
-    intent = stack.wait_phase(namespace, "intents", "gated", {"Succeeded", "Failed"})
+    lattice(stack, "approve", "awaited-intent", "-n", namespace, "--reason", "watched")
+    intent = stack.wait_phase(namespace, "intents", "awaited-intent", {"Succeeded", "Failed"})
     assert intent["status"]["phase"] == "Succeeded", intent["status"]
 
     _settled(prometheus)
@@ -137,7 +141,24 @@ def test_prometheus_sees_the_run_the_approval_and_the_intent(
     _equals(
         prometheus, f'lattice_intent_decision_seconds_count{{{sel},outcome="require_approval"}}', 1
     )
-    _equals(prometheus, f"sum(lattice_protocol_violations_total{{{sel}}})", 1)
+    # Violations and refusals: what the Runs' status records, category by category (the
+    # Intent's Run prints no COMPLETED: a missing_terminal_event).
+    runs = stack.cluster.custom.list_namespaced_custom_object(
+        "lattice.dev", "v1alpha1", namespace, "runs"
+    )["items"]
+    violations: dict[str, int] = {}
+    for item in runs:
+        for category, count in (item["status"]["events"].get("violationCounts") or {}).items():
+            violations[category] = violations.get(category, 0) + count
+    assert {"not_json", "missing_terminal_event"} <= set(violations), violations
+    for category, count in violations.items():
+        metric = f'lattice_protocol_violations_total{{{sel},category="{category}"}}'
+        _equals(prometheus, metric, count)
+    _equals(
+        prometheus, f"sum(lattice_protocol_violations_total{{{sel}}})", sum(violations.values())
+    )
+    refused = [a for a in run["status"]["actionResults"] if a["status"] == "refused"]
+    assert len(refused) == 1, run["status"]["actionResults"]
     _equals(prometheus, f"sum(lattice_refused_actions_total{{{sel}}})", 1)
     approvals = (
         f'lattice_webhook_requests_total{{{sel},webhook="{APPROVAL_HANDLER}",outcome="allowed"}}'
@@ -170,6 +191,35 @@ def test_every_dashboard_panel_returns_data(prometheus: Prometheus) -> None:
     assert broken == [], "panels without data"
 
 
+# Gauges of objects by state: which of their (closed) label values are present depends on
+# the objects' states at the moment of the scrape, not on how many objects there are.
+STATE_VALUES: dict[str, dict[str, set[str]]] = {
+    "lattice_sprites": {
+        "phase": set(get_args(SpritePhase)),
+        "backend_status": {"cold", "warm", "running", "unknown"},
+    },
+    "lattice_runs": {"phase": set(get_args(RunPhase))},
+}
+
+
+STORED = f'count({{job="{JOB}",__name__=~"lattice_.+",__name__!~"lattice_(sprites|runs)"}})'
+
+
+def _parse(line: str) -> tuple[str, dict[str, str]]:
+    series = line.rsplit(" ", 1)[0]
+    name, _, rest = series.partition("{")
+    return name, dict(re.findall(r'(\w+)="([^"]*)"', rest))
+
+
+def _identities(lines: list[str]) -> list[str]:
+    """Each series as name and labels; a state gauge's series as its name alone."""
+    out = []
+    for line in lines:
+        name, _ = _parse(line)
+        out.append(name if name in STATE_VALUES else line.rsplit(" ", 1)[0])
+    return sorted(set(out))
+
+
 def _sprite_and_runs(stack: Stack, namespace: str, sprite: str, runs: int) -> None:
     stack.apply(namespace, build("sprite.yaml", sprite, {"spec.networkPolicy": {"rules": []}}))
     for i in range(runs):
@@ -189,39 +239,36 @@ def _all_done(stack: Stack, namespace: str, runs: int) -> None:
 
     wait_for(done, timeout=240, what=f"{runs} Runs to finish")
 
-    # Sprites go warm a few seconds after their last exec: wait for that, so that both
-    # counts see every Sprite in the same state (a gauge's label values are states).
-    def all_warm() -> bool:
-        items = stack.cluster.custom.list_namespaced_custom_object(
-            "lattice.dev", "v1alpha1", namespace, "sprites"
-        )["items"]
-        return all((i.get("status") or {}).get("backendStatus") == "warm" for i in items)
-
-    wait_for(all_warm, timeout=60, what="every Sprite to be warm")
-
 
 def test_series_do_not_grow_with_the_number_of_objects(
     stack: Stack, prometheus: Prometheus, namespace: str
 ) -> None:
     # First a few objects of every shape (every label value they bring appears), then three
     # times as many more: the number of series must stay the same.
-    _sprite_and_runs(stack, namespace, "a0", 2)
+    _sprite_and_runs(stack, namespace, "fleet-0", 2)
     _all_done(stack, namespace, 2)
     _settled(prometheus)
     first = _series_lines(_scrape(stack))
+    stored_first = _value(prometheus, STORED)
+    assert stored_first is not None
+    assert stored_first > 100
     for i in range(1, 4):
-        _sprite_and_runs(stack, namespace, f"a{i}", 2)
+        _sprite_and_runs(stack, namespace, f"fleet-{i}", 2)
     _all_done(stack, namespace, 8)
     _settled(prometheus)
     text = _scrape(stack)
     second = _series_lines(text)
-    names = lambda lines: sorted(line.rsplit(" ", 1)[0] for line in lines)  # noqa: E731
-    assert names(second) == names(first)
-    in_prometheus = _value(prometheus, f'count({{job="{JOB}"}})')
-    # Prometheus adds its own per-target series (up, scrape_*): 5 of them.
-    assert in_prometheus == len(second) + 5
+    assert _identities(second) == _identities(first)
+    # The state gauges' label values come from closed sets (objects move between them).
+    for line in second:
+        name, labels = _parse(line)
+        if name in STATE_VALUES:
+            for label, value in labels.items():
+                assert value in STATE_VALUES[name][label], line
+    # Prometheus agrees: the series it stored from the operator did not grow either.
+    assert _value(prometheus, STORED) == stored_first
     # No object's name, no namespace, no credential in any series.
-    for secret in (stack.sprites.token, namespace, "a0-r0", "a3", "busy", "gated"):
+    for secret in (stack.sprites.token, namespace, "fleet-", "busy-run", "awaited-intent"):
         assert secret not in text, secret
 
 

@@ -23,7 +23,13 @@ from lattice_operator.handlers.admission_config import (
     RUN_OWNER_HANDLER,
     RUN_POLICY_HANDLER,
 )
-from lattice_operator.metrics import APPROVALS, WEBHOOK_OUTCOMES, WEBHOOK_REQUESTS, webhook_request
+from lattice_operator.metrics import (
+    APPROVALS,
+    WEBHOOK_OUTCOMES,
+    WEBHOOK_REQUESTS,
+    WEBHOOK_SECONDS,
+    webhook_request,
+)
 from lattice_operator.policy import PolicyInvalid, compile_policy
 from lattice_operator.reconcilers.approvals import (
     RECORDS,
@@ -43,6 +49,7 @@ from lattice_operator.reconcilers.grants import new_secret_grants, run_policy_re
 Handler = Callable[..., Awaitable[None]]
 WEBHOOKS = (APPROVAL_HANDLER, GRANTS_HANDLER, RUN_OWNER_HANDLER, RUN_POLICY_HANDLER, POLICY_HANDLER)
 for _webhook in WEBHOOKS:  # every series from the start, at 0
+    WEBHOOK_SECONDS.labels(webhook=_webhook)
     for _outcome in WEBHOOK_OUTCOMES:
         WEBHOOK_REQUESTS.labels(webhook=_webhook, outcome=_outcome)
 

@@ -39,7 +39,7 @@ from lattice_operator.metrics import (
     STATUS_PATCHES,
     reconcile_timer,
 )
-from lattice_operator.policy import CompiledPolicy, PolicyInvalid, compile_policy
+from lattice_operator.policy import CompiledPolicy, Decision, PolicyInvalid, compile_policy
 from lattice_operator.ports import Grants
 from lattice_operator.ports.errors import AdapterError
 from lattice_operator.reconcilers.approvals import parse_records
@@ -205,6 +205,9 @@ async def _drive_intent(
     sprites: kopf.Index[tuple[str, str], Sprite],
 ) -> None:
     written: dict[str, Any] | None = None
+    # A pass may decide again on a view that does not show its own decision yet: a decision
+    # is counted once per spec generation.
+    counted: int | None = None
     # After a conflict, the object as the API server has it now (the watch may lag behind).
     fresh: kopf.Body | None = None
     conflicts = 0
@@ -236,6 +239,9 @@ async def _drive_intent(
             if snapshot != written and snapshot != intent.status.to_patch():
                 if await _apply(ctx, intent, plan, body):
                     written, conflicts = snapshot, 0
+                    if plan.decision is not None and counted != intent.metadata.generation:
+                        counted = intent.metadata.generation
+                        _count_decision(ctx, intent, plan.decision)
                     if plan.fileops is not None:
                         # The attempt is recorded: now carry it out, then decide again.
                         fresh = await _carry_out(ctx, intent, plan)
@@ -283,6 +289,16 @@ async def _carry_out(ctx: OperatorContext, intent: Intent, plan: IntentPlan) -> 
     stored = await ctx.require_kube().merge_patch(path, {"status": {"fileops": recorded}})
     FILEOPS_DONE.labels(status=response.status).inc()
     return kopf.Body(cast(kopf.RawBody, stored))
+
+
+def _count_decision(ctx: OperatorContext, intent: Intent, decision: Decision) -> None:
+    INTENT_DECISIONS.labels(
+        policy=decision.policy or "default", rule=decision.rule, outcome=decision.outcome
+    ).inc()
+    born = intent.metadata.creation_timestamp
+    if born is not None:
+        waited = (ctx.clock.now() - born).total_seconds()
+        INTENT_DECISION_SECONDS.labels(outcome=decision.outcome).observe(max(0.0, waited))
 
 
 def _test_failed(exc: KubeApiError) -> bool:
@@ -339,16 +355,6 @@ async def _apply(ctx: OperatorContext, intent: Intent, plan: IntentPlan, body: k
     if not status_written:
         await kube.merge_patch(path, {"status": plan.status.to_patch()})
     STATUS_PATCHES.labels(kind="Intent").inc()
-    if plan.decision is not None:
-        born = intent.metadata.creation_timestamp
-        if born is not None:
-            waited = (ctx.clock.now() - born).total_seconds()
-            INTENT_DECISION_SECONDS.labels(outcome=plan.decision.outcome).observe(max(0.0, waited))
-        INTENT_DECISIONS.labels(
-            policy=plan.decision.policy or "default",
-            rule=plan.decision.rule,
-            outcome=plan.decision.outcome,
-        ).inc()
     if plan.left_approval_after is not None:
         AWAITING_APPROVAL_SECONDS.observe(plan.left_approval_after)
     for notice in plan.notices:
