@@ -29,7 +29,7 @@ from lattice_operator.protocol import EventType, ViolationCategory
 
 # No `_created` series beside every counter and histogram: Prometheus does not use them from
 # the text format, and they would double the series of each scrape.
-disable_created_metrics()
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -191,7 +191,7 @@ BUILD_INFO.labels(version=_own_version()).set(1)
 RECONCILE_OUTCOMES = ("ok", "error", "blocked")
 """ok: done; error: failed, retried (or cut short); blocked: failed for good until the spec
 changes (invalid object, a permanent refusal)."""
-RECONCILED_KINDS = ("Sprite", "Run", "Intent")
+RECONCILED_KINDS = ("Sprite", "Run", "Intent", "HealthCheck")
 APPROVAL_OUTCOMES = ("approve", "reject", "unauthorized")
 
 # Series of the closed label sets exist from the start at 0 (Prometheus' advice): a rate()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.alias_generators import to_camel
 
 JsonDict = dict[str, Any]
@@ -30,6 +30,16 @@ def list_map(*keys: str) -> JsonDict:
     return cast(
         JsonDict, {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": list(keys)}
     )
+
+
+def first_error(prefix: str, exc: ValidationError) -> str:
+    """The first problem of a validation error as `prefix.field.path: reason` (wire names),
+    the way the API server words a schema refusal."""
+    first = exc.errors()[0]
+    where = ".".join(
+        [prefix, *(str(p) for p in first["loc"])] if prefix else map(str, first["loc"])
+    )
+    return f"{where}: {str(first['msg']).removeprefix('Value error, ')}"
 
 
 PRESERVE_UNKNOWN: JsonDict = {"x-kubernetes-preserve-unknown-fields": True}

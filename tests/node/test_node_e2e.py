@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -209,6 +210,53 @@ def test_gated_intent_is_approved_through_the_chart_webhook(installed: NodeClust
     assert out.returncode == 0, out.stdout + out.stderr
     phase = wait_phase(node, "intent", "gated-task", {"Succeeded", "Failed", "Canceled"})
     assert phase == "Succeeded", json.dumps(get(node, "intent", "gated-task")["status"])[-3000:]
+
+
+def test_a_health_check_fires_on_schedule_and_keeps_its_history(installed: NodeCluster) -> None:
+    node = installed
+    node.kubectl("apply", "-f", str(SAMPLES / "intentpolicy.yaml"))  # health_detect: allow
+    check = {
+        "apiVersion": "lattice.dev/v1alpha1",
+        "kind": "HealthCheck",
+        "metadata": {"name": "node-smoke", "namespace": "default"},
+        "spec": {
+            "schedule": "@every 5s",
+            "successfulHistoryLimit": 1,
+            "probe": {"spriteRef": {"name": "sample"}, "command": ["true"]},
+        },
+    }
+    # Through the chart's webhook: a schedule the operator cannot parse is refused.
+    bad = json.loads(json.dumps(check))
+    bad["spec"]["schedule"] = "61 * * * *"
+    refused = node.kubectl("create", "-f", "-", input=json.dumps(bad), check=False)
+    assert refused.returncode != 0, refused.stdout
+    assert "spec.schedule: not a cron expression" in refused.stderr, refused.stderr
+    started = datetime.now(UTC)
+    node.kubectl("apply", "-f", "-", input=json.dumps(check))
+
+    def detects() -> list[dict[str, Any]]:
+        listing = node.kube_json(
+            "get", "intents", "-n", "default", "-l", "lattice.dev/health-check=node-smoke"
+        )
+        return list(listing["items"])
+
+    def passing_for_three_firings() -> bool:
+        status = get(node, "healthcheck", "node-smoke").get("status", {})
+        healthy = condition({"status": status}, "Healthy") or {}
+        last = status.get("lastScheduleTime")
+        return (
+            healthy.get("status") == "True"
+            and last is not None
+            and datetime.fromisoformat(last) >= started + timedelta(seconds=10)
+        )
+
+    wait_until(passing_for_three_firings, "three firings, the check passing")
+    # successfulHistoryLimit 1: the older passed check Intents were deleted by the operator.
+    wait_until(
+        lambda: sum(i.get("status", {}).get("phase") == "Succeeded" for i in detects()) <= 1,
+        "old check Intents deleted",
+    )
+    node.kubectl("delete", "healthcheck", "node-smoke", "-n", "default", "--wait=true")
 
 
 # Counts its own executions in the Sprite: a second exec of the same attempt would print 2.

@@ -20,6 +20,7 @@ PLURALS = {
     "Run": "runs",
     "Intent": "intents",
     "IntentPolicy": "intentpolicies",
+    "HealthCheck": "healthchecks",
 }
 
 
@@ -306,6 +307,42 @@ CREATE_CASES: tuple[Case, ...] = (
         {"spec.proposedBy.type": "robot"},
         "spec.proposedBy.type",
         "Unsupported value",
+    ),
+    Case(
+        "healthcheck-schedule-shape",
+        "healthcheck.yaml",
+        {"spec.schedule": "every five minutes"},
+        "spec.schedule",
+        "should match",
+    ),
+    Case(
+        "healthcheck-concurrency-policy",
+        "healthcheck.yaml",
+        {"spec.concurrencyPolicy": "Sometimes"},
+        "spec.concurrencyPolicy",
+        "Unsupported value",
+    ),
+    Case(
+        "healthcheck-history-limit",
+        "healthcheck.yaml",
+        {"spec.failedHistoryLimit": 1000},
+        "spec.failedHistoryLimit",
+        "less than or equal to 100",
+    ),
+    Case(
+        "healthcheck-name-length",
+        "healthcheck.yaml",
+        {"metadata.name": "a" * 53},
+        "metadata.name",
+        "no more than 52 characters",
+        models_refuse=False,
+    ),
+    Case(
+        "healthcheck-probe-required",
+        "healthcheck.yaml",
+        {"spec.probe": DELETE},
+        "spec.probe",
+        "Required value",
     ),
 )
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from lattice_operator.api import GROUP
 from lattice_operator.api.v1alpha1 import VERSION, Intent, Run, Sprite
+from lattice_operator.api.v1alpha1.healthcheck import HealthCheck, name_rule
 from lattice_operator.api.v1alpha1.intent import frozen_spec_rule
 from lattice_operator.api.v1alpha1.intentpolicy import IntentPolicy
 
@@ -108,6 +109,22 @@ KINDS: tuple[KindInfo, ...] = (
             PrinterColumn("Reason", '.status.conditions[?(@.type=="Valid")].reason', priority=1),
             AGE,
         ),
+    ),
+    KindInfo(
+        model=HealthCheck,
+        kind="HealthCheck",
+        plural="healthchecks",
+        singular="healthcheck",
+        short_names=("lhc",),
+        columns=(
+            PrinterColumn("Schedule", ".spec.schedule"),
+            PrinterColumn("Suspend", ".spec.suspend", "boolean"),
+            PrinterColumn("Healthy", '.status.conditions[?(@.type=="Healthy")].status'),
+            PrinterColumn("Last", ".status.lastScheduleTime", "date"),
+            PrinterColumn("Incident", ".status.incident.state", priority=1),
+            AGE,
+        ),
+        extra_root_rules=(name_rule(),),
     ),
 )
 

@@ -3,6 +3,15 @@
 Importing this package registers every handler with kopf's default registry.
 """
 
-from lattice_operator.handlers import _startup, admission, intent, leader, run, sprite, stream
+from lattice_operator.handlers import (
+    _startup,
+    admission,
+    healthcheck,
+    intent,
+    leader,
+    run,
+    sprite,
+    stream,
+)
 
-__all__ = ["_startup", "admission", "intent", "leader", "run", "sprite", "stream"]
+__all__ = ["_startup", "admission", "healthcheck", "intent", "leader", "run", "sprite", "stream"]

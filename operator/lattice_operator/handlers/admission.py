@@ -1,6 +1,7 @@
 """Admission webhooks served by the operator: approvals stamped with the real identity,
 credential grants checked against their author's own access, and IntentPolicy rules
-checked before they are stored."""
+checked before they are stored; HealthCheck schedules and time zones checked before they
+are stored."""
 
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ from pydantic import ValidationError
 
 from lattice_adapters.kube import resource_path
 from lattice_operator.api.v1alpha1 import Run, Sprite
+from lattice_operator.api.v1alpha1.healthcheck import HealthCheckSpec
 from lattice_operator.api.v1alpha1.intentpolicy import IntentPolicySpec
-from lattice_operator.api.v1alpha1.resources import INTENT_POLICIES, INTENTS, RUNS
+from lattice_operator.api.v1alpha1.resources import HEALTH_CHECKS, INTENT_POLICIES, INTENTS, RUNS
 from lattice_operator.handlers._context import context_of
 from lattice_operator.handlers.admission_config import (
     APPROVAL_HANDLER,
     GRANTS_HANDLER,
+    HEALTH_CHECK_HANDLER,
     POLICY_HANDLER,
     RUN_OWNER_HANDLER,
     RUN_POLICY_HANDLER,
@@ -30,6 +33,7 @@ from lattice_operator.metrics import (
     WEBHOOK_SECONDS,
     webhook_request,
 )
+from lattice_operator.modeling import first_error
 from lattice_operator.policy import PolicyInvalid, compile_policy
 from lattice_operator.reconcilers.approvals import (
     RECORDS,
@@ -47,7 +51,14 @@ from lattice_operator.reconcilers.approvals import (
 from lattice_operator.reconcilers.grants import new_secret_grants, run_policy_refusal
 
 Handler = Callable[..., Awaitable[None]]
-WEBHOOKS = (APPROVAL_HANDLER, GRANTS_HANDLER, RUN_OWNER_HANDLER, RUN_POLICY_HANDLER, POLICY_HANDLER)
+WEBHOOKS = (
+    APPROVAL_HANDLER,
+    GRANTS_HANDLER,
+    RUN_OWNER_HANDLER,
+    RUN_POLICY_HANDLER,
+    POLICY_HANDLER,
+    HEALTH_CHECK_HANDLER,
+)
 for _webhook in WEBHOOKS:  # every series from the start, at 0
     WEBHOOK_SECONDS.labels(webhook=_webhook)
     for _outcome in WEBHOOK_OUTCOMES:
@@ -179,3 +190,12 @@ async def check_policy(body: kopf.Body, **_: Any) -> None:
         raise kopf.AdmissionError(f"invalid rules: {exc}", code=422) from exc
     except ValueError as exc:
         raise kopf.AdmissionError(f"invalid policy: {exc}", code=422) from exc
+
+
+@kopf.on.validate(*HEALTH_CHECKS.gvp, operations=["CREATE", "UPDATE"], id=HEALTH_CHECK_HANDLER)
+@_measured(HEALTH_CHECK_HANDLER)
+async def check_healthcheck(body: kopf.Body, **_: Any) -> None:
+    try:
+        HealthCheckSpec.model_validate(dict(body.get("spec") or {}))
+    except ValidationError as exc:
+        raise kopf.AdmissionError(first_error("spec", exc), code=422) from exc

@@ -37,6 +37,8 @@ RUN_OWNER_HANDLER = "check-run-owner"
 """kopf handler id (and URL path) of the check that only the operator makes Intent-owned Runs."""
 RUN_POLICY_HANDLER = "check-run-policy"
 """kopf handler id (and URL path) of the check of a Sprite's `spec.runPolicy` on Run creation."""
+HEALTH_CHECK_HANDLER = "check-healthcheck"
+"""kopf handler id (and URL path) of the HealthCheck schedule and time zone check."""
 GRANTS_HANDLER = "check-grants"
 """kopf handler id (and URL path) of the check that an Intent's author may read the Secrets
 it grants."""
@@ -155,6 +157,11 @@ def webhook_configurations(name: str, client_config: Mapping[str, Any]) -> dict[
         client_config,
         matchConditions=[{"name": "credential-grants", "expression": GRANTS_MATCH}],
     )
+    # The schedule and time zone need a cron parser and the zone database, which the CRD's
+    # schema cannot hold: refused here early; while no operator runs the check is let through
+    # (failurePolicy Ignore) and reported as InvalidSpec in its status instead.
+    health = _webhook(name, HEALTH_CHECK_HANDLER, "healthchecks", client_config)
+    health["failurePolicy"] = "Ignore"
     return {
         MUTATING: {
             "apiVersion": "admissionregistration.k8s.io/v1",
@@ -166,6 +173,6 @@ def webhook_configurations(name: str, client_config: Mapping[str, Any]) -> dict[
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "ValidatingWebhookConfiguration",
             "metadata": deepcopy(meta),
-            "webhooks": [policy, grants, run_owner, run_policy],
+            "webhooks": [policy, grants, run_owner, run_policy, health],
         },
     }

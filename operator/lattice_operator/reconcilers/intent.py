@@ -30,6 +30,7 @@ from lattice_operator.api.v1alpha1.fileops import FileOpsRequest
 from lattice_operator.api.v1alpha1.intent import (
     ApprovalRecord,
     FileOpsStatus,
+    HealthDetectParams,
     HealthRemediateParams,
     IntentResult,
     IntentWaiting,
@@ -366,6 +367,8 @@ def _execute(step: _Pass) -> None:
     elif kind == "sprite_create":
         assert isinstance(params, SpriteCreateParams)
         _create_sprite(step, params)
+    elif isinstance(params, HealthDetectParams) and params.probe is not None:
+        _through_run(step, params.probe)
     elif kind == "fileops":
         assert isinstance(params, FileOpsRequest)
         _fileops(step, params)

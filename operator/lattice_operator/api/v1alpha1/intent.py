@@ -130,6 +130,9 @@ class HealthDetectParams(ApiModel):
     """How bad it is."""
     sprite_ref: LocalObjectReference | None = None
     """The sprite concerned, if any."""
+    probe: RunTemplate | None = None
+    """The check to run (a HealthCheck's firing sets it): the Intent executes it as a Run,
+    and the Run's outcome is the check's."""
 
 
 class HealthRemediateParams(ApiModel):

@@ -1,4 +1,4 @@
-"""The four kinds of `lattice.dev/v1alpha1` as API resources: named once, used everywhere
+"""The five kinds of `lattice.dev/v1alpha1` as API resources: named once, used everywhere
 (kopf handlers, request paths, the CLI, the MCP tools)."""
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ SPRITES = Resource("sprites", "Sprite")
 RUNS = Resource("runs", "Run")
 INTENTS = Resource("intents", "Intent")
 INTENT_POLICIES = Resource("intentpolicies", "IntentPolicy")
-RESOURCES = (SPRITES, RUNS, INTENTS, INTENT_POLICIES)
+HEALTH_CHECKS = Resource("healthchecks", "HealthCheck")
+RESOURCES = (SPRITES, RUNS, INTENTS, INTENT_POLICIES, HEALTH_CHECKS)
 
 
 def resource_of_kind(kind: str) -> Resource:
@@ -43,6 +44,7 @@ def resource_of_kind(kind: str) -> Resource:
 __all__ = [
     "API_VERSION",
     "GROUP",
+    "HEALTH_CHECKS",
     "INTENTS",
     "INTENT_POLICIES",
     "RESOURCES",

@@ -1,0 +1,128 @@
+"""kopf wiring of HealthChecks: one daemon per check sleeps until its next firing (or a
+change to one of its Intents) and applies the pure pass."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import kopf
+from pydantic import ValidationError
+
+from lattice_adapters.kube import KubeApiError, resource_path
+from lattice_operator.api.v1alpha1 import Intent, set_condition
+from lattice_operator.api.v1alpha1.healthcheck import HealthCheck
+from lattice_operator.api.v1alpha1.resources import HEALTH_CHECKS, INTENTS
+from lattice_operator.handlers._context import OperatorContext, context_of
+from lattice_operator.handlers._writes import create_or_exists, delete_if_present
+from lattice_operator.metrics import reconcile_timer
+from lattice_operator.modeling import first_error
+from lattice_operator.reconcilers.healthcheck import (
+    CHECK_LABEL,
+    HealthCheckPlan,
+    reconcile_healthcheck,
+)
+
+log = logging.getLogger(__name__)
+IDLE_LIMIT = 60.0
+"""Looked at at least this often, whatever the schedule (a clock jump, a missed wake-up)."""
+
+
+def _wakeups(memo: kopf.Memo) -> dict[tuple[str, str], asyncio.Event]:
+    table = getattr(memo, "healthcheck_wakeups", None)
+    if table is None:
+        table = {}
+        memo.healthcheck_wakeups = table
+    return table
+
+
+@kopf.index(*INTENTS.gvp, labels={CHECK_LABEL: kopf.PRESENT})
+async def intents_by_check(body: kopf.Body, memo: kopf.Memo, **_: Any) -> dict[Any, Any]:
+    namespace = body.metadata.namespace or ""
+    check = body.metadata.labels.get(CHECK_LABEL, "")
+    wake = _wakeups(memo).get((namespace, check))
+    if wake is not None:
+        wake.set()
+    try:
+        return {(namespace, check): Intent.model_validate(dict(body))}
+    except ValidationError:
+        return {}
+
+
+@kopf.daemon(*HEALTH_CHECKS.gvp, cancellation_timeout=10.0)
+async def healthcheck_daemon(
+    body: kopf.Body, memo: kopf.Memo, stopped: kopf.DaemonStopped, **kwargs: Any
+) -> None:
+    ctx = context_of(memo)
+    index: kopf.Index[tuple[str, str], Intent] = kwargs["intents_by_check"]
+    key = (body.metadata.namespace or "", body.metadata.name or "")
+    wakeup = _wakeups(memo).setdefault(key, asyncio.Event())
+    written: dict[str, Any] | None = None
+    try:
+        while not stopped:
+            wakeup.clear()
+            delay = IDLE_LIMIT
+            with reconcile_timer("HealthCheck", blocked=(kopf.PermanentError,)):
+                try:
+                    check = HealthCheck.model_validate(dict(body))
+                except ValidationError as exc:
+                    await _invalid(ctx, body, exc)
+                    check = None
+                if check is not None:
+                    intents = list(index.get(key, []))
+                    plan = reconcile_healthcheck(check, intents, ctx.clock.now())
+                    await _apply(ctx, check, plan, body)
+                    snapshot = plan.status.to_patch()
+                    if snapshot != written:
+                        path = resource_path(*HEALTH_CHECKS.gvp, key[0], key[1], "status")
+                        await ctx.require_kube().merge_patch(path, {"status": snapshot})
+                        written = snapshot
+                    if plan.requeue_after is not None:
+                        delay = min(delay, plan.requeue_after + 0.05)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wakeup.wait(), timeout=delay)
+    finally:
+        _wakeups(memo).pop(key, None)
+
+
+async def _apply(
+    ctx: OperatorContext, check: HealthCheck, plan: HealthCheckPlan, body: kopf.Body
+) -> None:
+    kube = ctx.require_kube()
+    namespace = check.metadata.namespace or ""
+    collection = resource_path(*INTENTS.gvp, namespace)
+    for name in plan.cancel:
+        with contextlib.suppress(KubeApiError):
+            await kube.merge_patch(f"{collection}/{name}", {"spec": {"cancel": True}})
+    for manifest in plan.create:
+        try:
+            await create_or_exists(kube, collection, manifest)
+        except KubeApiError as exc:
+            raise kopf.TemporaryError(f"cannot create Intent: {exc}", delay=5) from exc
+    for name in plan.delete:
+        await delete_if_present(kube, f"{collection}/{name}")
+    for reason, message, warning in plan.notices:
+        (kopf.warn if warning else kopf.info)(body, reason=reason, message=message)
+
+
+async def _invalid(ctx: OperatorContext, body: kopf.Body, exc: ValidationError) -> None:
+    """A spec the CRD let through but the model refuses (an out-of-range cron field, an
+    unknown time zone): said in the status, with the field."""
+    message = first_error("", exc)
+    conditions = set_condition(
+        [],
+        type="Healthy",
+        status="Unknown",
+        reason="InvalidSpec",
+        message=message[:1024],
+        observed_generation=body.metadata.get("generation"),
+        now=ctx.clock.now(),
+    )
+    path = resource_path(
+        *HEALTH_CHECKS.gvp, body.metadata.namespace or "", body.metadata.name or "", "status"
+    )
+    wire = [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in conditions]
+    await ctx.require_kube().merge_patch(path, {"status": {"conditions": wire}})
+    kopf.warn(body, reason="InvalidSpec", message=message[:1024])
