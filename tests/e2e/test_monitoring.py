@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from dashboards.lattice import OUTPUTS, panel_queries
+from lattice_operator.api.v1alpha1.intent import IntentKind, IntentPhase
 from lattice_operator.api.v1alpha1.run import RunPhase
 from lattice_operator.api.v1alpha1.sprite import SpritePhase
 from lattice_operator.handlers.admission_config import APPROVAL_HANDLER
@@ -192,17 +193,19 @@ def test_every_dashboard_panel_returns_data(prometheus: Prometheus) -> None:
 
 
 # Gauges of objects by state: which of their (closed) label values are present depends on
-# the objects' states at the moment of the scrape, not on how many objects there are.
+# the objects' states at the moment of the scrape (and on objects of earlier tests whose
+# namespace is still being deleted), not on how many objects there are.
 STATE_VALUES: dict[str, dict[str, set[str]]] = {
     "lattice_sprites": {
         "phase": set(get_args(SpritePhase)),
         "backend_status": {"cold", "warm", "running", "unknown"},
     },
     "lattice_runs": {"phase": set(get_args(RunPhase))},
+    "lattice_intents": {"phase": set(get_args(IntentPhase)), "kind": set(get_args(IntentKind))},
 }
 
 
-STORED = f'count({{job="{JOB}",__name__=~"lattice_.+",__name__!~"lattice_(sprites|runs)"}})'
+STORED = f'count({{job="{JOB}",__name__=~"lattice_.+",__name__!~"lattice_(sprites|runs|intents)"}})'
 
 
 def _parse(line: str) -> tuple[str, dict[str, str]]:

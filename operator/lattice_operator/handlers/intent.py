@@ -7,6 +7,7 @@ import contextlib
 import copy
 import json
 import logging
+from collections import OrderedDict
 from datetime import datetime
 from typing import Any, Literal, cast
 
@@ -205,9 +206,6 @@ async def _drive_intent(
     sprites: kopf.Index[tuple[str, str], Sprite],
 ) -> None:
     written: dict[str, Any] | None = None
-    # A pass may decide again on a view that does not show its own decision yet: a decision
-    # is counted once per spec generation.
-    counted: int | None = None
     # After a conflict, the object as the API server has it now (the watch may lag behind).
     fresh: kopf.Body | None = None
     conflicts = 0
@@ -239,8 +237,7 @@ async def _drive_intent(
             if snapshot != written and snapshot != intent.status.to_patch():
                 if await _apply(ctx, intent, plan, body):
                     written, conflicts = snapshot, 0
-                    if plan.decision is not None and counted != intent.metadata.generation:
-                        counted = intent.metadata.generation
+                    if plan.decision is not None:
                         _count_decision(ctx, intent, plan.decision)
                     if plan.fileops is not None:
                         # The attempt is recorded: now carry it out, then decide again.
@@ -291,7 +288,20 @@ async def _carry_out(ctx: OperatorContext, intent: Intent, plan: IntentPlan) -> 
     return kopf.Body(cast(kopf.RawBody, stored))
 
 
+# A pass may decide again on a view that does not show its own decision yet (kopf's body lags
+# behind our writes, a daemon may be restarted): a decision is counted once per Intent and
+# spec generation in this process. The newest entries are kept.
+_COUNTED: OrderedDict[tuple[str, int | None], None] = OrderedDict()
+COUNTED_KEPT = 10_000
+
+
 def _count_decision(ctx: OperatorContext, intent: Intent, decision: Decision) -> None:
+    key = (intent.metadata.uid or intent.metadata.name, intent.metadata.generation)
+    if key in _COUNTED:
+        return
+    _COUNTED[key] = None
+    while len(_COUNTED) > COUNTED_KEPT:
+        _COUNTED.popitem(last=False)
     INTENT_DECISIONS.labels(
         policy=decision.policy or "default", rule=decision.rule, outcome=decision.outcome
     ).inc()
