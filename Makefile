@@ -10,7 +10,7 @@ LATTICE := $(VENV)/bin/lattice
 VENV_STAMP := $(VENV)/.stamp-$(shell cat pyproject.toml requirements.lock 2>/dev/null | sha256sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: help venv tools sprite-rootfs browser prometheus node-tools image chart dashboards test unit lint typecheck crds crds-check cluster-up cluster-down dev bench node-test clean
+.PHONY: help venv tools sprite-rootfs browser prometheus github-fixtures node-tools image chart dashboards test unit lint typecheck crds crds-check cluster-up cluster-down dev bench node-test clean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
@@ -36,6 +36,9 @@ prometheus: ## Install the pinned Prometheus and promtool the monitoring tests r
 
 node-tools: ## Build the node's binaries: kubelet, kube-scheduler, kube-proxy (cached like tools)
 	@bash hack/build-node-tools.sh >/dev/null
+
+github-fixtures: ## GitHub's OpenAPI description and webhook examples for the local GitHub (npm, pinned; cached)
+	@bash hack/github-fixtures.sh >/dev/null
 
 image: ## Build the operator image as an OCI archive, daemonless (cached; path on the last line)
 	@bash hack/build-image.sh
@@ -64,7 +67,7 @@ crds-check: venv
 unit: venv ## Only the tests that need no cluster
 	$(PY) -m pytest tests/unit tests/test_layout.py $(PYTEST_ARGS)
 
-test: venv tools sprite-rootfs browser prometheus lint typecheck crds-check ## Everything: lint, types, unit, contract and e2e tests
+test: venv tools sprite-rootfs browser prometheus github-fixtures lint typecheck crds-check ## Everything: lint, types, unit, contract and e2e tests
 	$(PY) -m pytest -m 'not bench and not node' $(PYTEST_ARGS)
 
 cluster-up: venv tools ## Start the local control plane (kubeconfig in .lattice/cluster/)

@@ -282,7 +282,7 @@ def _rows() -> Iterator[tuple[str, list[Any]]]:
                 [
                     (
                         "histogram_quantile(0.99, sum by (le, webhook) "
-                        f"(rate(lattice_webhook_duration_seconds_bucket{{{SEL}}}[{RATE}])))",
+                        f"(rate(lattice_admission_duration_seconds_bucket{{{SEL}}}[{RATE}])))",
                         "{{webhook}}",
                     )
                 ],
@@ -334,7 +334,8 @@ def _rows() -> Iterator[tuple[str, list[Any]]]:
                 "ops",
                 [
                     (
-                        f"sum by (outcome) (rate(lattice_webhook_requests_total{{{SEL}}}[{RATE}]))",
+                        "sum by (outcome) "
+                        f"(rate(lattice_admission_requests_total{{{SEL}}}[{RATE}]))",
                         "{{outcome}}",
                     )
                 ],

@@ -101,6 +101,25 @@ INTENT_DECISIONS = Counter(
     ["policy", "rule", "outcome"],
     registry=REGISTRY,
 )
+FORGE_STEPS = Counter(
+    "lattice_forge_steps_total",
+    "Forge steps of GitHub Intents (prepare, finish), by outcome (done, or the failure class).",
+    ["step", "outcome"],
+    registry=REGISTRY,
+)
+WEBHOOK_DELIVERIES = Counter(
+    "lattice_github_webhook_deliveries_total",
+    "GitHub webhook deliveries, by event and outcome (created, exists, approved, refused, "
+    "resumed, ignored, unknown_event, bad_signature, too_large, ...).",
+    ["event", "outcome"],
+    registry=REGISTRY,
+)
+WEBHOOK_SECONDS = Histogram(
+    "lattice_github_webhook_seconds",
+    "Time from a webhook delivery's arrival to its answer (the Intent written, when any).",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+    registry=REGISTRY,
+)
 FILEOPS_DONE = Counter(
     "lattice_fileops_requests_total",
     "FileOps requests carried out, by response status (ok, split, ask, fail, validation_error).",
@@ -143,14 +162,14 @@ INTENT_DECISION_SECONDS = Histogram(
     buckets=_LATENCY_BUCKETS,
     registry=REGISTRY,
 )
-WEBHOOK_REQUESTS = Counter(
-    "lattice_webhook_requests_total",
+ADMISSION_REQUESTS = Counter(
+    "lattice_admission_requests_total",
     "Admission webhook requests by webhook and outcome (allowed, refused, error).",
     ["webhook", "outcome"],
     registry=REGISTRY,
 )
-WEBHOOK_SECONDS = Histogram(
-    "lattice_webhook_duration_seconds",
+ADMISSION_SECONDS = Histogram(
+    "lattice_admission_duration_seconds",
     "Admission webhook handling time by webhook.",
     ["webhook"],
     buckets=_LATENCY_BUCKETS,
@@ -232,11 +251,11 @@ def reconcile_timer(kind: str, *, blocked: tuple[type[BaseException], ...] = ())
         RECONCILE_SECONDS.labels(kind=kind).observe(time.monotonic() - started)
 
 
-WEBHOOK_OUTCOMES = ("allowed", "refused", "error")
+ADMISSION_OUTCOMES = ("allowed", "refused", "error")
 
 
 @contextmanager
-def webhook_request(webhook: str, *, refused: tuple[type[BaseException], ...]) -> Iterator[None]:
+def admission_request(webhook: str, *, refused: tuple[type[BaseException], ...]) -> Iterator[None]:
     """Count one admission request of `webhook` and observe its duration: a normal exit is
     `allowed`, one of the `refused` exception types `refused`, anything else `error`."""
     started = time.monotonic()
@@ -248,8 +267,8 @@ def webhook_request(webhook: str, *, refused: tuple[type[BaseException], ...]) -
         outcome = "refused"
         raise
     finally:
-        WEBHOOK_REQUESTS.labels(webhook=webhook, outcome=outcome).inc()
-        WEBHOOK_SECONDS.labels(webhook=webhook).observe(time.monotonic() - started)
+        ADMISSION_REQUESTS.labels(webhook=webhook, outcome=outcome).inc()
+        ADMISSION_SECONDS.labels(webhook=webhook).observe(time.monotonic() - started)
 
 
 def _no_objects() -> Mapping[tuple[str, ...], int]:
@@ -364,6 +383,9 @@ def metric_names() -> set[str]:
 
 
 __all__ = [
+    "ADMISSION_OUTCOMES",
+    "ADMISSION_REQUESTS",
+    "ADMISSION_SECONDS",
     "APPROVALS",
     "AWAITING_APPROVAL_SECONDS",
     "BACKEND_CALL_SECONDS",
@@ -393,12 +415,9 @@ __all__ = [
     "SPRITES_BY_PHASE",
     "STATUS_PATCHES",
     "VIOLATIONS",
-    "WEBHOOK_OUTCOMES",
-    "WEBHOOK_REQUESTS",
-    "WEBHOOK_SECONDS",
     "OldestCollector",
     "PhaseCollector",
+    "admission_request",
     "metric_names",
     "reconcile_timer",
-    "webhook_request",
 ]

@@ -143,6 +143,43 @@ class StreamSettings(_Settings):
     """A subscriber whose socket takes longer than this to accept a write is cut off."""
 
 
+class ForgeSettings(_Settings):
+    """GitHub: the operator's own credential (sprites never get one) and its webhook server."""
+
+    api_url: str = "https://api.github.com"
+    """GitHub's REST API (GitHub Enterprise Server: https://HOST/api/v3)."""
+    git_url: str = "https://github.com/{repo}.git"
+    """Where the operator fetches and pushes `{repo}` (owner/name)."""
+    token_secret: str | None = None
+    """`namespace/name` of a Secret whose key `token` holds a fine-grained token."""
+    app_id: str | None = None
+    """A GitHub App's id (instead of a token): the operator makes installation tokens."""
+    installation_id: int | None = Field(default=None, ge=1)
+    """The App's installation on the repositories' owner."""
+    app_key_secret: str | None = None
+    """`namespace/name` of a Secret whose key `private-key` holds the App's key (PEM)."""
+    token_refresh_margin: float = Field(default=300.0, ge=0, le=3000)
+    """An installation token is replaced this many seconds before it expires."""
+    workdir: str | None = None
+    """Where the operator keeps its git mirrors (default: a directory of its own in TMPDIR)."""
+    webhook_host: str = "127.0.0.1"
+    """Address the GitHub webhook server binds to."""
+    webhook_port: int = Field(default=0, ge=0, le=65535)
+    """Port of the webhook server (POST /github/<namespace>/<name>); 0 disables it."""
+    max_payload_bytes: int = Field(default=5 * 1024 * 1024, ge=1024, le=64 * 1024 * 1024)
+    """A larger delivery is refused with 413 before it is read."""
+    max_bundle_bytes: int = Field(default=16 * 1024 * 1024, ge=1024, le=16 * 1024 * 1024)
+    """A sprite's bundle larger than this is refused (the Sprites file API's limit too)."""
+    max_commits: int = Field(default=200, ge=1, le=10_000)
+    """A sprite's branch with more new commits than this is refused."""
+    protected_branches: tuple[str, ...] = ("main", "master")
+    """Branches a sprite's work is never pushed to (besides each workspace's base)."""
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.token_secret or (self.app_id and self.app_key_secret))
+
+
 class OperatorSettings(_Settings):
     """Everything `lattice run` needs to know."""
 
@@ -174,10 +211,13 @@ class OperatorSettings(_Settings):
     """Port of the /metrics endpoint; 0 disables it."""
     stream: StreamSettings = StreamSettings()
     """The real-time stream and the live page."""
+    forge: ForgeSettings = ForgeSettings()
+    """GitHub: credential, webhooks, the limits on a sprite's branch."""
 
 
 __all__ = [
     "BackendSettings",
+    "ForgeSettings",
     "OperatorSettings",
     "PeeringSettings",
     "ProbeSettings",

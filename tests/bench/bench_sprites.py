@@ -9,7 +9,11 @@
 - per isolation mode (container, the default, and sandbox): exec round trip, sprite create,
   the first exec of a new sprite (it starts the container), memory per idle sprite (its
   processes' resident memory, and the server's growth, over 20 sprites);
-- the sprite root filesystem build, cold (its cache moved aside) and warm.
+- the sprite root filesystem build, cold (its cache moved aside) and warm;
+- the egress proxy: throughput of a CONNECT tunnel from inside a sprite to a server on the
+  host's loopback (the bench server allows 127.0.0.1), against the same transfer from the
+  host straight to that server, and the time to open a tunnel and echo a line through it;
+  and the kernel memory (slab, per-CPU) each idle sprite's namespace adds.
 
 No assertions on the numbers: they are measurements, not tests.
 """
@@ -21,8 +25,10 @@ import json
 import os
 import platform
 import shutil
+import socket
 import statistics
 import subprocess
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -30,6 +36,10 @@ from pathlib import Path
 import pytest
 
 from lattice_adapters.sprites import SpritesAdapter
+from lattice_adapters.sprites_local._container import setns
+from lattice_adapters.sprites_local._netns import CLONE_NEWNET, close_namespace, new_namespace
+from lattice_operator.api.v1alpha1 import NetworkRule
+from tests.support.loopback_server import LoopbackServer
 from tests.support.sprites_server import LocalSprites, sprites_server
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,6 +49,43 @@ STDOUT_BYTES = 100 * 1024 * 1024
 OUTBOX_BYTES = 50 * 1024 * 1024
 OUTBOX_STEP = 1024 * 1024
 MB = 1_000_000
+TUNNEL_BYTES = 256 * 1024 * 1024
+TUNNELS = 200
+
+# Run inside a sprite: a 256 MiB download through a CONNECT tunnel, then TUNNELS tunnels
+# opened one after another (CONNECT, a line echoed, closed), as JSON.
+EGRESS_PROBE = """
+import json, socket, statistics, sys, time
+port, total, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+def tunnel():
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=30)
+    s.sendall(f"CONNECT localhost:{port} HTTP/1.1\\r\\n\\r\\n".encode())
+    head = b""
+    while not head.endswith(b"\\r\\n\\r\\n"):
+        head += s.recv(1)
+    assert b" 200 " in head, head
+    return s
+s = tunnel()
+started = time.perf_counter()
+s.sendall(f"SOURCE {total}\\n".encode())
+got = 0
+while chunk := s.recv(1 << 20):
+    got += len(chunk)
+seconds = time.perf_counter() - started
+assert got == total, got
+s.close()
+times = []
+for _ in range(count):
+    started = time.perf_counter()
+    s = tunnel()
+    s.sendall(b"PING\\n")
+    assert s.recv(100) == b"PING\\n"
+    s.close()
+    times.append(time.perf_counter() - started)
+times.sort()
+print(json.dumps({"mb_per_s": total / seconds / 1e6, "p50": statistics.median(times),
+                  "p99": times[min(len(times) - 1, round(0.99 * (len(times) - 1)))]}))
+"""
 
 
 def percentile(samples: list[float], q: float) -> float:
@@ -198,6 +245,90 @@ async def isolation_figures(server: LocalSprites, sprites: int = 20) -> dict[str
     }
 
 
+def _direct_download(port: int, total: int) -> float:
+    """MB/s of the same download from the host straight to the loopback server."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        started = time.perf_counter()
+        sock.sendall(f"SOURCE {total}\n".encode())
+        got = 0
+        while chunk := sock.recv(1 << 20):
+            got += len(chunk)
+        seconds = time.perf_counter() - started
+    assert got == total
+    return total / seconds / MB
+
+
+def _meminfo_kib() -> dict[str, int]:
+    fields = {}
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        name, _, value = line.partition(":")
+        fields[name] = int(value.split()[0])
+    return fields
+
+
+async def egress_figures(server: LocalSprites, origin: LoopbackServer) -> dict[str, float]:
+    async with SpritesAdapter(server.credentials) as adapter:
+        await adapter.create_sprite("egress")
+        await adapter.set_network_policy(
+            "egress", [NetworkRule(domain="localhost", action="allow")]
+        )
+        argv = ["python3", "-c", EGRESS_PROBE, str(origin.port), str(TUNNEL_BYTES)]
+        session = await adapter.exec("egress", [*argv, str(TUNNELS)], stdin=False)
+        out = b"".join([chunk.data async for chunk in session])
+        assert session.exit_code == 0, out
+        inside = json.loads(out.decode().strip().splitlines()[-1])
+        await adapter.delete_sprite("egress")
+        direct = await asyncio.to_thread(_direct_download, origin.port, TUNNEL_BYTES)
+    return {
+        "tunnel_bytes": TUNNEL_BYTES,
+        "connect_tunnel_mb_per_s": inside["mb_per_s"],
+        "direct_loopback_mb_per_s": direct,
+        "ratio": inside["mb_per_s"] / direct,
+        "tunnels": TUNNELS,
+        "tunnel_open_and_echo_p50_ms": inside["p50"] * 1000,
+        "tunnel_open_and_echo_p99_ms": inside["p99"] * 1000,
+        **netns_costs(),
+    }
+
+
+def netns_costs(count: int = 50, switches: int = 20_000) -> dict[str, float]:
+    """What a sprite's namespace costs by itself: making one (with `lo` up and the proxy's
+    socket listening), one setns into it (the exec path's fifth), and the kernel memory
+    it holds (slab and per-CPU growth over `count` namespaces: it is in no process's
+    resident set; noisy on a shared machine)."""
+    before = _meminfo_kib()
+    made, times = [], []
+    for _ in range(count):
+        started = time.perf_counter()
+        made.append(new_namespace(0))
+        times.append(time.perf_counter() - started)
+    after = _meminfo_kib()
+    fd = made[0][0]
+    per_switch: list[float] = []
+
+    def switch() -> None:
+        own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+        started = time.perf_counter()
+        for _ in range(switches // 2):
+            setns(fd, CLONE_NEWNET)
+            setns(own, CLONE_NEWNET)
+        per_switch.append((time.perf_counter() - started) / switches)
+        os.close(own)
+
+    thread = threading.Thread(target=switch)
+    thread.start()
+    thread.join()
+    for namespace in made:
+        close_namespace(*namespace)
+    return {
+        "netns_create_p50_ms": statistics.median(times) * 1000,
+        "netns_create_p99_ms": percentile(times, 99) * 1000,
+        "setns_net_us": per_switch[0] * 1e6,
+        "netns_kernel_slab_kib": (after["Slab"] - before["Slab"]) / count,
+        "netns_kernel_percpu_kib": (after["Percpu"] - before["Percpu"]) / count,
+    }
+
+
 def rootfs_build() -> dict[str, float]:
     """Cold (the cached rootfs moved aside, apt's package cache warm) and warm builds."""
     cache = Path(os.environ.get("LATTICE_CACHE") or Path.home() / ".cache" / "lattice-operator")
@@ -227,7 +358,8 @@ def rootfs_build() -> dict[str, float]:
 
 @pytest.mark.bench
 def test_sprites_backend_benchmarks(tmp_path: Path) -> None:
-    with sprites_server(tmp_path / "server") as server:
+    allow = ["--egress-allow-private", "127.0.0.1/32"]
+    with LoopbackServer() as origin, sprites_server(tmp_path / "server", extra=allow) as server:
 
         async def run() -> dict[str, object]:
             async with SpritesAdapter(server.credentials) as adapter:
@@ -242,6 +374,7 @@ def test_sprites_backend_benchmarks(tmp_path: Path) -> None:
 
         figures = asyncio.run(run())
         figures["container"] = asyncio.run(isolation_figures(server))
+        figures["egress_proxy"] = asyncio.run(egress_figures(server, origin))
     with sprites_server(tmp_path / "sandbox", extra=["--isolation", "sandbox"]) as sandbox:
         figures["sandbox"] = asyncio.run(isolation_figures(sandbox))
     figures["sprite_rootfs_build"] = rootfs_build()

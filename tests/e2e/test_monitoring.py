@@ -21,6 +21,8 @@ from lattice_operator.api.v1alpha1.intent import IntentKind, IntentPhase
 from lattice_operator.api.v1alpha1.run import RunPhase
 from lattice_operator.api.v1alpha1.sprite import SpritePhase
 from lattice_operator.handlers.admission_config import APPROVAL_HANDLER
+from lattice_operator.lifeloop.classes import FailureClass
+from lattice_operator.ports.sprites import SpriteBackend
 from tests.support.admission_cases import build
 from tests.support.agents import agent
 from tests.support.cluster import wait_for
@@ -162,7 +164,7 @@ def test_prometheus_sees_the_run_the_approval_and_the_intent(
     assert len(refused) == 1, run["status"]["actionResults"]
     _equals(prometheus, f"sum(lattice_refused_actions_total{{{sel}}})", 1)
     approvals = (
-        f'lattice_webhook_requests_total{{{sel},webhook="{APPROVAL_HANDLER}",outcome="allowed"}}'
+        f'lattice_admission_requests_total{{{sel},webhook="{APPROVAL_HANDLER}",outcome="allowed"}}'
     )
     assert (_value(prometheus, approvals) or 0) >= 1
     # Nothing is waiting any more: the gauge of the longest wait is gone.
@@ -202,10 +204,16 @@ STATE_VALUES: dict[str, dict[str, set[str]]] = {
     },
     "lattice_runs": {"phase": set(get_args(RunPhase))},
     "lattice_intents": {"phase": set(get_args(IntentPhase)), "kind": set(get_args(IntentKind))},
+    # Errors come when they come (a race with a deletion): their labels are closed sets too.
+    "lattice_backend_errors_total": {
+        "operation": {n for n in dir(SpriteBackend) if not n.startswith("_")},
+        "failure_class": {c.value for c in FailureClass},
+    },
 }
 
 
-STORED = f'count({{job="{JOB}",__name__=~"lattice_.+",__name__!~"lattice_(sprites|runs|intents)"}})'
+CLOSED = "lattice_(sprites|runs|intents|backend_errors_total)"
+STORED = f'count({{job="{JOB}",__name__=~"lattice_.+",__name__!~"{CLOSED}"}})'
 
 
 def _parse(line: str) -> tuple[str, dict[str, str]]:
@@ -215,12 +223,8 @@ def _parse(line: str) -> tuple[str, dict[str, str]]:
 
 
 def _identities(lines: list[str]) -> list[str]:
-    """Each series as name and labels; a state gauge's series as its name alone."""
-    out = []
-    for line in lines:
-        name, _ = _parse(line)
-        out.append(name if name in STATE_VALUES else line.rsplit(" ", 1)[0])
-    return sorted(set(out))
+    """Each series as name and labels, but those of the closed-set metrics (checked apart)."""
+    return sorted(line.rsplit(" ", 1)[0] for line in lines if _parse(line)[0] not in STATE_VALUES)
 
 
 def _sprite_and_runs(stack: Stack, namespace: str, sprite: str, runs: int) -> None:
@@ -243,12 +247,19 @@ def _all_done(stack: Stack, namespace: str, runs: int) -> None:
     wait_for(done, timeout=240, what=f"{runs} Runs to finish")
 
 
+def _sprite_made_and_deleted(stack: Stack, namespace: str, name: str) -> None:
+    stack.apply(namespace, build("sprite.yaml", name, {"spec.networkPolicy": {"rules": []}}))
+    stack.wait_sprite_ready(namespace, name)
+    stack.cluster.kubectl("delete", "sprite", name, "-n", namespace, "--wait=true")
+
+
 def test_series_do_not_grow_with_the_number_of_objects(
     stack: Stack, prometheus: Prometheus, namespace: str
 ) -> None:
-    # First a few objects of every shape (every label value they bring appears), then three
-    # times as many more: the number of series must stay the same.
+    # First a few objects of every shape (every label value they bring appears: a Sprite
+    # deleted, too), then three times as many more: the number of series must stay the same.
     _sprite_and_runs(stack, namespace, "fleet-0", 2)
+    _sprite_made_and_deleted(stack, namespace, "fleet-gone-0")
     _all_done(stack, namespace, 2)
     _settled(prometheus)
     first = _series_lines(_scrape(stack))
@@ -257,12 +268,13 @@ def test_series_do_not_grow_with_the_number_of_objects(
     assert stored_first > 100
     for i in range(1, 4):
         _sprite_and_runs(stack, namespace, f"fleet-{i}", 2)
+        _sprite_made_and_deleted(stack, namespace, f"fleet-gone-{i}")
     _all_done(stack, namespace, 8)
     _settled(prometheus)
     text = _scrape(stack)
     second = _series_lines(text)
     assert _identities(second) == _identities(first)
-    # The state gauges' label values come from closed sets (objects move between them).
+    # The state gauges' and errors' label values come from closed sets.
     for line in second:
         name, labels = _parse(line)
         if name in STATE_VALUES:

@@ -21,6 +21,7 @@ PLURALS = {
     "Intent": "intents",
     "IntentPolicy": "intentpolicies",
     "HealthCheck": "healthchecks",
+    "GitHubRepository": "githubrepositories",
 }
 
 

@@ -7,7 +7,9 @@ import base64
 import contextlib
 import itertools
 import json
+import os
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import AsyncIterator
@@ -73,6 +75,9 @@ def _launch(profile: Path) -> tuple[subprocess.Popen[bytes], str]:
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        # Its own process group: Chromium's zygote and renderers outlive a browser that is
+        # only terminated, so the whole group is stopped.
+        start_new_session=True,
     )
     try:
         port_file = profile / "DevToolsActivePort"
@@ -95,12 +100,14 @@ def _launch(profile: Path) -> tuple[subprocess.Popen[bytes], str]:
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    # Whatever of the group is still there (the browser's helpers) goes too.
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 @contextlib.asynccontextmanager

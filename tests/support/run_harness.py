@@ -18,7 +18,7 @@ from typing import Any
 from lattice_operator.api.object_ref import ObjectRef
 from lattice_operator.api.v1alpha1 import Run
 from lattice_operator.lifeloop.receipts import LifecycleReceipt
-from lattice_operator.ports import Grants, SpriteView
+from lattice_operator.ports import ForgeAccess, Grants, SpriteView
 from lattice_operator.reconcilers.run import RunDriver
 from lattice_operator.settings import RunTimings
 from tests.support.fake_backend import FakeBackend
@@ -99,6 +99,10 @@ class Actions:
         self.secrets: dict[tuple[str, str], bytes] = {}
         self.notices: list[tuple[str | None, str, str]] = []
         self.proposed: list[dict[str, Any]] = []
+        self.forge_access: ForgeAccess | None = None
+
+    def forge(self) -> ForgeAccess | None:
+        return self.forge_access
 
     def grants(self, namespace: str, intent: str) -> Grants | None:
         return self.granted.get(intent)

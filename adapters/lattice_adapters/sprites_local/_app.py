@@ -20,6 +20,7 @@ from lattice_adapters.sprites_local._common import STATE, ApiError, state_of
 from lattice_adapters.sprites_local._config import LocalSpritesConfig
 from lattice_adapters.sprites_local._container import ContainerError
 from lattice_adapters.sprites_local._launcher import LauncherError, NamespaceLauncher
+from lattice_adapters.sprites_local._netns import NetnsError
 from lattice_adapters.sprites_local._rest import routes
 from lattice_adapters.sprites_local._state import ServerState
 from lattice_adapters.sprites_local._wire import ENVIRONMENT_VERSION
@@ -118,6 +119,13 @@ async def serve(config: LocalSpritesConfig, *, stop: asyncio.Event | None = None
             "process and file of this host and have no resource limits. Use it only where "
             "the sandbox cannot run, and never with agents you do not trust."
         )
+    elif config.egress_allow_private:
+        _log.warning(
+            "EGRESS TO PRIVATE ADDRESSES IS ALLOWED (--egress-allow-private %s): every "
+            "sprite whose network policy allows a name that resolves there can reach it, "
+            "services on this host's loopback included.",
+            " ".join(config.egress_allow_private),
+        )
     try:
         await state.start()
     except CgroupError as exc:
@@ -127,6 +135,8 @@ async def serve(config: LocalSpritesConfig, *, stop: asyncio.Event | None = None
             f"{exc}; or start with --isolation=sandbox (the host's filesystem as the sprites' "
             "root) or --isolation=none (not isolated)"
         ) from None
+    except NetnsError as exc:
+        raise LauncherError(f"{exc}; or start with --isolation=none (not isolated)") from None
     runner = web.AppRunner(
         build_app(state), handle_signals=False, access_log=None, shutdown_timeout=2.0
     )

@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from lattice_adapters.sprites_local._netpolicy import parse_networks
+
 
 class LocalSpritesConfig(BaseModel):
     """Everything `lattice sprites-local` needs to know."""
@@ -39,7 +41,10 @@ class LocalSpritesConfig(BaseModel):
     its own, control groups with the limits below.
     sandbox: the host's filesystem as root, but a user of its own, a /proc showing only its
     own processes, its own /tmp and the same control groups (where runc cannot run).
-    none: plain processes in a private mount namespace (as root; not isolated)."""
+    container and sandbox: each sprite has a network namespace of its own (loopback only)
+    whose one way out is the server's egress proxy, which enforces its network policy.
+    none: plain processes in a private mount namespace (as root, the host's network; not
+    isolated)."""
     rootfs: Path | None = None
     """The sprites' shared read-only root filesystem (container isolation); None: the one
     `hack/build-sprite-rootfs.sh` built last, or $LATTICE_SPRITE_ROOTFS."""
@@ -53,6 +58,19 @@ class LocalSpritesConfig(BaseModel):
     """Processes and threads each sprite may have at once."""
     uid_base: int = Field(default=200_000, ge=1000, le=2**31 - 100_000)
     """The first user id given to a sprite; each sprite gets the next one."""
+    egress_allow_private: tuple[str, ...] = ()
+    """Addresses or CIDRs outside the global ranges that sprites may reach through their
+    egress proxy all the same (say 127.0.0.1/32 for a service on this host). Empty: every
+    loopback, private, link-local, unspecified and multicast address is refused."""
+    egress_max_connections: int = Field(default=256, ge=1, le=65_536)
+    """Connections one sprite may have open through its egress proxy at once."""
+    egress_idle_timeout: float = Field(default=600.0, gt=0)
+    """Seconds without traffic before the egress proxy closes a connection."""
+
+    @field_validator("egress_allow_private")
+    @classmethod
+    def _networks(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(str(n) for n in parse_networks(value))
 
     @field_validator("token")
     @classmethod

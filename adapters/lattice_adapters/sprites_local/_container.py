@@ -1,5 +1,5 @@
-"""Each sprite a runc container: a Debian root of its own, its own PID, IPC, UTS and mount
-namespaces, and a writable layer that belongs to the sprite.
+"""Each sprite a runc container: a Debian root of its own, its own PID, IPC, UTS, network
+and mount namespaces, and a writable layer that belongs to the sprite.
 
 runc creates the container once per waking (`runc run -d`): its init (`tini`, which reaps
 what sessions leave behind) holds the namespaces, on an overlay of the shared read-only
@@ -7,7 +7,7 @@ root filesystem (`hack/build-sprite-rootfs.sh`) and the sprite's own writable la
 (`fs/upper`). Session and service processes then *enter* the container, as `runc exec`
 does (setns into its namespaces before exec), but forked by the server itself: the server
 keeps their pipes, terminal, exit status and process group as for any child, and an exec
-costs a fork and four setns calls instead of a runc process.
+costs a fork and five setns calls instead of a runc process.
 
 On disk, beside the sprite's other directories (`<state>/sprites/<name>/fs/`):
 
@@ -16,9 +16,9 @@ On disk, beside the sprite's other directories (`<state>/sprites/<name>/fs/`):
     work/         overlayfs scratch
     merged/       the overlay, mounted while the container runs
 
-Network: the container shares the host's network namespace (outbound access works as
-before; network policies are recorded, not enforced). Giving each sprite a namespace of its
-own needs a route out of it, which this server does not build.
+Network: the container joins the sprite's own network namespace (`_netns`: loopback only,
+made by the server, nothing routed out of it); the egress proxy listening inside it is the
+sprite's only way out (`_egress`).
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from lattice_adapters.sprites_local._netns import CLONE_NEWNET, namespace_path
+
 _log = logging.getLogger("lattice_adapters.sprites_local")
 
 CLONE_NEWNS = 0x00020000
@@ -42,7 +44,12 @@ CLONE_NEWUTS = 0x04000000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWPID = 0x20000000
 _MNT_DETACH = 2
-NAMESPACES = (("ipc", CLONE_NEWIPC), ("uts", CLONE_NEWUTS), ("mnt", CLONE_NEWNS))
+NAMESPACES = (
+    ("ipc", CLONE_NEWIPC),
+    ("uts", CLONE_NEWUTS),
+    ("net", CLONE_NEWNET),
+    ("mnt", CLONE_NEWNS),
+)
 """Entered by the child, in this order (the mount namespace last: it changes the root)."""
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
@@ -167,6 +174,12 @@ class SpriteContainer:
         # A recycled pid is not our init: its mount namespace would differ.
         return self._same_init(pid)
 
+    def _in_namespace(self, netns: int | None) -> bool:
+        fd = self.ns_fds.get("net")
+        if netns is None or fd is None:
+            return netns is None
+        return os.fstat(fd).st_ino == os.fstat(netns).st_ino
+
     def _same_init(self, pid: int) -> bool:
         fd = self.ns_fds.get("pid")
         if fd is None:
@@ -177,14 +190,16 @@ class SpriteContainer:
             return False
 
     # -- lifecycle ------------------------------------------------------------------------
-    def ensure(self) -> None:
-        """Start the container unless it runs (blocking: a few tens of milliseconds)."""
-        if self.running():
+    def ensure(self, netns: int | None = None) -> None:
+        """Start the container unless it runs in the network namespace `netns` (a
+        descriptor; None: a namespace of its own, loopback only). Blocking: a few tens of
+        milliseconds."""
+        if self.running() and self._in_namespace(netns):
             return
         self.stop()
         self._mount_overlay()
         try:
-            self._write_spec()
+            self._write_spec(netns)
             self._prepare_root()
             self._run()
         except BaseException:
@@ -246,11 +261,12 @@ class SpriteContainer:
                     text + ("" if text.endswith("\n") else "\n") + f"sprite:x:{self.uid}:\n"
                 )
 
-    def _write_spec(self) -> None:
-        (self.dir / "config.json").write_text(json.dumps(self.spec(), indent=1))
+    def _write_spec(self, netns: int | None) -> None:
+        (self.dir / "config.json").write_text(json.dumps(self.spec(netns), indent=1))
 
-    def spec(self) -> dict[str, object]:
-        """The OCI runtime spec: runc's defaults, our mounts, no network namespace."""
+    def spec(self, netns: int | None = None) -> dict[str, object]:
+        """The OCI runtime spec: runc's defaults, our mounts, the sprite's network
+        namespace (joined by path; runc makes a loopback-only one when None)."""
         m = self.mounts
         bind = ["rbind", "nosuid", "nodev"]
         mounts: list[dict[str, object]] = [
@@ -314,8 +330,11 @@ class SpriteContainer:
                 {"destination": shared, "type": "bind", "source": shared, "options": [*bind, "ro"]}
             )
         pids_dir = Path(self.cgroup_procs[0]).parent if self.cgroup_procs else None
+        network: dict[str, str] = {"type": "network"}
+        if netns is not None:
+            network["path"] = namespace_path(netns)
         linux: dict[str, object] = {
-            "namespaces": [{"type": t} for t in ("pid", "ipc", "uts", "mount")],
+            "namespaces": [*({"type": t} for t in ("pid", "ipc", "uts", "mount")), network],
             "maskedPaths": [
                 "/proc/acpi",
                 "/proc/asound",
@@ -389,7 +408,7 @@ class SpriteContainer:
         pid = int(pid_file.read_text().strip())
         fds: dict[str, int] = {}
         try:
-            for name in ("pid", "ipc", "uts", "mnt"):
+            for name in ("pid", "ipc", "uts", "net", "mnt"):
                 fds[name] = os.open(f"/proc/{pid}/ns/{name}", os.O_RDONLY | os.O_CLOEXEC)
         except OSError as exc:
             for fd in fds.values():

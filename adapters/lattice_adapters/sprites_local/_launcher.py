@@ -34,6 +34,8 @@ from lattice_adapters.sprites_local._container import (
     enter_pid_namespace,
     leave_pid_namespace,
 )
+from lattice_adapters.sprites_local._netns import CLONE_NEWNET, NetnsError
+from lattice_adapters.sprites_local._network import SpriteNetwork
 
 WORKSPACE = "/workspace"
 DOT_SPRITE = "/.sprite"
@@ -76,6 +78,9 @@ class Confinement:
     container: SpriteContainer | None = None
     """The sprite's runc container: processes enter it instead of a namespace of their own
     (its root, /proc, /tmp and mounts are the container's)."""
+    network: SpriteNetwork | None = None
+    """The sprite's network namespace (the container joins it; sandboxed processes enter
+    it): loopback and the egress proxy only."""
 
     def with_groups(self, procs: Sequence[str]) -> Confinement:
         return replace(self, cgroup_procs=tuple(procs))
@@ -157,13 +162,17 @@ class NamespaceLauncher:
         the usual `OSError` (FileNotFoundError, PermissionError) when exec fails.
         """
         container = confinement.container if confinement is not None else None
-        if container is not None:
-            try:
-                container.ensure()
-            except ContainerError as exc:
-                raise LauncherError(str(exc)) from None
+        network = confinement.network if confinement is not None else None
+        try:
+            netns = network.ensure() if network is not None else None
+            if container is not None:
+                container.ensure(netns)
+        except (ContainerError, NetnsError) as exc:
+            raise LauncherError(str(exc)) from None
         err_read, err_write = os.pipe2(os.O_CLOEXEC)
-        child_setup = self._child_setup(root, dot, cwd, tty, err_write, confinement, shm)
+        child_setup = self._child_setup(
+            root, dot, cwd, tty, err_write, confinement, shm, -1 if netns is None else netns
+        )
         own_pid_ns = enter_pid_namespace(container.ns_fds["pid"]) if container else -1
         try:
             return subprocess.Popen(
@@ -198,6 +207,7 @@ class NamespaceLauncher:
         err_fd: int,
         confinement: Confinement | None,
         shm: Path | None,
+        netns: int,
     ) -> Any:
         # Everything the child needs is computed here: the child only makes syscalls.
         unshare, mount, prctl, setns = self._unshare, self._mount, self._prctl, self._setns
@@ -262,8 +272,10 @@ class NamespaceLauncher:
 
         def setup() -> None:
             if entries:
-                enter()
+                enter()  # the container's network namespace is among its entries
                 return
+            if netns >= 0 and setns(netns, CLONE_NEWNET) != 0:
+                fail("enter the sprite's network namespace", ctypes.get_errno())
             if unshare(_CLONE_NEWNS) != 0:
                 fail("unshare(CLONE_NEWNS)", ctypes.get_errno())
             if mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:

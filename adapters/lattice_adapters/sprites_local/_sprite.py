@@ -34,6 +34,7 @@ from typing import Any, Literal, Protocol
 from lattice_adapters.sprites_local._cgroups import SpriteGroups
 from lattice_adapters.sprites_local._checkpoints import CheckpointError, CheckpointStore
 from lattice_adapters.sprites_local._container import ContainerSettings, Mounts, SpriteContainer
+from lattice_adapters.sprites_local._egress import EgressSettings
 from lattice_adapters.sprites_local._faults import Faults
 from lattice_adapters.sprites_local._launcher import (
     DOT_SPRITE,
@@ -42,6 +43,8 @@ from lattice_adapters.sprites_local._launcher import (
     Confinement,
     NamespaceLauncher,
 )
+from lattice_adapters.sprites_local._netpolicy import NetworkPolicy
+from lattice_adapters.sprites_local._network import SpriteNetwork, proxy_environment
 from lattice_adapters.sprites_local._process import kill_group
 from lattice_adapters.sprites_local._services import ServiceSupervisor
 from lattice_adapters.sprites_local._session import Attachment, ExecParams, Session
@@ -65,6 +68,8 @@ class ServerContext(Protocol):
     """The sprites' control groups (None: isolation is off)."""
     containers: ContainerSettings | None
     """Set when each sprite runs in a runc container."""
+    egress: EgressSettings | None
+    """Set when each sprite has a network namespace of its own, the proxy its way out."""
     faults: Faults
     scrollback_bytes: int
     exit_grace: float
@@ -112,6 +117,10 @@ class SpriteRuntime:
         self.shm.mkdir(exist_ok=True)
         self.confinement: Confinement | None = None
         self.container: SpriteContainer | None = None
+        self._net_policy = NetworkPolicy(self.policy())
+        self.network: SpriteNetwork | None = None
+        if server.egress is not None:
+            self.network = SpriteNetwork(record.name, server.egress, lambda: self._net_policy)
         if server.groups is not None:
             if record.uid is None:
                 raise RuntimeError(f"sprite {record.name} has no user")
@@ -134,6 +143,7 @@ class SpriteRuntime:
                 cgroup_procs=procs,
                 share=_own_python(),
                 container=self.container,
+                network=self.network,
             )
         self.launcher = ConfinedLauncher(server.launcher, self.confinement, self.shm)
         self.checkpoints = CheckpointStore(directory / "checkpoints")
@@ -214,6 +224,8 @@ class SpriteRuntime:
             "SPRITE_NAME": self.name,
             "SPRITE_API_SOCKET": f"{DOT_SPRITE}/api.sock",
         }
+        if self.network is not None:
+            env.update(proxy_environment())
         env.update(self.record.environment)
         return env
 
@@ -350,6 +362,8 @@ class SpriteRuntime:
         # On the loop, not in a thread: a spawn must never see a half-stopped container.
         if self.container is not None:
             self.container.stop()
+        if self.network is not None:
+            self.network.stop()
 
     async def _kill_cgroup(self) -> None:
         # What left the process groups (setsid, daemons) is still in the sprite's cgroup.
@@ -429,6 +443,10 @@ class SpriteRuntime:
         (self.dir / "policy.json").write_text(text)
         # Read-only view for the sprite's programs, as at Fly.io.
         (self.dot / "policy" / "network.json").write_text(json.dumps({"rules": rules}))
+        # Live: the next connection is judged by these rules, open ones they deny are cut.
+        self._net_policy = NetworkPolicy(rules)
+        if self.network is not None:
+            self.network.policy_changed()
 
     # -- teardown -------------------------------------------------------------------------
     async def destroy(self) -> None:
@@ -455,6 +473,7 @@ class SpriteRuntime:
                 if self.container is not None and self.container.running()
                 else None
             ),
+            "network": self.network.describe() if self.network is not None else None,
         }
 
 

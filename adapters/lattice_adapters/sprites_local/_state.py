@@ -17,9 +17,12 @@ from pathlib import Path
 from lattice_adapters.sprites_local._cgroups import Limits, SpriteGroups
 from lattice_adapters.sprites_local._config import LocalSpritesConfig
 from lattice_adapters.sprites_local._container import ContainerSettings, find_rootfs
+from lattice_adapters.sprites_local._egress import EgressSettings
 from lattice_adapters.sprites_local._faults import Faults
 from lattice_adapters.sprites_local._insprite import InSpriteApi, install_cli
 from lattice_adapters.sprites_local._launcher import NamespaceLauncher
+from lattice_adapters.sprites_local._netns import close_namespace, new_namespace
+from lattice_adapters.sprites_local._netpolicy import parse_networks
 from lattice_adapters.sprites_local._sprite import SpriteRuntime
 from lattice_adapters.sprites_local._wire import (
     CreateSpriteBody,
@@ -55,7 +58,13 @@ class ServerState:
         self._sprites_dir = config.state_dir / "sprites"
         self.groups: SpriteGroups | None = None
         self.containers: ContainerSettings | None = None
+        self.egress: EgressSettings | None = None
         if config.isolation in ("container", "sandbox"):
+            self.egress = EgressSettings(
+                allow_private=parse_networks(config.egress_allow_private),
+                max_connections=config.egress_max_connections,
+                idle_timeout=config.egress_idle_timeout,
+            )
             limits = Limits(
                 cpus=config.sprite_cpus,
                 memory_bytes=config.sprite_memory_mib * 1024 * 1024,
@@ -98,6 +107,9 @@ class ServerState:
             self.groups.check()
         if self.containers is not None:
             self.containers.check()
+        if self.egress is not None:
+            # A network namespace per sprite: say now (NetnsError) if one cannot be made.
+            close_namespace(*await asyncio.to_thread(new_namespace, 0))
         records: list[tuple[SpriteRecord, Path]] = []
         for directory in sorted(self._sprites_dir.iterdir()):
             meta = directory / "sprite.json"

@@ -10,6 +10,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 SPRITE_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 SERVICE_NAME = re.compile(r"^[a-z0-9]([a-z0-9_-]{0,61}[a-z0-9])?$")
+DOMAIN = re.compile(
+    r"\*|(\*\.)?[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?)*"
+)
+"""What a network policy rule may name (the operator's Sprite CRD allows the same)."""
 SERVICE_NAME_RULE = "service names are 1-63 lowercase letters, digits, '-' or '_'"
 ENVIRONMENT_VERSION = "v0.0.1-rc48"
 """The sprite-environment protocol level the local server speaks (Sprite-Version header)."""
@@ -180,9 +184,16 @@ class ServiceSignalBody(_Body):
 
 
 class NetworkRuleBody(_Body):
-    domain: str | None = None
+    domain: str | None = Field(default=None, max_length=253)
     action: Literal["allow", "deny"] | None = None
     include: Literal["defaults"] | None = None
+
+    @field_validator("domain")
+    @classmethod
+    def _domain(cls, value: str | None) -> str | None:
+        if value is not None and not DOMAIN.fullmatch(value):
+            raise ValueError("a domain is a host name, *.suffix or *")
+        return value
 
     @model_validator(mode="after")
     def _one_of(self) -> NetworkRuleBody:

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from lattice_operator.api import GROUP
 from lattice_operator.api.v1alpha1 import VERSION, Intent, Run, Sprite
+from lattice_operator.api.v1alpha1.githubrepository import GitHubRepository
 from lattice_operator.api.v1alpha1.healthcheck import HealthCheck, name_rule
 from lattice_operator.api.v1alpha1.intent import frozen_spec_rule
 from lattice_operator.api.v1alpha1.intentpolicy import IntentPolicy
@@ -125,6 +126,18 @@ KINDS: tuple[KindInfo, ...] = (
             AGE,
         ),
         extra_root_rules=(name_rule(),),
+    ),
+    KindInfo(
+        model=GitHubRepository,
+        kind="GitHubRepository",
+        plural="githubrepositories",
+        singular="githubrepository",
+        short_names=("ghrepo",),
+        columns=(
+            PrinterColumn("Repo", ".spec.repo"),
+            PrinterColumn("Ready", '.status.conditions[?(@.type=="Ready")].status'),
+            AGE,
+        ),
     ),
 )
 

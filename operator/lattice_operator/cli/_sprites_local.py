@@ -40,10 +40,11 @@ def sprites_local(
         str,
         typer.Option(
             help="container: each sprite a runc container on a Debian root of its own (see "
-            "--rootfs) with its own PID, IPC, UTS and mount namespaces, a user of its own and "
-            "control groups with the limits below. sandbox: the same user, /proc, /tmp and "
-            "limits, but the host's filesystem as root. none: not isolated (root, the whole "
-            "host)."
+            "--rootfs) with its own PID, IPC, UTS, network and mount namespaces, a user of its "
+            "own and control groups with the limits below; its network policy is enforced by "
+            "an egress proxy, its only way out. sandbox: the same user, /proc, /tmp, network "
+            "and limits, but the host's filesystem as root. none: not isolated (root, the "
+            "whole host, its network)."
         ),
     ] = "container",
     rootfs: Annotated[
@@ -57,6 +58,22 @@ def sprites_local(
     sprite_cpus: Annotated[float, typer.Option(help="CPUs each sprite may use.")] = 1.0,
     sprite_memory: Annotated[int, typer.Option(help="MiB of memory each sprite may use.")] = 1024,
     sprite_pids: Annotated[int, typer.Option(help="Processes each sprite may have.")] = 512,
+    egress_allow_private: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="An address or CIDR outside the public ranges that sprites may reach through "
+            "their egress proxy all the same (repeatable; e.g. 127.0.0.1/32 for a service on "
+            "this host). DANGEROUS: by default every loopback, private, link-local and "
+            "multicast address is refused, and this lets a sprite whose network policy "
+            "allows a name there reach it."
+        ),
+    ] = None,
+    egress_max_connections: Annotated[
+        int, typer.Option(help="Connections one sprite may have open through its egress proxy.")
+    ] = 256,
+    egress_idle_timeout: Annotated[
+        float, typer.Option(help="Idle seconds before the egress proxy closes a connection.")
+    ] = 600.0,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
 ) -> None:
     """Serve the Sprites REST/WebSocket API with real processes in private mount namespaces."""
@@ -87,6 +104,9 @@ def sprites_local(
             sprite_cpus=sprite_cpus,
             sprite_memory_mib=sprite_memory,
             sprite_pids=sprite_pids,
+            egress_allow_private=tuple(egress_allow_private or ()),
+            egress_max_connections=egress_max_connections,
+            egress_idle_timeout=egress_idle_timeout,
         )
     except ValidationError as exc:
         flags = {"scrollback_bytes": "scrollback", "sprite_memory_mib": "sprite_memory"}

@@ -6,6 +6,7 @@ Importing this package registers every handler with kopf's default registry.
 from lattice_operator.handlers import (
     _startup,
     admission,
+    github,
     healthcheck,
     intent,
     leader,
@@ -14,4 +15,14 @@ from lattice_operator.handlers import (
     stream,
 )
 
-__all__ = ["_startup", "admission", "healthcheck", "intent", "leader", "run", "sprite", "stream"]
+__all__ = [
+    "_startup",
+    "admission",
+    "github",
+    "healthcheck",
+    "intent",
+    "leader",
+    "run",
+    "sprite",
+    "stream",
+]

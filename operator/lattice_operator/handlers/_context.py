@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from lattice_adapters.kube import KubeClient
     from lattice_adapters.kube_events import ReceiptEvents
     from lattice_operator.policy import CompiledPolicy
+    from lattice_operator.ports.cluster import ForgeAccess
     from lattice_operator.ports.sprites import SpriteBackend
 
 
@@ -36,6 +37,12 @@ class OperatorContext:
     """The user name the API server knows this operator by (SelfSubjectReview at start-up)."""
     intent_wakeups: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
     """Open Intents' daemons, woken when what they read changes."""
+    forge: ForgeAccess | None = None
+    """GitHub, with the operator's own credential (None: not configured)."""
+    forge_problem: str = (
+        "no GitHub credential is configured (settings forge.token_secret or forge.app_id)"
+    )
+    """Why `forge` is None, for the Intents that wait for it."""
 
     def require_backend(self) -> SpriteBackend:
         if self.backend is None:

@@ -16,10 +16,17 @@ from lattice_adapters.kube import resource_path
 from lattice_operator.api.v1alpha1 import Run, Sprite
 from lattice_operator.api.v1alpha1.healthcheck import HealthCheckSpec
 from lattice_operator.api.v1alpha1.intentpolicy import IntentPolicySpec
-from lattice_operator.api.v1alpha1.resources import HEALTH_CHECKS, INTENT_POLICIES, INTENTS, RUNS
+from lattice_operator.api.v1alpha1.resources import (
+    GITHUB_REPOSITORIES,
+    HEALTH_CHECKS,
+    INTENT_POLICIES,
+    INTENTS,
+    RUNS,
+)
 from lattice_operator.handlers._context import context_of
 from lattice_operator.handlers.admission_config import (
     APPROVAL_HANDLER,
+    APPROVERS_HANDLER,
     GRANTS_HANDLER,
     HEALTH_CHECK_HANDLER,
     POLICY_HANDLER,
@@ -27,11 +34,11 @@ from lattice_operator.handlers.admission_config import (
     RUN_POLICY_HANDLER,
 )
 from lattice_operator.metrics import (
+    ADMISSION_OUTCOMES,
+    ADMISSION_REQUESTS,
+    ADMISSION_SECONDS,
     APPROVALS,
-    WEBHOOK_OUTCOMES,
-    WEBHOOK_REQUESTS,
-    WEBHOOK_SECONDS,
-    webhook_request,
+    admission_request,
 )
 from lattice_operator.modeling import first_error
 from lattice_operator.policy import PolicyInvalid, compile_policy
@@ -48,7 +55,11 @@ from lattice_operator.reconcilers.approvals import (
     records_json,
     subject_access_review,
 )
-from lattice_operator.reconcilers.grants import new_secret_grants, run_policy_refusal
+from lattice_operator.reconcilers.grants import (
+    new_approver_mappings,
+    new_secret_grants,
+    run_policy_refusal,
+)
 
 Handler = Callable[..., Awaitable[None]]
 WEBHOOKS = (
@@ -58,21 +69,22 @@ WEBHOOKS = (
     RUN_POLICY_HANDLER,
     POLICY_HANDLER,
     HEALTH_CHECK_HANDLER,
+    APPROVERS_HANDLER,
 )
 for _webhook in WEBHOOKS:  # every series from the start, at 0
-    WEBHOOK_SECONDS.labels(webhook=_webhook)
-    for _outcome in WEBHOOK_OUTCOMES:
-        WEBHOOK_REQUESTS.labels(webhook=_webhook, outcome=_outcome)
+    ADMISSION_SECONDS.labels(webhook=_webhook)
+    for _outcome in ADMISSION_OUTCOMES:
+        ADMISSION_REQUESTS.labels(webhook=_webhook, outcome=_outcome)
 
 
 def _measured(webhook: str) -> Callable[[Handler], Handler]:
     """Count the handler's requests by outcome (a refusal is kopf.AdmissionError) and time
-    them, as `lattice_webhook_requests_total` and `lattice_webhook_duration_seconds`."""
+    them, as `lattice_admission_requests_total` and `lattice_admission_duration_seconds`."""
 
     def wrap(fn: Handler) -> Handler:
         @functools.wraps(fn)
         async def handler(**kwargs: Any) -> None:
-            with webhook_request(webhook, refused=(kopf.AdmissionError,)):
+            with admission_request(webhook, refused=(kopf.AdmissionError,)):
                 await fn(**kwargs)
 
         return handler
@@ -95,14 +107,16 @@ async def stamp_approval(
         if request is None:
             return
         namespace, name = body.metadata.namespace or "", body.metadata.name or ""
+        subject = request.subject(dict(userinfo))
         review = await ctx.require_kube().create(
             resource_path("authorization.k8s.io", "v1", "subjectaccessreviews"),
-            access_review(dict(userinfo), namespace, name),
+            access_review(subject, namespace, name),
         )
         if not review.get("status", {}).get("allowed"):
             APPROVALS.labels(outcome="unauthorized").inc()
+            via = f" (GitHub user {request.forge_user})" if request.forge_user else ""
             raise ApprovalRefused(
-                f"{userinfo.get('username')} may not approve or reject intents in namespace "
+                f"{subject.get('username')}{via} may not approve or reject intents in namespace "
                 f"{namespace}: that needs the verb 'approve' on intents.lattice.dev "
                 "(for example the ClusterRole lattice-approver)",
                 403,
@@ -113,6 +127,7 @@ async def stamp_approval(
             parse_records(old_annotations),
             ctx.clock.now(),
             raw_spec_digest(body.get("spec")),
+            operator=ctx.identity,
         )
     except ApprovalRefused as exc:
         raise kopf.AdmissionError(str(exc), code=exc.code) from exc
@@ -199,3 +214,35 @@ async def check_healthcheck(body: kopf.Body, **_: Any) -> None:
         HealthCheckSpec.model_validate(dict(body.get("spec") or {}))
     except ValidationError as exc:
         raise kopf.AdmissionError(first_error("spec", exc), code=422) from exc
+
+
+@kopf.on.validate(*GITHUB_REPOSITORIES.gvp, operations=["CREATE", "UPDATE"], id=APPROVERS_HANDLER)
+@_measured(APPROVERS_HANDLER)
+async def check_approvers(
+    body: kopf.Body, userinfo: kopf.UserInfo, memo: kopf.Memo, **kwargs: Any
+) -> None:
+    # Mapping a GitHub account to a Kubernetes user lends that user's right to approve to
+    # whoever controls the GitHub account: only that user, or someone allowed to
+    # impersonate them (and their groups), may write it.
+    ctx = context_of(memo)
+    old: kopf.Body | None = kwargs.get("old")
+    for index, identity in new_approver_mappings(
+        dict(body.get("spec") or {}), dict(old.get("spec") or {}) if old else None
+    ):
+        subject = identity.get("user", "")
+        wanted = [("users", subject)] + [("groups", g) for g in identity.get("groups") or []]
+        if userinfo.get("username") == subject and not identity.get("groups"):
+            continue
+        for resource, name in wanted:
+            attributes = {"verb": "impersonate", "resource": resource, "name": name}
+            review = await ctx.require_kube().create(
+                resource_path("authorization.k8s.io", "v1", "subjectaccessreviews"),
+                subject_access_review(dict(userinfo), attributes),
+            )
+            if not review.get("status", {}).get("allowed"):
+                raise kopf.AdmissionError(
+                    f"spec.approval.approvers[{index}] ({identity.get('github')}): "
+                    f"{userinfo.get('username')} may not map a GitHub account to {resource[:-1]} "
+                    f"{name}: that needs the right to impersonate it",
+                    code=403,
+                )

@@ -39,6 +39,9 @@ RUN_POLICY_HANDLER = "check-run-policy"
 """kopf handler id (and URL path) of the check of a Sprite's `spec.runPolicy` on Run creation."""
 HEALTH_CHECK_HANDLER = "check-healthcheck"
 """kopf handler id (and URL path) of the HealthCheck schedule and time zone check."""
+APPROVERS_HANDLER = "check-approvers"
+"""kopf handler id (and URL path) of the check that whoever maps a GitHub account to a
+Kubernetes user (a GitHubRepository's approvers) may impersonate that user."""
 GRANTS_HANDLER = "check-grants"
 """kopf handler id (and URL path) of the check that an Intent's author may read the Secrets
 it grants."""
@@ -75,6 +78,13 @@ RUN_OWNER_MATCH = (
 )
 
 
+# Only writes that add or change a GitHubRepository's GitHub → Kubernetes approver mapping.
+APPROVERS_MATCH = (
+    "has(object.spec.approval) && has(object.spec.approval.approvers) && "
+    "size(object.spec.approval.approvers) > 0 && (request.operation == 'CREATE' || "
+    "!has(oldObject.spec.approval) || !has(oldObject.spec.approval.approvers) || "
+    "object.spec.approval.approvers != oldObject.spec.approval.approvers)"
+)
 # Only Runs created without an Intent as their controller (those are checked above).
 RUN_POLICY_MATCH = (
     "!has(object.metadata.ownerReferences) || !object.metadata.ownerReferences.exists(r, "
@@ -162,6 +172,14 @@ def webhook_configurations(name: str, client_config: Mapping[str, Any]) -> dict[
     # (failurePolicy Ignore) and reported as InvalidSpec in its status instead.
     health = _webhook(name, HEALTH_CHECK_HANDLER, "healthchecks", client_config)
     health["failurePolicy"] = "Ignore"
+    # Fail closed: no mapping is written unchecked, also while no operator runs.
+    approvers = _webhook(
+        name,
+        APPROVERS_HANDLER,
+        "githubrepositories",
+        client_config,
+        matchConditions=[{"name": "approver-mapping", "expression": APPROVERS_MATCH}],
+    )
     return {
         MUTATING: {
             "apiVersion": "admissionregistration.k8s.io/v1",
@@ -173,6 +191,6 @@ def webhook_configurations(name: str, client_config: Mapping[str, Any]) -> dict[
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "ValidatingWebhookConfiguration",
             "metadata": deepcopy(meta),
-            "webhooks": [policy, grants, run_owner, run_policy, health],
+            "webhooks": [policy, grants, run_owner, run_policy, health, approvers],
         },
     }

@@ -28,8 +28,10 @@ from lattice_operator.builders import INTENT_LABEL
 from lattice_operator.builders import run_name as run_name_of
 from lattice_operator.fileops.executor import execute as execute_fileops
 from lattice_operator.fileops.executor import for_status as fileops_for_status
+from lattice_operator.forge.context import FORGE_KINDS, agent_of, forge_grant
 from lattice_operator.handlers._context import OperatorContext, context_of
 from lattice_operator.handlers._writes import create_or_exists
+from lattice_operator.handlers.intent_forge import forge_step
 from lattice_operator.metrics import (
     AWAITING_APPROVAL_SECONDS,
     FILEOPS_DONE,
@@ -92,6 +94,10 @@ async def intent_grants(body: kopf.Body, **_: Any) -> dict[tuple[str, str], tupl
         for c in spec.get("credentials", [])
     }
     status = body.get("status", {})
+    forge = None
+    if spec.get("kind") in FORGE_KINDS:
+        with contextlib.suppress(ValidationError):
+            forge = forge_grant(Intent.model_validate(copy.deepcopy(dict(body))))
     grants = Grants(
         intent=body.metadata.name or "",
         allowed_actions=frozenset(spec.get("allowedActions", [])),
@@ -99,6 +105,7 @@ async def intent_grants(body: kopf.Body, **_: Any) -> dict[tuple[str, str], tupl
         uid=str(body.metadata.uid or ""),
         phase=str(status.get("phase") or "Proposed"),
         run=(status.get("runRef") or {}).get("name"),
+        forge=forge,
     )
     return {
         (body.metadata.namespace or "", body.metadata.name or ""): (str(body.metadata.uid), grants)
@@ -223,6 +230,9 @@ async def _drive_intent(
             sprite_name = status.sprite_ref.name if status.sprite_ref else None
             if sprite_name is None and intent.spec.kind == "fileops":
                 sprite_name = fileops_sprite(intent)
+            agent = agent_of(intent)
+            if sprite_name is None and agent is not None:
+                sprite_name = agent.sprite_ref.name
             world = IntentWorld(
                 intent=intent,
                 policies=[p for _, p in sorted(policies.get(namespace, []), key=lambda x: x[0])],
@@ -231,6 +241,7 @@ async def _drive_intent(
                 run=_one(runs.get((namespace, run_name))) if run_name else None,
                 sprite=_one(sprites.get((namespace, sprite_name))) if sprite_name else None,
                 now=ctx.clock.now(),
+                forge_ready=ctx.forge is not None,
             )
             plan = reconcile_intent(world)
             snapshot = plan.status.to_patch()
@@ -242,6 +253,9 @@ async def _drive_intent(
                     if plan.fileops is not None:
                         # The attempt is recorded: now carry it out, then decide again.
                         fresh = await _carry_out(ctx, intent, plan)
+                        continue
+                    if plan.forge is not None:
+                        fresh = await forge_step(ctx, intent, plan.forge, world.run, body)
                         continue
                 elif conflicts < MAX_QUICK_REDECISIONS:
                     # Decided on an outdated spec: decide again at once on the stored one

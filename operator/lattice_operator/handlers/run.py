@@ -21,7 +21,7 @@ from lattice_operator.handlers._context import OperatorContext, context_of
 from lattice_operator.handlers._writes import create_or_exists, delete_if_present
 from lattice_operator.handlers.sprite import IndexedSprites
 from lattice_operator.metrics import RUN_OLDEST_ACTIVITY, RUNS_BY_PHASE, reconcile_timer
-from lattice_operator.ports import Grants
+from lattice_operator.ports import ForgeAccess, Grants
 from lattice_operator.ports.errors import AdapterError, NotFound
 from lattice_operator.reconcilers.run import RunDriver
 from lattice_operator.reconcilers.run_retention import Expired, expired_runs
@@ -167,6 +167,9 @@ class KubeActions:
     async def propose(self, manifest: dict[str, Any]) -> None:
         collection = resource_path(*INTENTS.gvp, manifest["metadata"]["namespace"])
         await create_or_exists(self._ctx.require_kube(), collection, manifest)
+
+    def forge(self) -> ForgeAccess | None:
+        return self._ctx.forge
 
 
 class KubeRunStatus:

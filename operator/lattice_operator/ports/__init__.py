@@ -11,6 +11,8 @@
 from lattice_operator.clock import Clock, SystemClock
 from lattice_operator.ports.cluster import (
     ActionServices,
+    ForgeAccess,
+    ForgeGrant,
     Grants,
     ReceiptPublisher,
     RunStatusWriter,
@@ -59,6 +61,8 @@ __all__ = [
     "ExecSession",
     "ExitStatusUnknown",
     "FileStat",
+    "ForgeAccess",
+    "ForgeGrant",
     "Grants",
     "InvalidRequest",
     "KillEvent",

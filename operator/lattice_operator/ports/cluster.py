@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from lattice_operator.api.object_ref import ObjectRef
 from lattice_operator.lifeloop.receipts import LifecycleReceipt
+from lattice_operator.ports.forge import Forge
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,26 @@ class SpriteDirectory(Protocol):
 
 
 @dataclass(frozen=True)
+class ForgeGrant:
+    """The forge work an Intent was made for: where its sprite's forge actions go."""
+
+    repo: str
+    """owner/name."""
+    issue: int | None = None
+    """The issue the Intent is about (POST_COMMENT and LABEL_ISSUE default to it)."""
+    pull: int | None = None
+    """The pull request it is about."""
+    base_branch: str | None = None
+    """The branch the sprite's workspace was made from (OPEN_PR's `base`)."""
+    base_sha: str | None = None
+    """The commit the sprite was given (its branch must descend from it)."""
+    head_branch: str | None = None
+    """The one branch the sprite may have pushed (OPEN_PR's `head`)."""
+    expected_head: str | None = None
+    """Where that branch is on the forge now (None: not pushed yet)."""
+
+
+@dataclass(frozen=True)
 class Grants:
     """What an Intent grants the sprite doing its work."""
 
@@ -51,6 +72,8 @@ class Grants:
     """The Intent's phase: grants apply only while it is approved and executing."""
     run: str | None = None
     """The Run the Intent created (its status.runRef): the only Run its grants apply to."""
+    forge: ForgeGrant | None = None
+    """For a GitHub Intent: its repository, issue or pull request, and workspace."""
 
 
 class ActionServices(Protocol):
@@ -71,6 +94,20 @@ class ActionServices(Protocol):
     async def propose(self, manifest: dict[str, Any]) -> None:
         """Create an Intent proposed by a sprite (AlreadyExists is success)."""
         ...
+
+    def forge(self) -> ForgeAccess | None:
+        """The forge the operator acts on (None: no GitHub is configured)."""
+        ...
+
+
+@dataclass(frozen=True)
+class ForgeAccess:
+    """The operator's forge and the limits a sprite's branch must keep."""
+
+    forge: Forge
+    max_bundle_bytes: int
+    max_commits: int
+    protected_branches: tuple[str, ...]
 
 
 class RunStatusWriter(Protocol):
@@ -99,6 +136,8 @@ class ReceiptPublisher(Protocol):
 
 __all__ = [
     "ActionServices",
+    "ForgeAccess",
+    "ForgeGrant",
     "Grants",
     "ReceiptPublisher",
     "RunStatusWriter",

@@ -67,6 +67,9 @@ class ViolationCategory(StrEnum):
     """The session kept running after WAITING (found by the operator, which stopped it)."""
     OUTBOX_REWRITTEN = "outbox_rewritten"
     """The outbox before the cursor is not what was read there (found after a restart)."""
+    BRANCH_REFUSED = "branch_refused"
+    """The sprite's branch was not pushed: it rewrites the base branch or history, carries
+    other branches, or exceeds the size or commit limits (found by the operator's git)."""
 
 
 ViolationSource = Literal["outbox", "stdout", "session"]

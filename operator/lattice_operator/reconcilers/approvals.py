@@ -47,6 +47,20 @@ class ApprovalRequest:
     reason: str
     spec_digest: str | None = None
     """The spec the approver looked at (`lattice approve` sends it): refused if it changed."""
+    forge_user: str | None = None
+    """A decision made on GitHub: the GitHub login (only the operator may relay one)."""
+    user: str | None = None
+    """...and the Kubernetes user it is mapped to (whose rights are checked)."""
+    groups: tuple[str, ...] = ()
+    """That user's groups, as the mapping gives them."""
+    forge_ref: str | None = None
+    """Where on GitHub (a comment's URL, a label event): one record per place."""
+
+    def subject(self, requester: dict[str, Any]) -> dict[str, Any]:
+        """Whose right to approve is checked: the mapped user for a GitHub decision."""
+        if self.forge_user is None:
+            return requester
+        return {"username": self.user or "", "groups": list(self.groups)}
 
 
 def parse_records(annotations: dict[str, str] | None) -> list[ApprovalRecord]:
@@ -122,7 +136,20 @@ def parse_request(annotations: dict[str, str] | None) -> ApprovalRequest | None:
     pinned = data.get("specDigest")
     if pinned is not None and (not isinstance(pinned, str) or len(pinned) > 80):
         raise ApprovalRefused(f"{REQUEST}: specDigest must be a digest string", 400)
-    return ApprovalRequest(decision=decision, reason=reason, spec_digest=pinned)
+    forge: dict[str, Any] = {}
+    if data.get("forgeUser") is not None:
+        user, groups, ref = data.get("user"), data.get("groups") or [], data.get("forgeRef")
+        if not isinstance(user, str) or not user or not isinstance(ref, str) or not ref:
+            raise ApprovalRefused(f"{REQUEST}: a GitHub decision names user and forgeRef", 400)
+        if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+            raise ApprovalRefused(f"{REQUEST}: groups must be a list of strings", 400)
+        forge = {
+            "forge_user": str(data["forgeUser"])[:128],
+            "user": user[:512],
+            "groups": tuple(groups[:32]),
+            "forge_ref": ref[:256],
+        }
+    return ApprovalRequest(decision=decision, reason=reason, spec_digest=pinned, **forge)
 
 
 def check_records_untouched(old: dict[str, str] | None, new: dict[str, str] | None) -> None:
@@ -141,12 +168,23 @@ def record_for(
     previous: list[ApprovalRecord],
     now: datetime,
     digest: str,
+    operator: str | None = None,
 ) -> list[ApprovalRecord]:
-    """The records after this request, stamped with the authenticated identity and the
-    digest of the spec it decides on."""
+    """The records after this request, stamped with the authenticated identity (for a
+    decision made on GitHub: the mapped Kubernetes user, relayed only by the operator
+    itself, `operator`) and the digest of the spec it decides on."""
     user = str(userinfo.get("username") or "")
     if not user:
         raise ApprovalRefused("the request carries no authenticated user", 403)
+    if request.forge_user is not None:
+        if operator is None or user != operator:
+            raise ApprovalRefused(
+                f"{user} may not relay a decision made on GitHub: only the operator does", 403
+            )
+        if any(r.forge_ref == request.forge_ref for r in previous):
+            return list(previous)  # the same comment again (a redelivery): already recorded
+        user = request.user or ""
+        userinfo = {"username": user}
     if request.spec_digest is not None and request.spec_digest != digest:
         raise ApprovalRefused(
             f"the Intent's spec changed since it was shown to you (you reviewed "
@@ -162,6 +200,8 @@ def record_for(
         reason=request.reason,
         time=now,
         spec_digest=digest,
+        forge_user=request.forge_user,
+        forge_ref=request.forge_ref,
     )
     return [*previous, record]
 

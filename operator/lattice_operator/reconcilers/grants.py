@@ -127,12 +127,22 @@ def new_secret_grants(
     ]
 
 
+def new_approver_mappings(
+    spec: dict[str, Any], old: dict[str, Any] | None
+) -> list[tuple[int, dict[str, Any]]]:
+    """A GitHubRepository's approver mappings added or changed by a write, with their index."""
+    before = ((old or {}).get("approval") or {}).get("approvers") or []
+    now = (spec.get("approval") or {}).get("approvers") or []
+    return [(i, m) for i, m in enumerate(now) if isinstance(m, dict) and m not in before]
+
+
 __all__ = [
     "GRANTING_PHASES",
     "GrantDecision",
     "adoption_refusal",
     "controller_uid",
     "decide_grants",
+    "new_approver_mappings",
     "new_secret_grants",
     "owned_by",
 ]

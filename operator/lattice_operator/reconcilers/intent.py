@@ -30,6 +30,8 @@ from lattice_operator.api.v1alpha1.fileops import FileOpsRequest
 from lattice_operator.api.v1alpha1.intent import (
     ApprovalRecord,
     FileOpsStatus,
+    ForgePullRequestRef,
+    ForgeStatus,
     HealthDetectParams,
     HealthRemediateParams,
     IntentResult,
@@ -39,9 +41,11 @@ from lattice_operator.api.v1alpha1.intent import (
 )
 from lattice_operator.api.v1alpha1.run import RunTemplate
 from lattice_operator.builders import run_for_intent, sprite_for_intent
+from lattice_operator.forge.context import FORGE_KINDS, forge_params
 from lattice_operator.policy import CompiledPolicy, Decision, classify, intent_document
 from lattice_operator.reconcilers.approvals import for_spec, spec_digest
 from lattice_operator.reconcilers.grants import adoption_refusal, owned_by
+from lattice_operator.reconcilers.intent_forge import ForgeWork, decide_forge, opened_pr
 from lattice_operator.reconcilers.intent_reasons import WAITING_REASONS, IntentReason
 
 OPERATOR = "lattice-operator"
@@ -90,6 +94,8 @@ class IntentWorld:
     run: Run | None
     sprite: Sprite | None
     now: datetime
+    forge_ready: bool = False
+    """The operator has a GitHub credential (the GitHub kinds wait for one otherwise)."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +125,8 @@ class IntentPlan:
     run_patch: dict[str, Any] | None = None
     fileops: FileOpsWork | None = None
     """A FileOps request to carry out now (after this plan's status is written)."""
+    forge: ForgeWork | None = None
+    """A forge step to carry out now (after this plan's status is written)."""
     notices: list[Notice] = field(default_factory=list)
     decision: Decision | None = None
     left_approval_after: float | None = None
@@ -372,6 +380,8 @@ def _execute(step: _Pass) -> None:
     elif kind == "fileops":
         assert isinstance(params, FileOpsRequest)
         _fileops(step, params)
+    elif kind in FORGE_KINDS:
+        _forge(step)
     else:
         reason, message = UNAVAILABLE[kind]
         step.set("Succeeded", "Unknown", reason, message)
@@ -438,6 +448,44 @@ def _through_run(step: _Pass, template: RunTemplate) -> None:
         step.set("Succeeded", "False", IntentReason.CANCELED, f"Run {name} was canceled")
     else:
         step.set("Succeeded", "Unknown", IntentReason.EXECUTING, f"Run {name} is {phase}")
+
+
+def _forge(step: _Pass) -> None:
+    intent = step.intent
+    params = forge_params(intent)
+    assert params is not None
+    forge = step.status.forge or ForgeStatus(repo=params.repo)
+    step.status.forge = forge
+    run = step.world.run
+    pull = opened_pr(run)
+    if pull is not None and forge.pull_request is None:
+        forge.pull_request = ForgePullRequestRef(number=pull[0], url=pull[1][:1024])
+    decision = decide_forge(
+        intent, run, step.world.sprite, forge_ready=step.world.forge_ready, now=step.world.now
+    )
+    if decision.action == "wait":
+        step.set("Succeeded", "Unknown", decision.reason, decision.message)
+    elif decision.action == "work":
+        assert decision.work is not None
+        step.plan.create.extend(decision.create)
+        step.plan.forge = decision.work
+        forge.attempts = decision.work.attempt
+        step.set("Succeeded", "Unknown", IntentReason.EXECUTING, decision.message)
+    elif decision.action == "run":
+        assert decision.template is not None
+        _through_run(step, decision.template)
+    else:
+        artifacts = list(step.status.result.artifacts) if step.status.result else []
+        if run is not None:
+            artifacts = _result("success", run, "").artifacts
+        if forge.pull_request is not None:
+            artifacts = [*artifacts, f"pr_url: {forge.pull_request.url}"][:32]
+        outcome: Literal["success", "failure"] = "success" if decision.success else "failure"
+        step.status.result = IntentResult(
+            status=outcome, summary=decision.message[:1024], artifacts=artifacts
+        )
+        reason = IntentReason.COMPLETED if decision.success else decision.reason
+        step.set("Succeeded", "True" if decision.success else "False", reason, decision.message)
 
 
 def _result(

@@ -29,6 +29,8 @@ class IntentReason(StrEnum):
     SPRITE_NOT_READY = "SpriteNotReady"
     NO_ENVIRONMENT_MANAGER = "NoEnvironmentManager"
     NOT_SUPPORTED = "NotSupported"
+    NO_AGENT_CONFIGURED = "NoAgentConfigured"
+    FORGE_UNAVAILABLE = "ForgeUnavailable"
     # Succeeded, at the end
     COMPLETED = "Completed"
     SPRITE_READY = "SpriteReady"
@@ -38,6 +40,8 @@ class IntentReason(StrEnum):
     FILEOPS_FAILED = "FileOpsFailed"
     FILEOPS_NO_SPRITE = "FileOpsNoSprite"
     CANCELED = "Canceled"
+    FORGE_FAILED = "ForgeFailed"
+    BRANCH_REFUSED = "BranchRefused"
 
 
 WAITING_REASONS = frozenset(
@@ -48,6 +52,8 @@ WAITING_REASONS = frozenset(
         IntentReason.SPRITE_NOT_READY,
         IntentReason.NO_ENVIRONMENT_MANAGER,
         IntentReason.NOT_SUPPORTED,
+        IntentReason.NO_AGENT_CONFIGURED,
+        IntentReason.FORGE_UNAVAILABLE,
     }
 )
 """Succeeded=Unknown with these reasons is the Waiting phase (never silently Executing)."""

@@ -85,7 +85,11 @@ class ChangeFeed:
             }
             if phase != seen.phase:
                 payload["previousPhase"] = seen.phase
-            out.append(self._event("runs", body, now, "run.output", payload))
+            event = self._event("runs", body, now, "run.output", payload)
+            # A subscriber starting now sees the whole (bounded) tail, not just this delta.
+            whole = {**event.payload, "lines": list(lines), "snapshot": True}
+            whole.pop("previousPhase", None)
+            out.append(event.model_copy(update={"snapshot_payload": whole}))
         if violations > seen.violations:
             out.append(
                 self._event(

@@ -44,6 +44,15 @@ class StreamEvent(BaseModel):
     sprite: SpriteName | None = None
     payload: dict[str, Any] = Field(default_factory=dict)
     subject: Subject | None = Field(default=None, exclude=True)
+    snapshot_payload: dict[str, Any] | None = Field(default=None, exclude=True)
+    """What a subscriber that starts from a snapshot needs instead of `payload` (a Run's
+    whole log tail rather than the lines new in this event)."""
+
+    def as_snapshot(self) -> StreamEvent:
+        """The event as the first sight of its object for a new subscriber."""
+        if self.snapshot_payload is None:
+            return self
+        return self.model_copy(update={"payload": self.snapshot_payload})
 
     def wire(self) -> str:
         """The JSON a subscriber reads."""

@@ -100,7 +100,9 @@ class EventHub:
         self._subscribers.add(sub)
         backlog: list[Entry] = []
         if last_event_id is None:
-            backlog = sorted((e for e in self._latest.values() if allow(e[1])), key=_id)
+            backlog = sorted(
+                ((i, e.as_snapshot()) for i, e in self._latest.values() if allow(e)), key=_id
+            )
         elif last_event_id < self.last_id:
             oldest = self._buffer[0][0] if self._buffer else self._next
             if last_event_id < oldest - 1:

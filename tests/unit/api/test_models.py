@@ -14,6 +14,7 @@ from lattice_operator.api.v1alpha1 import (
     find_condition,
     set_condition,
 )
+from lattice_operator.api.v1alpha1.githubrepository import GitHubRepository
 from lattice_operator.api.v1alpha1.healthcheck import HealthCheck
 from lattice_operator.api.v1alpha1.intentpolicy import IntentPolicy
 from tests.support.admission_cases import CREATE_CASES, SAMPLES, Case, sample
@@ -24,6 +25,7 @@ MODELS: dict[str, type[BaseModel]] = {
     "Intent": Intent,
     "IntentPolicy": IntentPolicy,
     "HealthCheck": HealthCheck,
+    "GitHubRepository": GitHubRepository,
 }
 
 

@@ -11,12 +11,12 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from lattice_operator.metrics import (
+    ADMISSION_OUTCOMES,
     REGISTRY,
-    WEBHOOK_OUTCOMES,
     OldestCollector,
     PhaseCollector,
+    admission_request,
     metric_names,
-    webhook_request,
 )
 from lattice_operator.reconcilers.leader import peering_active
 
@@ -100,24 +100,24 @@ class Refused(Exception):
 
 def _webhook(outcome: str) -> float:
     labels = {"webhook": "unit-test", "outcome": outcome}
-    return REGISTRY.get_sample_value("lattice_webhook_requests_total", labels) or 0.0
+    return REGISTRY.get_sample_value("lattice_admission_requests_total", labels) or 0.0
 
 
 def test_webhook_requests_are_counted_by_outcome() -> None:
-    before = {o: _webhook(o) for o in WEBHOOK_OUTCOMES}
-    with webhook_request("unit-test", refused=(Refused,)):
+    before = {o: _webhook(o) for o in ADMISSION_OUTCOMES}
+    with admission_request("unit-test", refused=(Refused,)):
         pass
-    with pytest.raises(Refused), webhook_request("unit-test", refused=(Refused,)):
+    with pytest.raises(Refused), admission_request("unit-test", refused=(Refused,)):
         raise Refused
-    with pytest.raises(KeyError), webhook_request("unit-test", refused=(Refused,)):
+    with pytest.raises(KeyError), admission_request("unit-test", refused=(Refused,)):
         raise KeyError("bug")
-    assert {o: _webhook(o) - before[o] for o in WEBHOOK_OUTCOMES} == {
+    assert {o: _webhook(o) - before[o] for o in ADMISSION_OUTCOMES} == {
         "allowed": 1,
         "refused": 1,
         "error": 1,
     }
     count = REGISTRY.get_sample_value(
-        "lattice_webhook_duration_seconds_count", {"webhook": "unit-test"}
+        "lattice_admission_duration_seconds_count", {"webhook": "unit-test"}
     )
     assert count == 3
 

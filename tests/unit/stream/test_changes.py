@@ -87,3 +87,23 @@ def test_deletion_is_announced_and_forgotten() -> None:
     (gone,) = feed.observe("runs", "DELETED", run("Running", []), NOW)
     assert gone.payload["phase"] == "Deleted"
     assert feed.tracked == 0
+
+
+def test_a_subscriber_starting_late_sees_the_whole_tail_of_a_run() -> None:
+    from lattice_operator.stream.hub import EventHub
+
+    feed, hub = ChangeFeed(), EventHub()
+    for status in (run("Running", ["alpha"], 1), run("Succeeded", ["alpha", "omega"], 2)):
+        for event in feed.observe("runs", "MODIFIED", status, NOW):
+            hub.publish(event)
+    live, replay = hub.subscribe(allow=lambda e: True, last_event_id=0, now=NOW)
+    late, snapshot = hub.subscribe(allow=lambda e: True, last_event_id=None, now=NOW)
+    assert [e.payload["lines"] for _, e in replay] == [["alpha"], ["omega"]]
+    ((_, first),) = snapshot
+    # Deltas for those following along; the whole tail for one who starts from the snapshot.
+    assert first.payload["lines"] == ["alpha", "omega"]
+    assert first.payload["phase"] == "Succeeded"
+    assert first.payload["snapshot"] is True
+    assert "previousPhase" not in first.payload
+    live.close()
+    late.close()

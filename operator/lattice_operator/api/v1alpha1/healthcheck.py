@@ -9,14 +9,38 @@ incident as a `health_remediate` Intent.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, StringConstraints, field_validator
 
 from lattice_operator.api.v1alpha1._base import ApiModel, ObjectMeta
 from lattice_operator.api.v1alpha1.conditions import CONDITIONS_LIST_SCHEMA, Condition
-from lattice_operator.api.v1alpha1.intent import HealthRemediateParams
+from lattice_operator.api.v1alpha1.intent import REPO_PATTERN, HealthRemediateParams
 from lattice_operator.api.v1alpha1.run import RunTemplate
+
+
+class HealthIssue(ApiModel):
+    """Where an incident is reported on GitHub."""
+
+    repo: str = Field(max_length=256, pattern=REPO_PATTERN)
+    """owner/name."""
+    labels: list[Annotated[str, StringConstraints(min_length=1, max_length=50)]] = Field(
+        default_factory=lambda: ["lattice-health"], min_length=1, max_length=8
+    )
+    """Labels of the issue; the first one also finds it again."""
+
+
+class IncidentIssue(ApiModel):
+    """The GitHub issue of an incident."""
+
+    number: int = Field(ge=1)
+    """The issue's number."""
+    url: str = Field(default="", max_length=1024)
+    """Its web address."""
+    reported_failures: int = Field(default=1, ge=0)
+    """Failures the issue has been told about (one comment per further failure)."""
+    closed: bool = False
+    """Closed after the check passed again."""
 
 
 class HealthCheckSpec(ApiModel):
@@ -49,6 +73,9 @@ class HealthCheckSpec(ApiModel):
     """The check: a command in a Sprite; exit 0 is healthy."""
     remediation: HealthRemediateParams | None = None
     """Proposed once per incident (a `health_remediate` Intent)."""
+    issue: HealthIssue | None = None
+    """Keep a GitHub issue per incident: opened once, commented while it fails, closed when
+    it passes again (needs the operator's GitHub credential)."""
 
     @field_validator("schedule")
     @classmethod
@@ -87,6 +114,8 @@ class Incident(ApiModel):
     """The last failing check's Intent."""
     remediation_intent: str | None = Field(default=None, max_length=253)
     """The health_remediate Intent proposed for this incident."""
+    issue: IncidentIssue | None = None
+    """Its GitHub issue (spec.issue)."""
 
 
 class HealthCheckStatus(ApiModel):

@@ -69,6 +69,21 @@ class IssueTriageParams(ApiModel):
     """Issue title, as seen when proposed."""
     body: LongText | None = None
     """Issue body, as seen when proposed."""
+    base_branch: str = Field(default="main", max_length=255, pattern=BRANCH_PATTERN)
+    """Branch a plan that comes out of the triage targets (a GitHubRepository sets its
+    `baseBranch`)."""
+    run: RunTemplate | None = None
+    """The agent that does the work (its Sprite and command); a GitHubRepository's rules
+    fill it in. Without it the Intent waits with reason NoAgentConfigured."""
+
+
+class TaskDraft(ApiModel):
+    """An issue proposed by an agent, created on GitHub only once the plan is approved."""
+
+    title: str = Field(min_length=1, max_length=256)
+    """The issue's title."""
+    body: str = Field(default="", max_length=16384)
+    """Its body."""
 
 
 class IssuePlanApproveParams(ApiModel):
@@ -80,6 +95,14 @@ class IssuePlanApproveParams(ApiModel):
     """Issue number."""
     plan: LongText
     """The plan being approved."""
+    tasks: list[TaskDraft] = Field(default_factory=list, max_length=30)
+    """Issues drafted for approval (a project's epics and tasks): once approved they are
+    created, and no pull request is started."""
+    base_branch: str = Field(default="main", max_length=255, pattern=BRANCH_PATTERN)
+    """Branch the pull request implementing it targets."""
+    run: RunTemplate | None = None
+    """The agent that does the work (its Sprite and command); a GitHubRepository's rules
+    fill it in. Without it the Intent waits with reason NoAgentConfigured."""
 
 
 class PrCreateFromPlanParams(ApiModel):
@@ -95,6 +118,11 @@ class PrCreateFromPlanParams(ApiModel):
     """The plan to implement."""
     sprite_ref: LocalObjectReference | None = None
     """Sprite to work in."""
+    issue_number: int | None = Field(default=None, ge=1)
+    """The issue the plan came from (the pull request says it resolves it)."""
+    run: RunTemplate | None = None
+    """The agent that does the work (its Sprite and command); a GitHubRepository's rules
+    fill it in. Without it the Intent waits with reason NoAgentConfigured."""
 
 
 class PrFixupFromFeedbackParams(ApiModel):
@@ -108,6 +136,11 @@ class PrFixupFromFeedbackParams(ApiModel):
     """The review comments to address."""
     sprite_ref: LocalObjectReference | None = None
     """Sprite to work in."""
+    review_id: int | None = Field(default=None, ge=1)
+    """The review that asked for it (its line comments are handed to the agent too)."""
+    run: RunTemplate | None = None
+    """The agent that does the work (its Sprite and command); a GitHubRepository's rules
+    fill it in. Without it the Intent waits with reason NoAgentConfigured."""
 
 
 class SpriteCreateParams(ApiModel):
@@ -399,6 +432,11 @@ class ApprovalRecord(ApiModel):
     spec_digest: str | None = Field(default=None, max_length=80)
     """sha256 of the spec (without cancel and resume) the decision was made on. Only
     decisions on the current spec count: an edit after an approval resets it."""
+    forge_user: str | None = Field(default=None, max_length=128)
+    """For a decision made on GitHub: the GitHub login that made it (`user` is the
+    Kubernetes identity it is mapped to, checked like `lattice approve`)."""
+    forge_ref: str | None = Field(default=None, max_length=256)
+    """Where it was made: the comment's URL or the label event (one record per comment)."""
 
 
 class IntentWaiting(ApiModel):
@@ -425,6 +463,48 @@ class QueuedAction(ApiModel):
     """pending until the forge integration carries it out."""
     blocking: bool = False
     """Whether the sprite waits for it."""
+
+
+class ForgePullRequestRef(ApiModel):
+    """A pull request on the forge."""
+
+    number: int = Field(ge=1)
+    """Its number."""
+    url: str = Field(default="", max_length=1024)
+    """Its web address."""
+
+
+class ForgeStatus(ApiModel):
+    """What an Intent did on the forge: the workspace it handed the sprite, what it pushed,
+    the pull request, the Intents it started. Each write carries an idempotency key, so a
+    retried pass finds it instead of doing it again."""
+
+    repo: str = Field(max_length=256)
+    """owner/name."""
+    base_branch: str | None = Field(default=None, max_length=255)
+    """The branch the sprite's workspace was made from."""
+    base_sha: str | None = Field(default=None, max_length=64)
+    """The commit the sprite was given: its branch must descend from it."""
+    head_branch: str | None = Field(default=None, max_length=255)
+    """The branch the sprite works on (what OPEN_PR's `head` must name)."""
+    prepared_at: datetime | None = None
+    """When the workspace was written into the sprite."""
+    pushed_sha: str | None = Field(default=None, max_length=64)
+    """The last commit pushed from the sprite's branch."""
+    pull_request: ForgePullRequestRef | None = None
+    """The pull request opened or updated."""
+    followup: str | None = Field(default=None, max_length=253)
+    """The Intent this one started (an approved plan's pr_create_from_plan)."""
+    issues: list[int] = Field(default_factory=list, max_length=30)
+    """The issues it created (an approved plan's drafted tasks)."""
+    finished: bool = False
+    """The forge side of the Intent is done (pushed, commented)."""
+    problem: str | None = Field(default=None, max_length=1024)
+    """Why the forge side waits or failed (the last error, with its class)."""
+    retry_at: datetime | None = None
+    """After a forge error: when the step is tried again."""
+    attempts: int = Field(default=0, ge=0, le=1000)
+    """Forge steps attempted (bounded retries)."""
 
 
 class IntentResult(ApiModel):
@@ -489,6 +569,8 @@ class IntentStatus(ApiModel):
     """The outcome, once the Intent ended."""
     fileops: FileOpsStatus | None = None
     """A fileops Intent's execution and response."""
+    forge: ForgeStatus | None = None
+    """A GitHub Intent's workspace, pushes, pull request."""
 
 
 class Intent(ApiModel):

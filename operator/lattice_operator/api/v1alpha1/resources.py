@@ -30,7 +30,8 @@ RUNS = Resource("runs", "Run")
 INTENTS = Resource("intents", "Intent")
 INTENT_POLICIES = Resource("intentpolicies", "IntentPolicy")
 HEALTH_CHECKS = Resource("healthchecks", "HealthCheck")
-RESOURCES = (SPRITES, RUNS, INTENTS, INTENT_POLICIES, HEALTH_CHECKS)
+GITHUB_REPOSITORIES = Resource("githubrepositories", "GitHubRepository")
+RESOURCES = (SPRITES, RUNS, INTENTS, INTENT_POLICIES, HEALTH_CHECKS, GITHUB_REPOSITORIES)
 
 
 def resource_of_kind(kind: str) -> Resource:
@@ -43,6 +44,7 @@ def resource_of_kind(kind: str) -> Resource:
 
 __all__ = [
     "API_VERSION",
+    "GITHUB_REPOSITORIES",
     "GROUP",
     "HEALTH_CHECKS",
     "INTENTS",

@@ -168,6 +168,10 @@ class ActionResult(ApiModel):
     """Why it was refused or queued."""
     path: str | None = Field(default=None, max_length=512)
     """For FETCH_CREDENTIAL: where inside the sprite the credential was written."""
+    url: str | None = Field(default=None, max_length=1024)
+    """For a forge action: the pull request or comment it made."""
+    number: int | None = Field(default=None, ge=0)
+    """For OPEN_PR: the pull request's number."""
     resumed: bool = False
     """The answer was delivered to the sprite in a resume's `context.action_results`."""
 

@@ -20,6 +20,7 @@ from lattice_operator.reconcilers.run.decisions import (
     delivered_credentials,
 )
 from lattice_operator.reconcilers.run.files import ProtocolFiles
+from lattice_operator.reconcilers.run.forge_actions import ForgeActions
 from lattice_operator.reconcilers.run.recorder import RunRecorder
 
 MAX_RESULTS = 32
@@ -42,6 +43,7 @@ class ActionHandler:
         self._files = files
         self._clock = clock
         self._proposed: set[int] = set()
+        self._forge: ForgeActions | None = None
 
     async def handle(self, run: Run) -> None:
         """Answer new ACTION_REQUESTs within the Intent's grants; turn proposals into Intents."""
@@ -50,12 +52,18 @@ class ActionHandler:
         engine = self._recorder.require_engine()
         status = self._recorder.status
         events = engine.status()
-        handled = {r.request_id for r in status.action_results}
+        # A queued answer (a forge not reachable yet) is tried again on the next pass.
+        handled = {r.request_id for r in status.action_results if r.status != "queued"}
         for request in events.action_requests:
             if request.state != "Pending" or request.request_id in handled:
                 continue
             result = await self._answer(run, request)
-            status.action_results = [*status.action_results, result][-MAX_RESULTS:]
+            if result is None:
+                continue  # a retryable forge error: tried again on the next pass
+            kept = [r for r in status.action_results if r.request_id != request.request_id]
+            if kept != status.action_results and result.status == "queued":
+                continue  # still queued: nothing new to record
+            status.action_results = [*kept, result][-MAX_RESULTS:]
             if result.status != "queued":
                 engine.resolve_action_request(
                     request.request_id,
@@ -75,12 +83,13 @@ class ActionHandler:
                 status.proposals = [*status.proposals, name][-MAX_PROPOSALS:]
                 self._recorder.changed()
 
-    async def _answer(self, run: Run, request: ActionRequestStatus) -> ActionResult:
+    async def _answer(self, run: Run, request: ActionRequestStatus) -> ActionResult | None:
         assert self._services is not None
         action = request.action.value
         intent = run.spec.intent_ref.name if run.spec.intent_ref else None
         claimed = self._services.grants(self._recorder.ref.namespace, intent) if intent else None
-        decision = decide_action(request, decide_grants(run, claimed), intent)
+        granted = decide_grants(run, claimed)
+        decision = decide_action(request, granted, intent)
 
         def result(status: str, **fields: str | None) -> ActionResult:
             return ActionResult(
@@ -95,6 +104,14 @@ class ActionHandler:
             return refuse(decision.reason, decision.message)
         if decision.kind == "queue":
             return result("queued", reason=decision.message)
+        if decision.kind == "forge":
+            access = self._services.forge()
+            if access is None:
+                return result("queued", reason="queued for the forge (no GitHub is configured)")
+            if self._forge is None:
+                self._forge = ForgeActions(access, self._files.backend, self._recorder)
+            grant = granted.grants.forge if granted.grants is not None else None
+            return await self._forge.execute(run, request, grant, self._files.sprite)
         if decision.kind == "notify":
             message = self._recorder.redactor.text(decision.message)
             await self._services.notify(

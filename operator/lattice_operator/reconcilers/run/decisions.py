@@ -206,7 +206,13 @@ def auto_resume(events: RunEventsStatus, results: list[ActionResult]) -> AutoRes
     result = next((r for r in results if r.request_id == request_id), None)
     if result is None or result.status == "queued" or result.resumed:
         return None
-    answer = {"status": result.status, "reason": result.reason, "path": result.path}
+    answer = {
+        "status": result.status,
+        "reason": result.reason,
+        "path": result.path,
+        "url": result.url,
+        "number": result.number,
+    }
     inputs = {k: v for k, v in answer.items() if k in waiting.expected_inputs and v is not None}
     digest = resume_digest(waiting.checkpoint_id, {"answer": result.request_id, **inputs})
     return AutoResume(result.request_id, inputs, digest)
@@ -217,7 +223,7 @@ class ActionDecision:
     """What an ACTION_REQUEST gets: refused (with a metric label), queued, a notice, or a
     credential to deliver."""
 
-    kind: Literal["refuse", "queue", "notify", "fetch"]
+    kind: Literal["refuse", "queue", "notify", "fetch", "forge"]
     reason: str = ""
     """Refusals: the metric label."""
     message: str = ""
@@ -241,7 +247,7 @@ def decide_action(
             "refuse", "not_granted", f"{action} is not in Intent {intent}'s allowedActions"
         )
     if action in FORGE_ACTIONS:
-        return ActionDecision("queue", message="queued for the forge integration (not configured)")
+        return ActionDecision("forge")
     parameters = request.parameters or {}
     if action == "NOTIFY_USER":
         text = str(parameters.get("message") or parameters.get("body") or "")[:1000]

@@ -34,6 +34,10 @@ class ProtocolFiles:
         self.sprite: str | None = recorder.status.sprite_name
         self._outbox_lag = 0
 
+    @property
+    def backend(self) -> SpriteBackend:
+        return self._backend
+
     def require_sprite(self) -> str:
         """The backend name of the Run's sprite (known once the Run has started)."""
         if self.sprite is None:

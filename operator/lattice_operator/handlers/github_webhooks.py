@@ -1,0 +1,261 @@
+"""The GitHub webhook receiver: POST /github/<namespace>/<name>, one URL per
+GitHubRepository, so the secret is known before the body is looked at.
+
+In order: the size (over the limit: 413, the body never read whole), the repository (404),
+its secret (503 while unreadable), X-Hub-Signature-256 in constant time (401, nothing done),
+the event (not one we map: 202, counted), then what the delivery means (`forge.webhooks`)
+carried out: an Intent created (a redelivery finds the one it made: its name is derived
+from what it is about), a decision relayed to the admission webhook under the mapped
+Kubernetes identity (recorded once per comment), or a waiting triage resumed with the
+answer (once per comment). A refused command is answered on the issue, once.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from lattice_adapters.kube import KubeApiError, KubeClient, resource_path
+from lattice_operator.api.v1alpha1.githubrepository import GitHubIdentity, GitHubRepository
+from lattice_operator.api.v1alpha1.resources import INTENTS
+from lattice_operator.clock import Clock
+from lattice_operator.forge.webhooks import (
+    HANDLED_EVENTS,
+    SIGNATURE_HEADER,
+    Outcome,
+    route,
+    verify_signature,
+)
+from lattice_operator.handlers._writes import create_or_exists
+from lattice_operator.metrics import WEBHOOK_DELIVERIES, WEBHOOK_SECONDS
+from lattice_operator.ports.errors import AdapterError
+from lattice_operator.ports.forge import Forge
+from lattice_operator.reconcilers.approvals import REQUEST
+
+log = logging.getLogger(__name__)
+
+RECENT_DELIVERIES = 10_000
+"""Delivery ids remembered in memory: the fast path. The durable record is in the cluster
+(the Intents' names, the approval records, the resume inputs), which survives restarts."""
+SECRET_TTL = 60.0
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    outcome: str
+    detail: str = ""
+
+
+class SecretCache:
+    """Webhook secrets read from Secrets, kept `SECRET_TTL` seconds."""
+
+    def __init__(self, kube: KubeClient, clock: Clock) -> None:
+        self._kube = kube
+        self._clock = clock
+        self._values: dict[tuple[str, str, str], tuple[float, bytes]] = {}
+
+    async def get(self, namespace: str, name: str, key: str) -> bytes | None:
+        now = self._clock.monotonic()
+        hit = self._values.get((namespace, name, key))
+        if hit is not None and hit[0] > now:
+            return hit[1]
+        try:
+            secret = await self._kube.get(resource_path("", "v1", "secrets", namespace, name))
+        except KubeApiError as exc:
+            log.warning("webhook secret %s/%s: %s", namespace, name, exc.reason)
+            return None
+        raw = (secret.get("data") or {}).get(key)
+        if raw is None:
+            return None
+        value = base64.b64decode(raw)
+        self._values[(namespace, name, key)] = (now + SECRET_TTL, value)
+        return value
+
+
+class WebhookReceiver:
+    def __init__(
+        self,
+        *,
+        kube: KubeClient,
+        clock: Clock,
+        repositories: Callable[[str, str], GitHubRepository | None],
+        forge: Callable[[], Forge | None],
+        max_bytes: int,
+    ) -> None:
+        self._kube = kube
+        self._clock = clock
+        self._repositories = repositories
+        self._forge = forge
+        self._max = max_bytes
+        self._secrets = SecretCache(kube, clock)
+        self._recent: OrderedDict[str, str] = OrderedDict()
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=self._max)
+        app.router.add_post("/github/{namespace}/{name}", self.handle)
+        app.router.add_get("/healthz", self._healthz)
+        return app
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return web.json_response({"remembered": len(self._recent)})
+
+    async def handle(self, request: web.Request) -> web.Response:
+        started = time.monotonic()
+        event = request.headers.get("X-GitHub-Event", "")
+        label = event if event in HANDLED_EVENTS else "other"
+        answer = await self._handle(request, event)
+        WEBHOOK_DELIVERIES.labels(event=label, outcome=answer.outcome).inc()
+        WEBHOOK_SECONDS.observe(time.monotonic() - started)
+        return web.json_response(
+            {"outcome": answer.outcome, "detail": answer.detail}, status=answer.status
+        )
+
+    async def _handle(self, request: web.Request, event: str) -> Answer:
+        if request.content_length is not None and request.content_length > self._max:
+            return Answer(413, "too_large", f"over {self._max} bytes")
+        body = await request.content.read(self._max + 1)
+        if len(body) > self._max:
+            return Answer(413, "too_large", f"over {self._max} bytes")
+        namespace, name = request.match_info["namespace"], request.match_info["name"]
+        repository = self._repositories(namespace, name)
+        if repository is None:
+            return Answer(404, "no_repository", f"no GitHubRepository {namespace}/{name}")
+        ref = repository.spec.webhook_secret_ref
+        secret = await self._secrets.get(namespace, ref.name, ref.key)
+        if secret is None:
+            return Answer(503, "no_secret", f"Secret {ref.name} key {ref.key} is not readable")
+        if not verify_signature(secret, body, request.headers.get(SIGNATURE_HEADER)):
+            return Answer(401, "bad_signature", "X-Hub-Signature-256 does not match")
+        if event not in HANDLED_EVENTS:
+            return Answer(202, "unknown_event", f"{event or 'no event'} is not mapped")
+        delivery = request.headers.get("X-GitHub-Delivery", "")[:128]
+        if delivery and delivery in self._recent:
+            return Answer(200, "duplicate", self._recent[delivery])
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            return Answer(400, "bad_json", "the body is not JSON")
+        if not isinstance(payload, dict):
+            return Answer(400, "bad_json", "the body is not a JSON object")
+        outcome = route(event, delivery, payload, repository)
+        answer = await self._carry_out(repository, outcome)
+        if delivery and answer.status < 500:
+            self._recent[delivery] = answer.outcome
+            while len(self._recent) > RECENT_DELIVERIES:
+                self._recent.popitem(last=False)
+        return answer
+
+    async def _carry_out(self, repository: GitHubRepository, outcome: Outcome) -> Answer:
+        namespace = repository.metadata.namespace or ""
+        if outcome.kind == "ignore":
+            return Answer(200, "ignored", outcome.reason)
+        if outcome.kind == "create":
+            collection = resource_path(*INTENTS.gvp, namespace)
+            try:
+                created = await create_or_exists(self._kube, collection, outcome.manifest)
+            except KubeApiError as exc:
+                return Answer(503 if exc.status >= 500 else 422, "refused", exc.message[:300])
+            name = outcome.manifest["metadata"]["name"]
+            return Answer(201 if created else 200, "created" if created else "exists", name)
+        if outcome.kind == "decide":
+            return await self._decide(repository, outcome)
+        return await self._answer(repository, outcome)
+
+    async def _intent(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return await self._kube.get(resource_path(*INTENTS.gvp, namespace, name))
+        except KubeApiError as exc:
+            if exc.not_found:
+                return None
+            raise
+
+    async def _decide(self, repository: GitHubRepository, outcome: Outcome) -> Answer:
+        namespace = repository.metadata.namespace or ""
+        identity = _mapped(repository, outcome.login)
+        if identity is None:
+            await self._reply(
+                repository,
+                outcome,
+                f"@{outcome.login}: your `{outcome.decision}` was not recorded: your GitHub "
+                "account is not mapped to a Kubernetes identity allowed to approve "
+                f"(GitHubRepository {namespace}/{repository.metadata.name}, "
+                "spec.approval.approvers).",
+            )
+            return Answer(200, "refused", f"{outcome.login} is not mapped")
+        if await self._intent(namespace, outcome.intent) is None:
+            await self._reply(
+                repository, outcome, f"@{outcome.login}: there is no plan awaiting approval here."
+            )
+            return Answer(200, "ignored", f"no Intent {outcome.intent}")
+        request = {
+            "decision": outcome.decision,
+            "reason": f"on GitHub by @{outcome.login}"
+            + (f": {outcome.text}" if outcome.text else ""),
+            "forgeUser": outcome.login,
+            "user": identity.user,
+            "groups": identity.groups,
+            "forgeRef": outcome.ref,
+        }
+        path = resource_path(*INTENTS.gvp, namespace, outcome.intent)
+        patch = {"metadata": {"annotations": {REQUEST: json.dumps(request)[:4096]}}}
+        try:
+            await self._kube.merge_patch(path, patch)
+        except KubeApiError as exc:
+            if exc.status in (400, 403, 409, 422):
+                await self._reply(
+                    repository, outcome, f"@{outcome.login}: not recorded: {exc.message[:500]}"
+                )
+                return Answer(200, "refused", exc.message[:300])
+            raise
+        return Answer(
+            200, "approved" if outcome.decision == "approve" else "rejected", outcome.intent
+        )
+
+    async def _answer(self, repository: GitHubRepository, outcome: Outcome) -> Answer:
+        """A comment on an issue whose triage waits: the Run is resumed with it."""
+        namespace = repository.metadata.namespace or ""
+        intent = await self._intent(namespace, outcome.intent)
+        status = (intent or {}).get("status") or {}
+        waiting = status.get("waiting")
+        if intent is None or status.get("phase") != "Waiting" or not waiting:
+            return Answer(200, "ignored", "no triage waits for an answer here")
+        current = ((intent.get("spec") or {}).get("resume") or {}).get("inputs") or {}
+        if current.get("commentId") == outcome.ref:
+            return Answer(200, "duplicate", outcome.intent)
+        expected = waiting.get("expectedInputs") or {}
+        offered = {"answer": outcome.text, "author": outcome.login, "commentId": outcome.ref}
+        inputs = {k: v for k, v in offered.items() if k in expected}
+        resume = {"checkpointId": waiting["checkpointId"], "inputs": inputs}
+        path = resource_path(*INTENTS.gvp, namespace, outcome.intent)
+        await self._kube.merge_patch(path, {"spec": {"resume": resume}})
+        return Answer(200, "resumed", outcome.intent)
+
+    async def _reply(self, repository: GitHubRepository, outcome: Outcome, text: str) -> None:
+        forge = self._forge()
+        if forge is None or not outcome.issue:
+            return
+        try:
+            await forge.create_comment(
+                repository.spec.repo, outcome.issue, text, key=f"reply:{outcome.ref}"[:200]
+            )
+        except AdapterError as exc:
+            log.warning("could not answer on %s#%s: %s", repository.spec.repo, outcome.issue, exc)
+
+
+def _mapped(repository: GitHubRepository, login: str) -> GitHubIdentity | None:
+    for identity in repository.spec.approval.approvers:
+        if identity.github.lower() == login.lower():
+            return identity
+    return None
+
+
+__all__ = ["SecretCache", "WebhookReceiver"]

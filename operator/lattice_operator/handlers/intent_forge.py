@@ -1,0 +1,150 @@
+"""The forge steps of GitHub Intents, carried out after the pass that announced them wrote
+its status: the sprite's workspace prepared, its work taken back, the Intents a plan starts.
+What was done goes into `status.forge`; a failure is recorded there with its class and a
+time to try again (the Intent shows ForgeUnavailable meanwhile)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any, cast
+
+import kopf
+
+from lattice_adapters.kube import resource_path
+from lattice_operator.api.v1alpha1 import Intent, Run
+from lattice_operator.api.v1alpha1.intent import (
+    IssuePlanApproveParams,
+    IssueTriageParams,
+    PrCreateFromPlanParams,
+    PrFixupFromFeedbackParams,
+)
+from lattice_operator.api.v1alpha1.resources import INTENTS
+from lattice_operator.forge.builders import parse_tasks, plan_intent, tasks_plan
+from lattice_operator.forge.context import forge_params
+from lattice_operator.forge.delivery import DeliveryLimits
+from lattice_operator.forge.steps import StepInput, finish, prepare, read_plan
+from lattice_operator.handlers._context import OperatorContext
+from lattice_operator.handlers._writes import create_or_exists
+from lattice_operator.lifeloop.classes import RetryClass
+from lattice_operator.metrics import FORGE_STEPS
+from lattice_operator.ports.errors import AdapterError
+from lattice_operator.reconcilers.intent_forge import MAX_FORGE_ATTEMPTS, ForgeWork, followup_name
+
+log = logging.getLogger(__name__)
+
+
+def step_input(intent: Intent, work: ForgeWork) -> StepInput:
+    params = forge_params(intent)
+    assert params is not None
+    forge = intent.status.forge
+    number = plan = feedback = review = None
+    tasks: tuple[tuple[str, str], ...] = ()
+    if isinstance(params, IssueTriageParams | IssuePlanApproveParams):
+        number = params.issue_number
+    if isinstance(params, IssuePlanApproveParams | PrCreateFromPlanParams):
+        plan = params.plan
+    if isinstance(params, IssuePlanApproveParams):
+        tasks = tuple((t.title, t.body) for t in params.tasks)
+    if isinstance(params, PrCreateFromPlanParams):
+        number = params.issue_number
+    if isinstance(params, PrFixupFromFeedbackParams):
+        number, feedback, review = params.pr_number, params.feedback, params.review_id
+    return StepInput(
+        kind=intent.spec.kind,
+        uid=intent.metadata.uid or intent.metadata.name,
+        name=intent.metadata.name,
+        repo=params.repo,
+        number=number,
+        sprite=work.sprite,
+        base_branch=(forge.base_branch if forge and forge.base_branch else work.base_branch),
+        head_branch=(forge.head_branch if forge and forge.head_branch else work.head_branch),
+        base_sha=forge.base_sha if forge else None,
+        summary=intent.spec.summary or intent.metadata.name,
+        plan=plan,
+        review_id=review,
+        feedback=feedback,
+        tasks=tasks,
+    )
+
+
+async def forge_step(
+    ctx: OperatorContext, intent: Intent, work: ForgeWork, run: Run | None, body: kopf.Body
+) -> kopf.Body | None:
+    """Carry out `work`; the Intent as stored afterwards (None: nothing recorded)."""
+    access = ctx.forge
+    if access is None:
+        return None
+    namespace = intent.metadata.namespace or ""
+    now = ctx.clock.now()
+    fields: dict[str, Any]
+    try:
+        step = step_input(intent, work)
+        if work.step == "prepare":
+            fields = await prepare(access.forge, ctx.require_backend(), step, now)
+        else:
+            followup = None
+            if intent.spec.kind == "issue_plan_approve" and not _has_tasks(intent):
+                followup = followup_name(intent)
+            if intent.spec.kind == "issue_triage" and run is not None:
+                followup = await _plan_from_triage(ctx, intent, run, work)
+            limits = DeliveryLimits(
+                max_bytes=access.max_bundle_bytes,
+                max_commits=access.max_commits,
+                protected=access.protected_branches,
+            )
+            pushed = intent.status.forge.pushed_sha if intent.status.forge else None
+            fields, refusal = await finish(
+                access.forge,
+                ctx.require_backend(),
+                step,
+                limits,
+                pushed=pushed,
+                followup=followup,
+            )
+            if followup and intent.spec.kind == "issue_triage":
+                fields["followup"] = followup
+            if refusal is not None:
+                fields["attempts"] = MAX_FORGE_ATTEMPTS  # final: nothing is pushed, ever
+                kopf.warn(body, reason="BranchRefused", message=refusal[:1024])
+        fields.setdefault("problem", None)
+        fields.setdefault("retryAt", None)
+        FORGE_STEPS.labels(step=work.step, outcome="done").inc()
+    except AdapterError as exc:
+        FORGE_STEPS.labels(step=work.step, outcome=exc.failure_class.value).inc()
+        delay = min(60.0, 2.0**work.attempt)
+        retry_at = now + timedelta(seconds=delay)
+        log.warning("forge %s of %s: %s", work.step, intent.metadata.name, exc)
+        fields = {
+            "problem": f"{exc} ({exc.failure_class.value}, {exc.retry_class.value})"[:1024],
+            "retryAt": retry_at.isoformat().replace("+00:00", "Z"),
+        }
+        if exc.retry_class is RetryClass.DO_NOT_RETRY:
+            fields["attempts"] = MAX_FORGE_ATTEMPTS
+    path = resource_path(*INTENTS.gvp, namespace, intent.metadata.name, "status")
+    stored = await ctx.require_kube().merge_patch(path, {"status": {"forge": fields}})
+    return kopf.Body(cast(kopf.RawBody, stored))
+
+
+def _has_tasks(intent: Intent) -> bool:
+    params = forge_params(intent)
+    return isinstance(params, IssuePlanApproveParams) and bool(params.tasks)
+
+
+async def _plan_from_triage(
+    ctx: OperatorContext, intent: Intent, run: Run, work: ForgeWork
+) -> str | None:
+    """The plan the triage agent declared, made into an issue_plan_approve Intent."""
+    artifacts = run.status.events.artifacts
+    artifact = next((a for a in artifacts if a.kind in ("plan", "tasks")), None)
+    if artifact is None or not artifact.ref or work.sprite is None:
+        return None
+    text = await read_plan(ctx.require_backend(), work.sprite, artifact.ref)
+    tasks = parse_tasks(text) if artifact.kind == "tasks" else []
+    manifest = plan_intent(intent, text if not tasks else tasks_plan(tasks), tasks=tasks)
+    collection = resource_path(*INTENTS.gvp, intent.metadata.namespace or "")
+    await create_or_exists(ctx.require_kube(), collection, manifest)
+    return str(manifest["metadata"]["name"])
+
+
+__all__ = ["forge_step", "step_input"]

@@ -1,0 +1,617 @@
+"""The design's GitHub loops end to end: the operator (a real process) against the local
+GitHub (every request checked against GitHub's OpenAPI description; real git pushes through
+git http-backend), agents in local sprites, webhooks delivered as GitHub sends them (real
+payload shapes, signed).
+
+Loop 1: issue opened → triage comment → a person answers → plan comment → approval by
+comment (a mapped GitHub user; an unmapped one is refused and answered) → execution.
+Loop 2: plan → branch pushed, PR opened → review → fixup commit pushed, PR commented.
+Loop 3: a project issue → proposed task issues drafted for approval, created after approval.
+Loop 5: a scheduled check fails → one issue opened, then updated, not duplicated.
+Bad input: a bad signature, an oversized payload, a replayed delivery, an unknown event; a
+sprite branch that rewrites history or the base branch is refused and nothing is pushed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lattice_adapters.localcluster.controlplane import free_port
+from lattice_adapters.sprites import SpritesAdapter
+from tests.support.admission_cases import build
+from tests.support.agents import agent
+from tests.support.cluster import Cluster, wait_for
+from tests.support.e2e_intents import APPROVER_ROLE, bind_role, kubectl_as
+from tests.support.github import payloads
+from tests.support.github.server import GitHubDouble, github_double
+from tests.support.sprites_server import LocalSprites
+from tests.support.stack import Stack, operator_stack
+
+pytestmark = pytest.mark.e2e
+
+REPO = "octo/app"
+TOKEN = "ghp_operator-token-for-tests"
+HOOK_SECRET = b"webhook-secret-for-tests"
+RESULTS = Path(__file__).resolve().parents[2] / "bench-results"
+
+AGENT = agent(
+    r"""
+ctx = json.load(open(os.environ["LATTICE_FORGE_CONTEXT"]))
+kind = ctx["kind"]
+resumed = os.path.exists("/workspace/.lattice/resume.json")
+inputs = {}
+if resumed:
+    emit("INFO", {"message": "resumed"})
+    inputs = json.load(open("/workspace/.lattice/resume.json"))["inputs"]
+
+def git(*args):
+    subprocess.run(["git", "-C", "/workspace/repo", *args], check=True, capture_output=True)
+
+def commit(name, text, message):
+    with open("/workspace/repo/" + name, "a") as f:
+        f.write(text + "\n")
+    git("add", "-A")
+    git("commit", "-q", "-m", message)
+
+if kind == "issue_triage" and "project" in ctx["issue"]["labels"]:
+    tasks = [{"title": "Epic: " + ctx["issue"]["title"], "body": "The whole of it."},
+             {"title": "Design the storage", "body": "First step."},
+             {"title": "Build the importer", "body": "Second step."}]
+    json.dump(tasks, open("/workspace/.lattice/forge/tasks.json", "w"))
+    emit("ACTION_REQUEST", {"action": "POST_COMMENT", "blocking": False, "parameters": {
+        "body": "Proposed issues:\n" + "\n".join("- " + t["title"] for t in tasks)}})
+    emit("ARTIFACT", {"kind": "tasks", "ref": "/workspace/.lattice/forge/tasks.json"})
+    emit("COMPLETED", {"status": "success", "summary": "drafted %d issues" % len(tasks)})
+elif kind == "issue_triage" and not resumed:
+    emit("ACTION_REQUEST", {"action": "POST_COMMENT", "blocking": False,
+                            "parameters": {"body": "Which page shows the stale list?"}})
+    emit("ACTION_REQUEST", {"action": "LABEL_ISSUE", "blocking": False,
+                            "parameters": {"labels": ["triaged"]}})
+    emit("WAITING", {"reason": "ANSWER", "checkpoint_id": checkpoint("asked"),
+                     "expected_inputs": {"answer": "string", "author": "string"}})
+elif kind == "issue_triage":
+    plan = "1. Invalidate the cache on save (%s)\n2. Test it" % inputs["answer"]
+    open("/workspace/.lattice/forge/plan.md", "w").write(plan)
+    emit("ACTION_REQUEST", {"action": "POST_COMMENT", "blocking": False,
+                            "parameters": {"body": "Plan:\n" + plan}})
+    emit("ARTIFACT", {"kind": "plan", "ref": "/workspace/.lattice/forge/plan.md"})
+    emit("COMPLETED", {"status": "success", "summary": "planned"})
+elif kind == "pr_create_from_plan" and not resumed:
+    plan = ctx["plan"]
+    head = os.environ["LATTICE_FORGE_BRANCH"]
+    if "REWRITE" in plan:  # a hostile agent: history that does not descend from the base
+        git("checkout", "-q", "--orphan", "rewritten")
+        commit("NEW.md", "rewritten", "rewrite history")
+        git("branch", "-q", "-M", "rewritten", head)
+    elif "BASE" in plan:  # a hostile agent: it changes the base branch too
+        git("checkout", "-q", os.environ["LATTICE_FORGE_BASE"])
+        commit("README.md", "tampered", "tamper with the base")
+        git("checkout", "-q", head)
+        commit("CACHE.md", plan, "Implement the plan")
+    else:
+        commit("CACHE.md", plan, "Implement the plan")
+    emit("ACTION_REQUEST", {"action": "OPEN_PR", "blocking": True, "parameters": {
+        "title": "Invalidate the cache on save", "body": "Implements the approved plan.",
+        "head": head, "base": os.environ["LATTICE_FORGE_BASE"]}})
+    emit("WAITING", {"reason": "OPEN_PR", "checkpoint_id": checkpoint("pr"),
+                     "expected_inputs": {"status": "string", "url": "string",
+                                         "number": "integer", "reason": "string"}})
+elif kind == "pr_create_from_plan":
+    if inputs.get("status") == "fulfilled":
+        emit("ARTIFACT", {"kind": "pr_url", "url": inputs["url"], "ref": str(inputs["number"])})
+        emit("COMPLETED", {"status": "success", "summary": "opened #%s" % inputs["number"]})
+    else:
+        emit("COMPLETED", {"status": "failure", "summary": "refused: %s" % inputs.get("reason")})
+elif kind == "pr_fixup_from_feedback":
+    notes = [c["body"] for c in ctx["review_comments"]] or [ctx["feedback"]]
+    commit("CACHE.md", "addressed: " + "; ".join(notes), "Address the review")
+    emit("COMPLETED", {"status": "success", "summary": "addressed %d comments" % len(notes)})
+else:
+    emit("ERROR", {"message": "unexpected kind " + kind})
+"""
+)
+
+# The agent is a file in the sprite: an argv this long would not fit the exec URL.
+AGENT_PATH = "/workspace/agent.py"
+AGENT_COMMAND = ["python3", AGENT_PATH]
+
+
+async def _install_agent(stack: Stack, sprite: str) -> None:
+    async with SpritesAdapter(stack.sprites.credentials) as backend:
+        await backend.write_file(sprite, AGENT_PATH, AGENT.encode())
+
+
+POLICY = {
+    "apiVersion": "lattice.dev/v1alpha1",
+    "kind": "IntentPolicy",
+    "metadata": {"name": "github"},
+    "spec": {
+        "rules": [
+            {
+                "name": "plans-need-approval",
+                "match": "intent.spec.kind == 'issue_plan_approve'",
+                "risk": "controlled",
+                "outcome": "require_approval",
+            },
+            {"name": "the-rest", "match": "true", "risk": "safe", "outcome": "allow"},
+        ]
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def github(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GitHubDouble]:
+    with github_double(tmp_path_factory.mktemp("github"), token=TOKEN) as gh:
+        yield gh
+
+
+@pytest.fixture(scope="module")
+def forge_stack(
+    cluster: Cluster,
+    local_sprites: LocalSprites,
+    github: GitHubDouble,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Stack, str]]:
+    creds = cluster.create_namespace("forge-creds")
+    cluster.kubectl(
+        "create", "secret", "generic", "github", "-n", creds, f"--from-literal=token={TOKEN}"
+    )
+    port = free_port()
+    forge = {
+        "api_url": github.api_url,
+        "git_url": github.git_url,
+        "token_secret": f"{creds}/github",
+        "webhook_host": "127.0.0.1",
+        "webhook_port": port,
+    }
+    log_dir: Path = tmp_path_factory.mktemp("operator-github")
+    try:
+        with operator_stack(cluster, local_sprites, log_dir, forge=forge) as stack:
+            yield stack, f"http://127.0.0.1:{port}"
+            if not stack.operator.alive():
+                raise AssertionError(f"the operator died:\n{stack.operator.log()[-5000:]}")
+    finally:
+        cluster.delete_namespace(creds)
+    assert github.violations == [], github.violations  # nothing GitHub would not know
+
+
+@pytest.fixture
+def wired(forge_stack: tuple[Stack, str], namespace: str, github: GitHubDouble) -> dict[str, Any]:
+    """A namespace wired to a fresh repository: Sprite, policy, webhook secret, rules."""
+    stack, base = forge_stack
+    repo = f"octo/app-{namespace[-8:]}"
+    github.create_repo(repo, {"README.md": "# app\n", "app.py": "CACHE = {}\n"})
+    stack.apply(namespace, POLICY)
+    stack.apply(namespace, build("sprite.yaml", "box", {"spec.networkPolicy": {"rules": []}}))
+    stack.cluster.kubectl(
+        "create",
+        "secret",
+        "generic",
+        "hook",
+        "-n",
+        namespace,
+        f"--from-literal=secret={HOOK_SECRET.decode()}",
+    )
+    stack.apply(
+        namespace,
+        {
+            "apiVersion": "lattice.dev/v1alpha1",
+            "kind": "GitHubRepository",
+            "metadata": {"name": "app"},
+            "spec": {
+                "repo": repo,
+                "webhookSecretRef": {"name": "hook", "key": "secret"},
+                "agent": {
+                    "spriteRef": {"name": "box"},
+                    "command": AGENT_COMMAND,
+                    "timeoutSeconds": 300,
+                },
+                "approval": {"approvers": [{"github": "octocat", "user": "alice"}]},
+            },
+        },
+    )
+    bind_role(stack, namespace, "alice", APPROVER_ROLE)
+    sprite = stack.wait_sprite_ready(namespace, "box")
+    asyncio.run(_install_agent(stack, sprite["status"]["spriteName"]))
+    url = f"{base}/github/{namespace}/app"
+    wait_for(
+        lambda: payloads.deliver(url, HOOK_SECRET, "ping", {"zen": "hi"}).status_code == 200,
+        timeout=30,
+        what="the operator to know the GitHubRepository",
+    )
+    return {"stack": stack, "repo": repo, "url": url, "namespace": namespace}
+
+
+def _intent(w: dict[str, Any], name: str, phases: set[str], timeout: float = 180) -> dict[str, Any]:
+    found: dict[str, Any] = w["stack"].wait_phase(w["namespace"], "intents", name, phases, timeout)
+    return found
+
+
+def _show(obj: dict[str, Any], w: dict[str, Any] | None = None) -> str:
+    status = obj.get("status") or {}
+    keep = {k: status.get(k) for k in ("conditions", "forge", "result", "runRef")}
+    if w is not None and status.get("runRef"):
+        run = w["stack"].find(w["namespace"], "runs", status["runRef"]["name"]) or {}
+        run_status = run.get("status") or {}
+        keep["run"] = {k: run_status.get(k) for k in ("logTail", "actionResults")}
+        keep["run"]["violations"] = (run_status.get("events") or {}).get("violations")
+    return json.dumps(keep, indent=1)[-6000:]
+
+
+def _comments(github: GitHubDouble, repo: str, number: int) -> list[str]:
+    with github.lock:
+        return [c["body"] for c in github.repos[repo].comments[number]]
+
+
+def test_loop_2_plan_to_pull_request_to_fixup(wired: dict[str, Any], github: GitHubDouble) -> None:
+    stack, repo, ns = wired["stack"], wired["repo"], wired["namespace"]
+    base_sha = github.branch_sha(repo, "main")
+    started = time.monotonic()
+    stack.apply(
+        ns,
+        {
+            "apiVersion": "lattice.dev/v1alpha1",
+            "kind": "Intent",
+            "metadata": {"name": "plan"},
+            "spec": {
+                "kind": "pr_create_from_plan",
+                "summary": "Invalidate the cache",
+                "params": {
+                    "prCreateFromPlan": {
+                        "repo": repo,
+                        "plan": "Invalidate the cache on save",
+                        "headBranch": "lattice/cache",
+                        "run": {"spriteRef": {"name": "box"}, "command": AGENT_COMMAND},
+                    }
+                },
+                "allowedActions": ["OPEN_PR", "POST_COMMENT"],
+            },
+        },
+    )
+    done = _intent(wired, "plan", {"Succeeded", "Failed"})
+    opened = time.monotonic()
+    assert done["status"]["phase"] == "Succeeded", _show(done)
+    pr = done["status"]["forge"]["pullRequest"]
+    assert any(a.startswith("pr_url: ") for a in done["status"]["result"]["artifacts"])
+    with github.lock:
+        pull = github.repos[repo].pulls[pr["number"]]
+    assert (pull["head"]["ref"], pull["base"]["ref"]) == ("lattice/cache", "main")
+    log = github.git_log(repo, "lattice/cache")
+    assert log[0].endswith("Implement the plan")
+    assert github.branch_sha(repo, "main") == base_sha  # the base is untouched
+    assert len(github.calls("pulls/create")) >= 1
+    # The credential never reached the sprite: not in the Run, its env or its files.
+    run = stack.get(ns, "runs", done["status"]["runRef"]["name"])
+    assert TOKEN not in json.dumps(run)
+
+    review, comments = github.submit_review(
+        repo,
+        pr["number"],
+        state="CHANGES_REQUESTED",
+        body="Please also clear on delete",
+        login="octocat",
+        comments=[("CACHE.md", 1, "clear it on delete too")],
+    )
+    with github.lock:
+        pull_now = dict(github.repos[repo].pulls[pr["number"]])
+    reviewed = time.monotonic()
+    answer = payloads.deliver(
+        wired["url"],
+        HOOK_SECRET,
+        "pull_request_review",
+        payloads.review_submitted(repo, pull_now, review, "octocat"),
+    )
+    assert answer.status_code == 201, answer.text
+    # The review's line comment arrives as its own event: it is the same fixup, not a new one.
+    again = payloads.deliver(
+        wired["url"],
+        HOOK_SECRET,
+        "pull_request_review_comment",
+        payloads.review_comment(repo, pull_now, comments[0], "octocat"),
+    )
+    assert (again.status_code, again.json()["outcome"]) == (200, "exists")
+    fixup_name = answer.json()["detail"]
+    fixed = _intent(wired, fixup_name, {"Succeeded", "Failed"})
+    finished = time.monotonic()
+    assert fixed["status"]["phase"] == "Succeeded", _show(fixed)
+    log = github.git_log(repo, "lattice/cache")
+    assert log[0].endswith("Address the review")
+    assert log[1].endswith("Implement the plan")  # a fast-forward: the PR's commit is kept
+    assert fixed["status"]["forge"]["pushedSha"] == github.branch_sha(repo, "lattice/cache")
+    assert any("Lattice pushed" in c for c in _comments(github, repo, pr["number"]))
+    figures = {
+        "plan_to_pr_seconds": round(opened - started, 2),
+        "review_to_fixup_pushed_seconds": round(finished - reviewed, 2),
+        "loop_2_seconds": round(finished - started, 2),
+    }
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "github_loop2.json").write_text(json.dumps(figures, indent=2) + "\n")
+
+
+def test_loop_1_issue_to_triage_to_approved_plan(
+    wired: dict[str, Any], github: GitHubDouble
+) -> None:
+    stack, repo, ns, url = wired["stack"], wired["repo"], wired["namespace"], wired["url"]
+    issue = github.open_issue(repo, "The list is stale", "Saving does not refresh", "reporter")
+    number = issue["number"]
+    delivery = "d-opened-1"
+    created = payloads.deliver(
+        url, HOOK_SECRET, "issues", payloads.issues("opened", repo, issue, "reporter"), delivery
+    )
+    assert created.status_code == 201, created.text
+    triage = created.json()["detail"]
+    # A redelivery (same delivery id, or GitHub's retry with a new one) makes nothing new.
+    for again in (delivery, "d-opened-2"):
+        replay = payloads.deliver(
+            url, HOOK_SECRET, "issues", payloads.issues("opened", repo, issue, "reporter"), again
+        )
+        assert replay.json()["outcome"] in ("duplicate", "exists"), replay.text
+    waiting = _intent(wired, triage, {"Waiting", "Failed"})
+    assert waiting["status"]["phase"] == "Waiting", _show(waiting)
+    wait_for(
+        lambda: "Which page shows the stale list?" in "\n".join(_comments(github, repo, number)),
+        timeout=60,
+        what="the triage question",
+    )
+    wait_for(
+        lambda: "triaged" in [x["name"] for x in github.repos[repo].issues[number]["labels"]],
+        timeout=60,
+        what="the triage label",
+    )
+
+    reply = github.add_comment(repo, number, "The orders page", "reporter")
+    answered = payloads.deliver(
+        url,
+        HOOK_SECRET,
+        "issue_comment",
+        payloads.issue_comment(repo, issue, reply, "reporter"),
+    )
+    assert answered.json()["outcome"] == "resumed", answered.text
+    done = _intent(wired, triage, {"Succeeded", "Failed"})
+    assert done["status"]["phase"] == "Succeeded", _show(done)
+    plan = done["status"]["forge"]["followup"]
+    assert any("Plan:" in c and "The orders page" in c for c in _comments(github, repo, number))
+    awaiting = _intent(wired, plan, {"AwaitingApproval"})
+    assert "The orders page" in awaiting["spec"]["params"]["issuePlanApprove"]["plan"]
+
+    # An unmapped GitHub user's command is refused, and answered on the issue.
+    sneaky = github.add_comment(repo, number, "/lattice approve", "mallory")
+    refused = payloads.deliver(
+        url, HOOK_SECRET, "issue_comment", payloads.issue_comment(repo, issue, sneaky, "mallory")
+    )
+    assert refused.json()["outcome"] == "refused", refused.text
+    assert any("@mallory" in c and "not mapped" in c for c in _comments(github, repo, number))
+    assert stack.get(ns, "intents", plan)["status"]["phase"] == "AwaitingApproval"
+
+    # The mapped user approves by comment: recorded under both identities, once.
+    command = github.add_comment(repo, number, "/lattice approve looks right", "octocat")
+    body = payloads.issue_comment(repo, issue, command, "octocat")
+    approved = payloads.deliver(url, HOOK_SECRET, "issue_comment", body, "d-approve")
+    assert approved.json()["outcome"] == "approved", approved.text
+    again = payloads.deliver(url, HOOK_SECRET, "issue_comment", body, "d-approve-retry")
+    assert again.json()["outcome"] == "approved"
+    started = _intent(wired, plan, {"Succeeded", "Failed"})
+    assert started["status"]["phase"] == "Succeeded", _show(started)
+    [record] = started["status"]["approvals"]
+    assert (record["user"], record["forgeUser"]) == ("alice", "octocat")
+    assert record["forgeRef"] == command["html_url"]
+    followup = started["status"]["forge"]["followup"]
+    assert any("Plan approved" in c for c in _comments(github, repo, number))
+    pr_intent = _intent(wired, followup, {"Succeeded", "Failed"}, timeout=240)
+    assert pr_intent["status"]["phase"] == "Succeeded", _show(pr_intent, wired)
+    number_pr = pr_intent["status"]["forge"]["pullRequest"]["number"]
+    with github.lock:
+        assert f"Resolves #{number}" in github.repos[repo].pulls[number_pr]["body"]
+
+
+@pytest.mark.parametrize(
+    ("marker", "rule"), [("REWRITE", "not_based_on_expected"), ("BASE", "other_refs")]
+)
+def test_a_branch_that_rewrites_history_or_the_base_is_refused(
+    wired: dict[str, Any], github: GitHubDouble, marker: str, rule: str
+) -> None:
+    stack, repo, ns = wired["stack"], wired["repo"], wired["namespace"]
+    base_sha = github.branch_sha(repo, "main")
+    name = f"hostile-{marker.lower()}"
+    stack.apply(
+        ns,
+        {
+            "apiVersion": "lattice.dev/v1alpha1",
+            "kind": "Intent",
+            "metadata": {"name": name},
+            "spec": {
+                "kind": "pr_create_from_plan",
+                "summary": "hostile",
+                "params": {
+                    "prCreateFromPlan": {
+                        "repo": repo,
+                        "plan": f"do {marker}",
+                        "headBranch": f"lattice/{name}",
+                        "run": {"spriteRef": {"name": "box"}, "command": AGENT_COMMAND},
+                    }
+                },
+                "allowedActions": ["OPEN_PR"],
+            },
+        },
+    )
+    failed = _intent(wired, name, {"Succeeded", "Failed"})
+    assert failed["status"]["phase"] == "Failed", _show(failed)
+    run = stack.get(ns, "runs", failed["status"]["runRef"]["name"])
+    violations = run["status"]["events"]["violations"]
+    assert any(v["category"] == "branch_refused" and rule in v["reason"] for v in violations)
+    [result] = [r for r in run["status"]["actionResults"] if r["action"] == "OPEN_PR"]
+    assert result["status"] == "refused"
+    assert github.branch_sha(repo, f"lattice/{name}") is None  # nothing pushed
+    assert github.branch_sha(repo, "main") == base_sha
+
+
+def test_bad_deliveries_create_nothing(wired: dict[str, Any], github: GitHubDouble) -> None:
+    stack, repo, ns, url = wired["stack"], wired["repo"], wired["namespace"], wired["url"]
+    issue = github.open_issue(repo, "Bad input", "x", "reporter")
+    payload = payloads.issues("opened", repo, issue, "reporter")
+    forged = payloads.deliver(url, HOOK_SECRET, "issues", payload, signature="sha256=" + "0" * 64)
+    assert forged.status_code == 401
+    wrong_key = payloads.deliver(url, b"not-the-secret", "issues", payload)
+    assert wrong_key.status_code == 401
+    big = {**payload, "padding": "x" * (6 * 1024 * 1024)}
+    assert payloads.deliver(url, HOOK_SECRET, "issues", big).status_code == 413
+    unknown = payloads.deliver(url, HOOK_SECRET, "star", {"action": "created"})
+    assert (unknown.status_code, unknown.json()["outcome"]) == (202, "unknown_event")
+    intents = stack.cluster.custom.list_namespaced_custom_object(
+        "lattice.dev", "v1alpha1", ns, "intents"
+    )["items"]
+    assert intents == []
+
+
+def test_loop_5_a_failing_check_keeps_one_issue(
+    wired: dict[str, Any], github: GitHubDouble
+) -> None:
+    stack, repo, ns = wired["stack"], wired["repo"], wired["namespace"]
+    check = {
+        "apiVersion": "lattice.dev/v1alpha1",
+        "kind": "HealthCheck",
+        "metadata": {"name": "smoke"},
+        "spec": {
+            "schedule": "@every 5s",
+            "probe": {"spriteRef": {"name": "box"}, "command": ["sh", "-c", "exit 1"]},
+            "issue": {"repo": repo},
+        },
+    }
+    stack.apply(ns, check)
+
+    def health_issues() -> list[dict[str, Any]]:
+        with github.lock:
+            return [
+                i
+                for i in github.repos[repo].issues.values()
+                if "lattice-health" in [x["name"] for x in i["labels"]]
+            ]
+
+    def reported(at_least: int) -> dict[str, Any] | None:
+        hc = stack.get(ns, "healthchecks", "smoke")
+        issue = ((hc.get("status") or {}).get("incident") or {}).get("issue") or {}
+        return hc if issue.get("reportedFailures", 0) >= at_least else None
+
+    hc = wait_for(lambda: reported(3), timeout=120, what="three failures reported")
+    issue = hc["status"]["incident"]["issue"]
+    [opened] = health_issues()  # one issue, however many failures
+    assert opened["number"] == issue["number"]
+    assert opened["state"] == "open"
+    still = [c for c in _comments(github, repo, issue["number"]) if "Still failing" in c]
+    assert len(still) >= 2
+    assert len(still) == len(set(still))  # each failure reported once
+
+    stack.cluster.kubectl(
+        "patch",
+        "healthcheck",
+        "smoke",
+        "-n",
+        ns,
+        "--type",
+        "merge",
+        "-p",
+        '{"spec":{"probe":{"command":["true"]}}}',
+    )
+
+    def closed() -> bool:
+        with github.lock:
+            return github.repos[repo].issues[issue["number"]]["state"] == "closed"
+
+    wait_for(closed, timeout=120, what="the issue closed")
+    assert len(health_issues()) == 1
+    assert any("passed again" in c for c in _comments(github, repo, issue["number"]))
+
+
+REPO_EDITOR = {
+    "apiVersion": "rbac.authorization.k8s.io/v1",
+    "kind": "ClusterRole",
+    "metadata": {"name": "lattice-github-repository-editor-test"},
+    "rules": [
+        {
+            "apiGroups": ["lattice.dev"],
+            "resources": ["githubrepositories"],
+            "verbs": ["get", "list", "create", "update", "patch"],
+        }
+    ],
+}
+
+
+def test_mapping_a_github_account_needs_the_right_to_impersonate(
+    wired: dict[str, Any],
+) -> None:
+    stack, ns = wired["stack"], wired["namespace"]
+    bind_role(stack, ns, "bob", REPO_EDITOR)
+    doc = {
+        "apiVersion": "lattice.dev/v1alpha1",
+        "kind": "GitHubRepository",
+        "metadata": {"name": "bobs", "namespace": ns},
+        "spec": {
+            "repo": wired["repo"],
+            "webhookSecretRef": {"name": "hook", "key": "secret"},
+            "approval": {"approvers": [{"github": "bob-on-github", "user": "alice"}]},
+        },
+    }
+    refused = kubectl_as(stack, "bob", "apply", "-f", "-", input=json.dumps(doc))
+    assert refused.returncode != 0
+    assert "spec.approval.approvers[0]" in refused.stderr
+    assert "impersonate" in refused.stderr
+    # Mapping one's own account to oneself needs nothing more.
+    doc["spec"]["approval"]["approvers"] = [{"github": "bob-on-github", "user": "bob"}]
+    mine = kubectl_as(stack, "bob", "apply", "-f", "-", input=json.dumps(doc))
+    assert mine.returncode == 0, mine.stderr
+
+
+def test_loop_3_a_project_issue_drafts_issues_created_after_approval(
+    wired: dict[str, Any], github: GitHubDouble
+) -> None:
+    repo, url = wired["repo"], wired["url"]
+    issue = github.open_issue(
+        repo, "Importer", "We need an importer", "reporter", labels=("project",)
+    )
+    number = issue["number"]
+    created = payloads.deliver(
+        url, HOOK_SECRET, "issues", payloads.issues("opened", repo, issue, "reporter")
+    )
+    assert created.status_code == 201, created.text
+    triage = _intent(wired, created.json()["detail"], {"Succeeded", "Failed"})
+    assert triage["status"]["phase"] == "Succeeded", _show(triage, wired)
+    plan = triage["status"]["forge"]["followup"]
+    awaiting = _intent(wired, plan, {"AwaitingApproval"})
+    drafts = awaiting["spec"]["params"]["issuePlanApprove"]["tasks"]
+    assert [d["title"] for d in drafts] == [
+        "Epic: Importer",
+        "Design the storage",
+        "Build the importer",
+    ]
+
+    def tasks() -> list[dict[str, Any]]:
+        with github.lock:
+            return [
+                i
+                for i in github.repos[repo].issues.values()
+                if "lattice-task" in [x["name"] for x in i["labels"]]
+            ]
+
+    assert tasks() == []  # drafts only, until approved
+    command = github.add_comment(repo, number, "/lattice approve", "octocat")
+    body = payloads.issue_comment(repo, issue, command, "octocat")
+    assert payloads.deliver(url, HOOK_SECRET, "issue_comment", body).json()["outcome"] == (
+        "approved"
+    )
+    done = _intent(wired, plan, {"Succeeded", "Failed"})
+    assert done["status"]["phase"] == "Succeeded", _show(done)
+    made = tasks()
+    assert sorted(i["title"] for i in made) == sorted(d["title"] for d in drafts)
+    assert sorted(done["status"]["forge"]["issues"]) == sorted(i["number"] for i in made)
+    assert any("created these issues" in c for c in _comments(github, repo, number))
+    # The approval delivered again creates nothing more.
+    payloads.deliver(url, HOOK_SECRET, "issue_comment", body)
+    time.sleep(2)
+    assert len(tasks()) == len(drafts)
