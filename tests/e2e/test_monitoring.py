@@ -25,11 +25,12 @@ from lattice_operator.lifeloop.classes import FailureClass
 from lattice_operator.ports.sprites import SpriteBackend
 from tests.support.admission_cases import build
 from tests.support.agents import agent
-from tests.support.cluster import wait_for
+from tests.support.cluster import Cluster, wait_for
 from tests.support.e2e_intents import intent_doc
 from tests.support.e2e_runs import apply_run, lattice, ready_sprite
 from tests.support.prometheus import JOB, Prometheus, prometheus_server
-from tests.support.stack import Stack
+from tests.support.sprites_server import LocalSprites
+from tests.support.stack import Stack, operator_stack
 
 pytestmark = pytest.mark.e2e
 
@@ -64,6 +65,27 @@ emit("PHASE_FINISHED", {{"phase": "work"}})
 emit("COMPLETED", {{"status": "success", "summary": "done"}})
 """
 )
+
+
+# The operator of this module serves only its namespaces: objects other modules leave behind
+# in namespaces still being deleted must not add to the counts asserted here.
+PREFIX = "monitoring"
+
+
+@pytest.fixture(scope="module")
+def stack(
+    cluster: Cluster, local_sprites: LocalSprites, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    log_dir: Path = tmp_path_factory.mktemp("operator")
+    with operator_stack(cluster, local_sprites, log_dir, "--namespace", f"t-{PREFIX}-*") as s:
+        yield s
+
+
+@pytest.fixture
+def namespace(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]:
+    name = cluster.create_namespace(f"{PREFIX}-{request.node.name}")
+    yield name
+    cluster.delete_namespace(name)
 
 
 @pytest.fixture(scope="module")
