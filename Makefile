@@ -10,7 +10,7 @@ LATTICE := $(VENV)/bin/lattice
 VENV_STAMP := $(VENV)/.stamp-$(shell cat pyproject.toml requirements.lock 2>/dev/null | sha256sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: help venv tools sprite-rootfs browser prometheus github-fixtures node-tools image chart dashboards test unit lint typecheck crds crds-check cluster-up cluster-down dev bench node-test clean
+.PHONY: help venv tools sprite-rootfs browser prometheus github-fixtures node-tools image chart dashboards test unit lint typecheck crds crds-check cluster-up cluster-down node-up node-down dev bench node-test clean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
@@ -67,8 +67,9 @@ crds-check: venv
 unit: venv ## Only the tests that need no cluster
 	$(PY) -m pytest tests/unit tests/test_layout.py $(PYTEST_ARGS)
 
-test: venv tools sprite-rootfs browser prometheus github-fixtures lint typecheck crds-check ## Everything: lint, types, unit, contract and e2e tests
+test: venv tools sprite-rootfs browser prometheus github-fixtures node-tools lint typecheck crds-check ## Everything: lint, types, unit, contract, e2e and node tests (root)
 	$(PY) -m pytest -m 'not bench and not node' $(PYTEST_ARGS)
+	$(PY) -m pytest -m node tests/node $(PYTEST_ARGS)
 
 cluster-up: venv tools ## Start the local control plane (kubeconfig in .lattice/cluster/)
 	$(LATTICE) cluster up
@@ -76,10 +77,16 @@ cluster-up: venv tools ## Start the local control plane (kubeconfig in .lattice/
 cluster-down: venv ## Stop the local control plane started by cluster-up
 	$(LATTICE) cluster down
 
+node-up: venv tools node-tools ## A single-node cluster (kubelet, containerd) in a network namespace; root
+	$(LATTICE) cluster up --node --state-dir .lattice/node
+
+node-down: venv ## Stop the node cluster started by node-up
+	$(LATTICE) cluster down --state-dir .lattice/node
+
 dev: venv tools sprite-rootfs ## The whole stack on this machine, with a sample driven to completion
 	$(LATTICE) dev
 
-node-test: venv tools sprite-rootfs node-tools ## The chart on a real node (kubelet, containerd) in a network namespace; needs root
+node-test: venv tools sprite-rootfs node-tools ## Only the node tests (part of make test): the chart on a real node in a network namespace; root
 	$(PY) -m pytest -m node tests/node $(PYTEST_ARGS)
 
 bench: venv tools sprite-rootfs prometheus ## Benchmarks; figures go to bench-results/

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -40,11 +41,18 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     )
 
 
+_SKEW = datetime.timedelta(minutes=5)
+
+
 def _now() -> datetime.datetime:
-    return datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
+    """A few minutes ago: certificates start early, for clocks a little behind ours."""
+    return datetime.datetime.now(datetime.UTC) - _SKEW
 
 
-def make_ca(common_name: str) -> tuple[KeyPair, ec.EllipticCurvePrivateKey, x509.Certificate]:
+def make_ca(
+    common_name: str, validity: datetime.timedelta = _VALIDITY
+) -> tuple[KeyPair, ec.EllipticCurvePrivateKey, x509.Certificate]:
+    """A self-signed CA valid from a few minutes ago (clock skew) for `validity` from now."""
     key = _key()
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     cert = (
@@ -54,7 +62,8 @@ def make_ca(common_name: str) -> tuple[KeyPair, ec.EllipticCurvePrivateKey, x509
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(_now())
-        .not_valid_after(_now() + _VALIDITY)
+        .not_valid_after(_now() + _SKEW + validity)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(
@@ -81,6 +90,7 @@ def _leaf(
     subject: x509.Name,
     usage: x509.ObjectIdentifier,
     sans: list[x509.GeneralName] | None = None,
+    not_after: datetime.datetime | None = None,
 ) -> KeyPair:
     key = _key()
     builder = (
@@ -90,9 +100,14 @@ def _leaf(
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(_now())
-        .not_valid_after(_now() + _VALIDITY)
+        .not_valid_after(not_after or _now() + _VALIDITY)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        # Which CA key signed it, for verifiers holding several CAs (during a rotation).
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+            critical=False,
+        )
     )
     if sans:
         builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
@@ -101,9 +116,13 @@ def _leaf(
 
 
 def serving_cert(
-    ca_key: ec.EllipticCurvePrivateKey, ca_cert: x509.Certificate, hosts: tuple[str, ...] = ()
+    ca_key: ec.EllipticCurvePrivateKey,
+    ca_cert: x509.Certificate,
+    hosts: tuple[str, ...] = (),
+    not_after: datetime.datetime | None = None,
 ) -> KeyPair:
-    """A server certificate for localhost, 127.0.0.1 and `hosts` (names or IP addresses)."""
+    """A server certificate for localhost, 127.0.0.1 and `hosts` (names or IP addresses),
+    valid until `not_after` (default: 30 days)."""
     sans: list[x509.GeneralName] = [
         x509.DNSName("localhost"),
         x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
@@ -119,6 +138,7 @@ def serving_cert(
         x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0] if hosts else "127.0.0.1")]),
         ExtendedKeyUsageOID.SERVER_AUTH,
         sans,
+        not_after,
     )
 
 
@@ -141,3 +161,98 @@ def service_account_keys() -> tuple[bytes, bytes]:
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
     return _key_pem(key), public
+
+
+# -- reading certificates back ------------------------------------------------------------
+
+
+class CertificateError(ValueError):
+    """PEM data that is not what it should be (no certificate, no key, a foreign key type)."""
+
+
+def load_certificates(pem: bytes) -> list[x509.Certificate]:
+    """Every certificate of a PEM bundle, in order."""
+    try:
+        certs = x509.load_pem_x509_certificates(pem)
+    except ValueError as exc:
+        raise CertificateError(f"not a PEM certificate bundle: {exc}") from None
+    return list(certs)
+
+
+def load_private_key(pem: bytes) -> ec.EllipticCurvePrivateKey:
+    try:
+        key = serialization.load_pem_private_key(pem, password=None)
+    except (ValueError, TypeError) as exc:
+        raise CertificateError(f"not an unencrypted PEM private key: {exc}") from None
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
+        raise CertificateError(f"an {type(key).__name__}, not an EC key")
+    return key
+
+
+def cert_pem(cert: x509.Certificate) -> bytes:
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def fingerprint(cert: x509.Certificate) -> str:
+    return cert.fingerprint(hashes.SHA256()).hex()
+
+
+def issued_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
+    """`ca` signed `cert` (names and signature checked)."""
+    try:
+        cert.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return True
+
+
+def key_matches(key: ec.EllipticCurvePrivateKey, cert: x509.Certificate) -> bool:
+    def spki(public: object) -> bytes:
+        assert isinstance(public, ec.EllipticCurvePublicKey)
+        return public.public_bytes(
+            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+
+    public = cert.public_key()
+    return isinstance(public, ec.EllipticCurvePublicKey) and spki(public) == spki(key.public_key())
+
+
+def subject_names(cert: x509.Certificate) -> frozenset[str]:
+    """The DNS names and IP addresses of a certificate's subjectAltName."""
+    try:
+        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return frozenset()
+    ips = {str(ip) for ip in sans.get_values_for_type(x509.IPAddress)}
+    return frozenset(sans.get_values_for_type(x509.DNSName)) | ips
+
+
+class ServerTLS:
+    """A server's TLS context whose certificate can be replaced while it serves: new
+    handshakes get the new certificate, connections already open keep theirs."""
+
+    def __init__(self, directory: Path) -> None:
+        import ssl
+
+        self.context = ssl.create_default_context(purpose=ssl.Purpose.CLIENT_AUTH)
+        self._directory = directory
+        self._loaded: KeyPair | None = None
+        self._count = 0
+        self._previous: tuple[Path, Path] | None = None
+
+    @property
+    def loaded(self) -> KeyPair | None:
+        return self._loaded
+
+    def load(self, pair: KeyPair) -> tuple[Path, Path]:
+        """Load a certificate and key (PEM) into the context; the files it was loaded from
+        (kept: a server that reads them at start, like kopf's, finds them unchanged)."""
+        self._count += 1
+        cert, key = pair.write(self._directory, f"serving-{self._count}")
+        self.context.load_cert_chain(str(cert), str(key))
+        self._loaded = pair
+        if self._previous is not None:  # the first pair stays, the ones between go
+            for path in self._previous:
+                path.unlink(missing_ok=True)
+        self._previous = (cert, key) if self._count > 1 else None
+        return cert, key

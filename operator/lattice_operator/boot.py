@@ -1,13 +1,37 @@
-"""Boot kopf with our settings and handlers."""
+"""Boot kopf with our settings and handlers: two kopf operators, one of them leader-elected.
+
+Every replica serves the admission webhooks and the health endpoint (the *serving* operator,
+registry `handlers._registry.SERVING`), so a standby is Ready and the webhook Service may
+send requests to any replica. Only the replica that holds the leader Lease runs the
+*reconciling* operator (kopf's default registry: every resource handler, daemon, timer and
+background loop). Each operator runs in a thread of its own with its own event loop, so
+neither's start-up, shutdown or clean-up of left-over tasks can touch the other's.
+docs/controllers.md ("One active replica") says why it is done this way.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gc
 import logging
+import os
+import signal
+import threading
+from collections.abc import Awaitable
+from typing import Any
 
 from lattice_operator.errors import ConfigurationError
 from lattice_operator.handlers._context import OperatorContext
 from lattice_operator.settings import OperatorSettings
+
+log = logging.getLogger(__name__)
+
+LOST_LEASE_EXIT = 3
+"""Exit status after losing the Lease: the process stops at once, and Kubernetes restarts it
+as a standby (controller-runtime exits likewise)."""
+STOP_TIMEOUT = 60.0
+"""Seconds an operator thread may take to stop before the process exits regardless."""
 
 
 def preflight(settings: OperatorSettings) -> None:
@@ -30,39 +54,208 @@ def preflight(settings: OperatorSettings) -> None:
         raise ConfigurationError(f"no Kubernetes credentials: {exc}") from exc
 
 
-def run_operator(settings: OperatorSettings, *, verbose: bool = False) -> None:
-    """Run the operator until it is told to stop (SIGINT/SIGTERM)."""
-    preflight(settings)
+class KopfThread:
+    """One kopf operator in a thread of its own; stopped from the main thread."""
+
+    def __init__(
+        self, name: str, settings: OperatorSettings, registry: Any, liveness: str | None
+    ) -> None:
+        self.name = name
+        self._settings, self._registry, self._liveness = settings, registry, liveness
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._started = threading.Event()
+        self.ready = threading.Event()
+        """Set once kopf has run the start-up handlers (kopf's ready flag)."""
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._main, name=f"kopf-{name}", daemon=True)
+        self._done: asyncio.Future[None] | None = None
+
+    def start(self) -> None:
+        self._owner = asyncio.get_running_loop()
+        self._done = self._owner.create_future()
+        self._thread.start()
+
+    def _mark_done(self) -> None:
+        if self._done is not None and not self._done.done():
+            self._done.set_result(None)
+
+    def _main(self) -> None:
+        try:
+            asyncio.run(self._operate())
+        except BaseException as exc:  # reported to the supervisor, which exits non-zero
+            self.error = exc
+            log.exception("the %s operator failed", self.name)
+        finally:
+            self._owner.call_soon_threadsafe(self._mark_done)
+
+    async def _operate(self) -> None:
+        import kopf
+
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        self._started.set()
+        memo = kopf.Memo()
+        memo.lattice = OperatorContext(settings=self._settings)
+        settings = self._settings
+        await kopf.operator(
+            registry=self._registry,
+            clusterwide=not settings.namespaces,
+            namespaces=settings.namespaces,
+            standalone=True,  # one reconciling replica is the Lease's job, not kopf peering's
+            liveness_endpoint=self._liveness,
+            memo=memo,
+            stop_flag=self._stop,
+            ready_flag=self.ready,
+        )
+
+    def stop(self) -> None:
+        if self._done is None:
+            return  # never started
+        if not self._started.wait(timeout=10) or self._loop is None or self._stop is None:
+            return
+        stop = self._stop
+        with contextlib.suppress(RuntimeError):  # its loop has already closed
+            self._loop.call_soon_threadsafe(stop.set)
+
+    async def wait_ready(self) -> None:
+        while not self.ready.is_set():  # noqa: ASYNC110 - a flag set from another thread
+            await asyncio.sleep(0.05)
+
+    async def finished(self) -> None:
+        assert self._done is not None, "not started"
+        await asyncio.shield(self._done)
+
+    async def join(self) -> bool:
+        if self._done is None:
+            return True
+        try:
+            await asyncio.wait_for(self.finished(), STOP_TIMEOUT)
+        except TimeoutError:
+            log.error("the %s operator did not stop within %.0f s", self.name, STOP_TIMEOUT)
+            return False
+        return True
+
+
+async def _first(**waits: Awaitable[Any]) -> str:
+    """Wait for the first of several things; cancel the rest; return its name."""
+    tasks = {asyncio.ensure_future(w): name for name, w in waits.items()}
+    done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    first = next(iter(done))
+    first.result()  # re-raise what failed
+    return tasks[first]
+
+
+def _hard_exit(code: int) -> None:
+    """Leave now, without clean-up: another replica may already be reconciling."""
+    logging.shutdown()
+    os._exit(code)
+
+
+async def supervise(settings: OperatorSettings, serving_registry: Any) -> int:
+    """Run until a signal (exit 0), a failed operator (exit 1) or a lost Lease (exit 3)."""
     import kopf
 
+    from lattice_adapters.kube import KubeClient, KubeConfig
+    from lattice_operator.clock import SystemClock
+    from lattice_operator.handlers.leader_election import Elector
+    from lattice_operator.metrics import LEADER
+
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stopping.set)
+    liveness = (
+        f"http://{settings.probe.host}:{settings.probe.port}/healthz"
+        if settings.probe.port
+        else None
+    )
+    serving = KopfThread("serving", settings, serving_registry, liveness)
+    reconciling = KopfThread("reconciling", settings, kopf.get_default_registry(), None)
+
+    async def stop_all(elector: Elector | None, why: str) -> int:
+        reconciling.stop()
+        stopped = await reconciling.join()
+        if elector is not None and stopped:
+            await elector.release()  # the standby takes over at once
+        LEADER.set(0)
+        serving.stop()
+        await serving.join()
+        if why != "signal":
+            log.error("the %s operator stopped on its own: exiting", why)
+        return 0 if why == "signal" and stopped else 1
+
+    if not settings.leader_election.enabled:
+        LEADER.set(1)
+        # Alone, the process is live (its health endpoint answers) once everything started.
+        reconciling.start()
+        what = await _first(
+            signal=stopping.wait(),
+            reconciling=reconciling.finished(),
+            ready=reconciling.wait_ready(),
+        )
+        if what == "ready":
+            serving.start()
+            what = await _first(
+                signal=stopping.wait(),
+                serving=serving.finished(),
+                reconciling=reconciling.finished(),
+            )
+        return await stop_all(None, what)
+
+    serving.start()
+
+    async with KubeClient(KubeConfig.load()) as kube:
+        elector = Elector.for_settings(kube, settings.leader_election, SystemClock())
+        what = await _first(
+            signal=stopping.wait(), serving=serving.finished(), lease=elector.acquire()
+        )
+        if what != "lease":
+            return await stop_all(None, what)
+        reconciling.start()
+        what = await _first(
+            signal=stopping.wait(),
+            serving=serving.finished(),
+            reconciling=reconciling.finished(),
+            lost=elector.keep(),
+        )
+        if what == "lost":
+            log.error("stopping at once: this replica is no longer the leader")
+            _hard_exit(LOST_LEASE_EXIT)
+        return await stop_all(elector, what)
+
+
+def run_operator(settings: OperatorSettings, *, verbose: bool = False) -> int:
+    """Run the operator until it is told to stop (SIGINT/SIGTERM); the exit status."""
+    preflight(settings)
+    from prometheus_client import start_http_server
+
     import lattice_operator.handlers  # noqa: F401 - registers the handlers
+    from lattice_operator.handlers._registry import SERVING
+    from lattice_operator.metrics import LEADER, REGISTRY
 
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        format="%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s",
     )
     # One line per backend request is noise at INFO; failures are logged by the adapter.
     logging.getLogger("httpx").setLevel(logging.DEBUG if verbose else logging.WARNING)
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    # Each kopf operator warns that it ignores signals in its thread: supervise() handles them.
+    logging.getLogger("kopf._core.reactor.running").addFilter(
+        lambda record: "OS signals are ignored" not in record.getMessage()
+    )
     # Event ingestion allocates many short-lived objects: collecting the young generation
     # every 700 allocations cost a third of the engine's time (bench_protocol). Freeze what
     # start-up loaded and collect less often.
     gc.collect()
     gc.freeze()
     gc.set_threshold(50_000, 20, 20)
-    memo = kopf.Memo()
-    memo.lattice = OperatorContext(settings=settings)
-    liveness = (
-        f"http://{settings.probe.host}:{settings.probe.port}/healthz"
-        if settings.probe.port
-        else None
-    )
-    kopf.run(
-        clusterwide=not settings.namespaces,
-        namespaces=settings.namespaces,
-        standalone=settings.peering.standalone,
-        peering_name=None if settings.peering.standalone else settings.peering.name,
-        priority=settings.peering.priority,
-        liveness_endpoint=liveness,
-        memo=memo,
-    )
+    LEADER.set(0)
+    if settings.metrics_port:
+        start_http_server(settings.metrics_port, addr=settings.metrics_host, registry=REGISTRY)
+        log.info("metrics on http://%s:%d/metrics", settings.metrics_host, settings.metrics_port)
+    return asyncio.run(supervise(settings, SERVING))

@@ -185,15 +185,26 @@ RECEIPTS_MISSING = Counter(
     "Receipt sequence numbers found never published (a gap) when a restarted operator audits.",
     registry=REGISTRY,
 )
-LEADER = Gauge(
-    "lattice_leader",
-    "1 while this replica is the active one (it reconciles), 0 while it stands by.",
-    registry=REGISTRY,
-)
 BUILD_INFO = Gauge(
     "lattice_build_info",
     "Always 1; the operator's version as a label.",
     ["version"],
+    registry=REGISTRY,
+)
+LEADER = Gauge(
+    "lattice_leader",
+    "1 while this replica holds the leader Lease and reconciles; 0 while it stands by.",
+    registry=REGISTRY,
+)
+WEBHOOK_CERT_EXPIRY = Gauge(
+    "lattice_webhook_cert_expiry_timestamp_seconds",
+    "When the webhook serving certificate this replica serves expires (Unix time).",
+    registry=REGISTRY,
+)
+WEBHOOK_CERT_STEPS = Counter(
+    "lattice_webhook_cert_steps_total",
+    "Webhook certificate steps carried out (create, reissue, publish, begin, switch, drop).",
+    ["step"],
     registry=REGISTRY,
 )
 
@@ -415,6 +426,8 @@ __all__ = [
     "SPRITES_BY_PHASE",
     "STATUS_PATCHES",
     "VIOLATIONS",
+    "WEBHOOK_CERT_EXPIRY",
+    "WEBHOOK_CERT_STEPS",
     "OldestCollector",
     "PhaseCollector",
     "admission_request",

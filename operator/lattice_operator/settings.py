@@ -2,25 +2,48 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from lattice_operator.api.v1alpha1.intentpolicy import IntentPolicySpec
 from lattice_operator.api.v1alpha1.sprite import NetworkPolicy, forge_deny_policy
+from lattice_operator.leadership import ElectionTimings
 
 
 class _Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
 
 
-class PeeringSettings(_Settings):
-    """How several operator replicas agree that only one is active (kopf peering)."""
+class LeaderElectionSettings(_Settings):
+    """How several operator replicas agree that exactly one reconciles: a coordination.k8s.io
+    Lease, as controller-runtime does it (docs/controllers.md, "One active replica")."""
 
-    name: str = "lattice"
-    """Name of the ClusterKopfPeering object the replicas share."""
-    standalone: bool = False
-    """Skip peering entirely (single replica, or tests)."""
-    priority: int = 0
-    """This replica's priority; the highest live one is active. Give replicas distinct values."""
+    enabled: bool = True
+    """Elect a leader; off (`lattice run --standalone`) the process reconciles at once, alone."""
+    lease_name: str = Field(default="lattice-operator", min_length=1, max_length=253)
+    """Name of the Lease the replicas share."""
+    lease_namespace: str | None = None
+    """Namespace of the Lease (default: $POD_NAMESPACE, else the service account's
+    namespace when in a Pod, else `default`)."""
+    identity: str | None = None
+    """This replica's holderIdentity (default: $POD_NAME, else host name and a random suffix)."""
+    lease_duration: float = Field(default=15.0, gt=0)
+    """Seconds a standby waits, after the Lease last changed, before it takes over."""
+    renew_deadline: float = Field(default=10.0, gt=0)
+    """Seconds the leader keeps failing to renew before it stops (and exits)."""
+    retry_period: float = Field(default=2.0, gt=0)
+    """Seconds between attempts to acquire or renew the Lease."""
+
+    @model_validator(mode="after")
+    def _timings_ordered(self) -> LeaderElectionSettings:
+        self.timings()
+        return self
+
+    def timings(self) -> ElectionTimings:
+        return ElectionTimings(
+            lease_duration=self.lease_duration,
+            renew_deadline=self.renew_deadline,
+            retry_period=self.retry_period,
+        )
 
 
 class ProbeSettings(_Settings):
@@ -103,6 +126,43 @@ class RunTimings(_Settings):
     """Seconds between passes that delete finished Runs past their TTL or the history limit."""
 
 
+class WebhookCertificateSettings(_Settings):
+    """The webhook serving certificate kept in a Secret: made and rotated by the operator
+    (the default in the Helm chart), or by another tool (cert-manager) and only read here."""
+
+    secret: str | None = None
+    """`namespace/name` of the Secret (`tls.crt`, `tls.key`, `ca.crt`; `ca.key` when the
+    operator manages it). None: `cert_file`/`key_file`, else a throwaway CA per process."""
+    manage: bool = True
+    """The operator creates the Secret, keeps `caBundle` current in the webhook configurations
+    and rotates CA and certificate before they expire. False: another tool does (cert-manager),
+    and the operator only reloads the certificate when the Secret changes."""
+    validity: float = Field(default=365 * 86400.0, gt=0)
+    """Seconds a new CA and its serving certificate are valid."""
+    rotate_before: float = Field(default=30 * 86400.0, gt=0)
+    """A rotation starts when the serving certificate has less than this many seconds left."""
+    propagation: float = Field(default=10.0, gt=0)
+    """Seconds allowed for a changed `caBundle` to reach the API servers before the serving
+    certificate switches to the new CA (and again before the old CA is dropped)."""
+    reload_interval: float = Field(default=10.0, gt=0)
+    """Seconds between each replica's reads of the Secret (a changed certificate is loaded
+    into the running server, without a restart)."""
+
+    @model_validator(mode="after")
+    def _rotation_fits(self) -> WebhookCertificateSettings:
+        if self.rotate_before >= self.validity:
+            raise ValueError("rotate_before must be shorter than validity")
+        needed = 2 * self.propagation + self.reload_interval
+        if self.rotate_before <= needed:
+            raise ValueError(
+                f"rotate_before must exceed 2 x propagation + reload_interval ({needed:g} s): "
+                "a rotation must finish before the certificate expires"
+            )
+        if self.secret is not None and self.secret.count("/") != 1:
+            raise ValueError("secret must be `namespace/name`")
+        return self
+
+
 class WebhookSettings(_Settings):
     """The admission webhooks the operator serves (approvals, IntentPolicy checks)."""
 
@@ -121,6 +181,11 @@ class WebhookSettings(_Settings):
     managed: str | None = "lattice.dev"
     """Name of the Validating/MutatingWebhookConfiguration the operator keeps up to date
     (None: the installation provides them, e.g. the Helm chart)."""
+    configuration: str | None = None
+    """Name of the webhook configurations whose `caBundle` the operator keeps current when
+    it manages the certificate (default: `managed`)."""
+    certificate: WebhookCertificateSettings = WebhookCertificateSettings()
+    """The serving certificate kept in a Secret."""
 
 
 class StreamSettings(_Settings):
@@ -185,8 +250,8 @@ class OperatorSettings(_Settings):
 
     namespaces: tuple[str, ...] = ()
     """Namespaces (globs) to serve; empty means the whole cluster."""
-    peering: PeeringSettings = PeeringSettings()
-    """Peering between replicas."""
+    leader_election: LeaderElectionSettings = LeaderElectionSettings()
+    """Which replica reconciles (the others stand by, serving admission only)."""
     probe: ProbeSettings = ProbeSettings()
     """Liveness endpoint."""
     watch: WatchSettings = WatchSettings()
@@ -218,12 +283,13 @@ class OperatorSettings(_Settings):
 __all__ = [
     "BackendSettings",
     "ForgeSettings",
+    "LeaderElectionSettings",
     "OperatorSettings",
-    "PeeringSettings",
     "ProbeSettings",
     "RunTimings",
     "SpriteTimings",
     "StreamSettings",
     "WatchSettings",
+    "WebhookCertificateSettings",
     "WebhookSettings",
 ]

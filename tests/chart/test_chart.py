@@ -38,6 +38,13 @@ def test_chart_crds_are_the_generated_ones() -> None:
         ("image.pullPolicy=Sometimes", "value must be one of"),
         ("webhook.prot=9443", "additional properties 'prot' not allowed"),
         ("sprites.apiUrl=sprites.example", "/sprites/apiUrl"),
+        ("leaderElection.leaseDurationSeconds=0", "/leaderElection/leaseDurationSeconds"),
+        (
+            "leaderElection.renewDeadlineSeconds=20",
+            "leaderElection.leaseDurationSeconds must be greater than",
+        ),
+        ("leaderElection.retryPeriodSeconds=9", "must be greater than 1.2 x"),
+        ("webhook.certRotateBeforeDays=400", "certRotateBeforeDays must be less than"),
     ],
 )
 def test_misspelt_or_invalid_values_fail_with_the_schema_message(flag: str, message: str) -> None:
@@ -52,8 +59,17 @@ def test_rendered_settings_are_valid_operator_settings(case: str) -> None:
     text = find(docs, "ConfigMap", f"{RELEASE}-lattice-operator")["data"]["settings.yaml"]
     settings = OperatorSettings.model_validate(yaml.safe_load(text))
     assert settings.webhook.managed is None  # the chart owns the webhook configurations
-    assert settings.webhook.cert_file == "/tls/tls.crt"
-    assert settings.peering.standalone is (case == "one-replica")
+    assert settings.webhook.configuration == f"{RELEASE}-lattice-operator"  # their caBundle
+    assert settings.webhook.cert_file is None
+    cert = settings.webhook.certificate
+    assert cert.secret == f"{NAMESPACE}/{RELEASE}-lattice-operator-webhook-tls"
+    assert cert.manage is (case != "cert-manager")  # the operator rotates it by default
+    election = settings.leader_election
+    assert election.enabled  # one replica too: a rolling update runs two Pods at once
+    assert (election.lease_name, election.lease_namespace) == (
+        f"{RELEASE}-lattice-operator",
+        NAMESPACE,
+    )
     assert (settings.metrics_port == 0) is (case == "metrics-off")
 
 
@@ -65,6 +81,9 @@ def test_sprites_backend_from_values() -> None:
     settings = OperatorSettings.model_validate(yaml.safe_load(text))
     assert settings.backend.api_url == "https://sprites.example"
     assert settings.backend.token_secret == f"{NAMESPACE}/tok"
+    # Readable in the release's namespace whatever watchNamespaces says.
+    own = find(docs, "Role", f"{RELEASE}-lattice-operator-self")
+    assert (["get"], ["tok"]) in _rules(own, "secrets")
 
 
 def _comparable(webhook: dict[str, Any]) -> dict[str, Any]:
@@ -91,7 +110,26 @@ def test_webhooks_match_what_the_operator_would_register() -> None:
         assert [_comparable(w) for w in chart] == [_comparable(w) for w in ours]
         for w in chart:
             assert w["clientConfig"]["service"]["name"] == service["name"]
-            assert w["clientConfig"]["caBundle"]  # the chart-made CA
+            # The operator writes the caBundle and keeps it current; an upgrade must not
+            # put back an old one.
+            assert "caBundle" not in w["clientConfig"]
+
+
+def test_the_operator_makes_the_certificate_not_the_chart() -> None:
+    from lattice_operator.handlers.webhook_cert import serving_names
+
+    docs = render()
+    assert not [d for d in docs if d["kind"] in ("Secret", "Certificate", "Issuer")]
+    settings = OperatorSettings.model_validate(
+        yaml.safe_load(
+            find(docs, "ConfigMap", f"{RELEASE}-lattice-operator")["data"]["settings.yaml"]
+        )
+    )
+    service = find(docs, "Service", f"{RELEASE}-lattice-operator-webhook")
+    # The names the operator's certificate is made for include the one the API server dials.
+    assert f"{service['metadata']['name']}.{NAMESPACE}.svc" in serving_names(settings.webhook)
+    assert settings.webhook.certificate.validity == 365 * 86400
+    assert settings.webhook.certificate.rotate_before == 30 * 86400
 
 
 def test_cert_manager_mode_injects_the_ca_and_makes_no_secret() -> None:
@@ -106,26 +144,42 @@ def test_cert_manager_mode_injects_the_ca_and_makes_no_secret() -> None:
     assert all("caBundle" not in w["clientConfig"] for w in hook["webhooks"])
 
 
-def test_webhook_certificate_names_the_service() -> None:
-    from base64 import b64decode
-
-    from cryptography import x509
-
-    secret = find(render(), "Secret")
-    cert = x509.load_pem_x509_certificate(b64decode(secret["data"]["tls.crt"]))
-    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    assert f"{RELEASE}-lattice-operator-webhook.{NAMESPACE}.svc" in names.get_values_for_type(
-        x509.DNSName
-    )
-
-
 def _lattice_rules(role: dict[str, Any]) -> list[dict[str, Any]]:
     return [r for r in role["rules"] if "lattice.dev" in r["apiGroups"]]
 
 
+def _rules(role: dict[str, Any], resource: str) -> list[tuple[list[str], list[str]]]:
+    return [
+        (sorted(r["verbs"]), r.get("resourceNames", []))
+        for r in role["rules"]
+        if resource in r["resources"]
+    ]
+
+
+@pytest.mark.parametrize("case", sorted(MATRIX))
+def test_the_lease_and_the_certificate_secret_are_granted_by_name(case: str) -> None:
+    docs = render(*MATRIX[case])
+    own = find(docs, "Role", f"{RELEASE}-lattice-operator-self")
+    assert own["metadata"]["namespace"] == NAMESPACE
+    lease, secret = f"{RELEASE}-lattice-operator", f"{RELEASE}-lattice-operator-webhook-tls"
+    assert _rules(own, "leases") == [(["create"], []), (["get", "update"], [lease])]
+    if case == "cert-manager":  # cert-manager writes it; the operator only reads it
+        assert _rules(own, "secrets") == [(["get"], [secret])]
+    else:
+        assert _rules(own, "secrets") == [(["create"], []), (["get", "update"], [secret])]
+    binding = find(docs, "RoleBinding", f"{RELEASE}-lattice-operator-self")
+    assert binding["roleRef"]["name"] == own["metadata"]["name"]
+    webhooks = _rules(find(docs, "ClusterRole"), "validatingwebhookconfigurations")
+    if case == "cert-manager":  # cert-manager's CA injector keeps the caBundle
+        assert webhooks == []
+    else:
+        assert webhooks == [(["get", "patch"], [f"{RELEASE}-lattice-operator"])]
+
+
 def test_rbac_cluster_wide_by_default() -> None:
     docs = render()
-    assert not [d for d in docs if d["kind"] in ("Role", "RoleBinding")]
+    roles = [d for d in docs if d["kind"] in ("Role", "RoleBinding")]
+    assert [r["metadata"]["name"] for r in roles] == [f"{RELEASE}-lattice-operator-self"] * 2
     role = find(docs, "ClusterRole")
     assert _lattice_rules(role)
     secrets = [r for r in role["rules"] if "secrets" in r["resources"]]
@@ -136,19 +190,20 @@ def test_rbac_cluster_wide_by_default() -> None:
 def test_rbac_namespaced_mode_grants_only_in_the_watched_namespaces() -> None:
     docs = render(*MATRIX["namespaced"])
     assert not _lattice_rules(find(docs, "ClusterRole"))
-    roles = [d for d in docs if d["kind"] == "Role"]
+    roles = [d for d in docs if d["kind"] == "Role" and not d["metadata"]["name"].endswith("-self")]
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
     assert all(_lattice_rules(r) for r in roles)
     bindings = [d for d in docs if d["kind"] == "RoleBinding"]
-    assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-a", "team-b"]
-    peerings = [d for d in docs if d["kind"] == "KopfPeering"]
-    assert sorted(p["metadata"]["namespace"] for p in peerings) == ["team-a", "team-b"]
+    # ... and the release's own namespace: the Lease and the certificate Secret.
+    assert sorted(b["metadata"]["namespace"] for b in bindings) == sorted(
+        ["team-a", "team-b", NAMESPACE]
+    )
 
 
 @pytest.mark.parametrize("case", sorted(MATRIX))
 def test_pods_meet_the_restricted_profile(case: str) -> None:
     docs = render(*MATRIX[case])
-    pods = [find(docs, "StatefulSet")["spec"]["template"]["spec"]]
+    pods = [find(docs, "Deployment")["spec"]["template"]["spec"]]
     pods += [d["spec"] for d in docs if d["kind"] == "Pod"]  # the helm test hook
     for pod in pods:
         assert pod["securityContext"]["runAsNonRoot"] is True
@@ -160,17 +215,40 @@ def test_pods_meet_the_restricted_profile(case: str) -> None:
             assert sc["capabilities"]["drop"] == ["ALL"]
 
 
-def test_replicas_get_distinct_peering_priorities() -> None:
-    pod = find(render(), "StatefulSet")["spec"]["template"]["spec"]
-    (container,) = pod["containers"]
-    assert "--priority=$(POD_INDEX)" in container["args"]
-    (env,) = [e for e in container["env"] if e["name"] == "POD_INDEX"]
-    assert env["valueFrom"]["fieldRef"]["fieldPath"] == (
-        "metadata.labels['apps.kubernetes.io/pod-index']"
-    )
-    one = find(render(*MATRIX["one-replica"]), "StatefulSet")["spec"]["template"]["spec"]
-    assert not [a for a in one["containers"][0]["args"] if a.startswith("--priority")]
+def test_a_deployment_rolls_a_new_pod_in_before_an_old_one_goes() -> None:
+    deployment = find(render(), "Deployment")
+    assert deployment["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"]}
+    # holderIdentity is the Pod's name; the Lease lives in its namespace.
+    assert env == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
+    assert not [d for d in render() if d["kind"] == "StatefulSet"]
     assert not [d for d in render(*MATRIX["one-replica"]) if d["kind"] == "PodDisruptionBudget"]
+
+
+def test_leader_election_timings_come_from_values() -> None:
+    docs = render(
+        "--set", "leaderElection.leaseDurationSeconds=30",
+        "--set", "leaderElection.renewDeadlineSeconds=20",
+        "--set", "leaderElection.retryPeriodSeconds=4",
+        "--set", "leaderElection.leaseName=my-lease",
+    )  # fmt: skip
+    settings = OperatorSettings.model_validate(
+        yaml.safe_load(
+            find(docs, "ConfigMap", f"{RELEASE}-lattice-operator")["data"]["settings.yaml"]
+        )
+    )
+    election = settings.leader_election
+    assert (election.lease_duration, election.renew_deadline, election.retry_period) == (
+        30,
+        20,
+        4,
+    )
+    own = find(docs, "Role", f"{RELEASE}-lattice-operator-self")
+    assert _rules(own, "leases")[1] == (["get", "update"], ["my-lease"])
 
 
 def test_metrics_off_removes_the_metrics_service_and_port() -> None:
@@ -178,7 +256,7 @@ def test_metrics_off_removes_the_metrics_service_and_port() -> None:
     assert [d["metadata"]["name"] for d in docs if d["kind"] == "Service"] == [
         f"{RELEASE}-lattice-operator-webhook"
     ]
-    (container,) = find(docs, "StatefulSet")["spec"]["template"]["spec"]["containers"]
+    (container,) = find(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
     assert "metrics" not in [p["name"] for p in container["ports"]]
 
 

@@ -1,10 +1,9 @@
 """Every object the chart renders, for each case of the values matrix, is accepted by a real
 API server with strict field validation (server-side dry run, our CRDs installed).
 
-This stands in for kubeconform: kubeconform fetches its Kubernetes schemas from the
-internet, which this machine cannot reach; the API server of the pinned release checks the
-same schemas (and our CRDs' own) without any download. cert-manager's Certificate/Issuer are
-checked for their names only (test_chart.py): no cert-manager CRDs exist here."""
+Beside kubeconform (test_kubeconform.py, schemas only), the API server also runs what no
+schema says: defaulting, cross-field validation, admission. cert-manager's Certificate and
+Issuer are checked for their names only (test_chart.py): no cert-manager CRDs exist here."""
 
 from __future__ import annotations
 

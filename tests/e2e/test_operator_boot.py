@@ -54,25 +54,6 @@ def test_new_sprite_without_backend_is_reported_unknown(
     assert cond["observedGeneration"] == cond["generation"]
 
 
-def test_operator_joins_peering(cluster: Cluster, tmp_path: Path) -> None:
-    with operator_process(
-        cluster.kubeconfig, tmp_path, "--metrics-port", "0", standalone=False
-    ) as op:
-
-        def peering() -> dict[str, object] | None:
-            result = cluster.kubectl(
-                "get", "clusterkopfpeering", "lattice", "-o", "json", check=False
-            )
-            if result.returncode != 0:
-                return None
-            status = json.loads(result.stdout).get("status") or {}
-            return status or None
-
-        status = wait_for(peering, timeout=60, what="the operator's peering record")
-        assert op.alive()
-    assert len(status) >= 1
-
-
 def test_the_backend_token_comes_from_a_secret(
     cluster: Cluster, namespace: str, local_sprites: LocalSprites, tmp_path: Path
 ) -> None:

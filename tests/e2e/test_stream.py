@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from lattice_adapters.localcluster.controlplane import free_port
-from tests.support.cluster import Cluster
+from tests.support.cluster import Cluster, wait_for
 from tests.support.e2e_runs import apply_run, ready_sprite
 from tests.support.sprites_server import LocalSprites
 from tests.support.stack import Stack, operator_stack
@@ -190,15 +190,28 @@ def test_resume_with_last_event_id(streaming: tuple[Stack, str], namespace: str)
     assert collected[: len(expected)] == expected
 
 
+def subscribers(url: str) -> int:
+    with httpx.Client(trust_env=False) as client:
+        return int(client.get(f"{url}/healthz", timeout=5).json()["subscribers"])
+
+
 def test_lattice_logs_follows_and_lattice_watch_shows_through_the_stream(
     streaming: tuple[Stack, str], namespace: str
 ) -> None:
     stack, url = streaming
     stack.cluster.kubectl("apply", "-f", "-", input=VIEWER_ROLE.format(ns=namespace))
     viewer = token(stack.cluster, namespace, "viewer")
-    ready_sprite(stack, namespace)
+    sprite = ready_sprite(stack, namespace)
     env = {**os.environ, "KUBECONFIG": str(stack.cluster.kubeconfig), "COLUMNS": "200"}
     lattice = str(Path(sys.executable).parent / "lattice")
+    # Earlier tests' connections are gone within a keep-alive or two: count from none.
+    wait_for(lambda: subscribers(url) == 0, timeout=30, what="earlier subscribers gone")
+    # The Run prints only once both followers have subscribed (they see what happens from
+    # then on): it waits for a file the test puts into its workspace.
+    wait_then_print = (
+        "until [ -e /workspace/go ]; do sleep 0.2; done; echo alpha; sleep 1; echo omega"
+    )
+    apply_run(stack, namespace, "followed", ["sh", "-c", wait_then_print])
     watch = subprocess.Popen(
         [lattice, "watch", "--stream", url, "--token", viewer, "-n", namespace],
         stdout=subprocess.PIPE,
@@ -207,26 +220,22 @@ def test_lattice_logs_follows_and_lattice_watch_shows_through_the_stream(
         env=env,
     )
     try:
-        apply_run(stack, namespace, "followed", ["sh", "-c", "echo alpha; sleep 1; echo omega"])
-        logs = subprocess.run(
-            [
-                lattice,
-                "logs",
-                "followed",
-                "-f",
-                "-n",
-                namespace,
-                "--stream",
-                url,
-                "--token",
-                viewer,
-            ],
-            capture_output=True,
+        follow = subprocess.Popen(
+            [lattice, "logs", "followed", "-f", "-n", namespace, "--stream", url,
+             "--token", viewer],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
             env=env,
-            timeout=120,
-            check=False,
-        )
+        )  # fmt: skip
+        wait_for(lambda: subscribers(url) == 2, what="both followers subscribed")
+        (stack.sprites.host_root(sprite) / "go").touch()
+        try:
+            stdout, stderr = follow.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            follow.kill()
+            raise
+        logs = subprocess.CompletedProcess(follow.args, follow.returncode, stdout, stderr)
         assert logs.returncode == 0, logs.stderr
         assert "  | alpha" in logs.stdout
         assert "  | omega" in logs.stdout

@@ -1,13 +1,19 @@
 """End to end on a real node: the image `make image` builds, imported into the node's
 containerd, installed with the Helm chart, drives the samples to completion.
 
-Opt-in (`make node-test`, marker `node`): it starts a whole single-node cluster in a network
-namespace of its own, which needs root and takes minutes.
+Marker `node` (`make node-test`): it starts a whole single-node cluster in a network namespace
+of its own with `lattice cluster up --node` (and stops it with `lattice cluster down`), which
+needs root and takes minutes. The tests run in order, on one installation, then on a second
+one in namespaced mode.
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -15,8 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from tests.support.node_cluster import NODE_IP, NodeCluster, node_cluster
+from lattice_adapters import tls
+from lattice_adapters.localcluster.node import NODE_IP, NodeCluster
 from tests.support.node_image import OciArchive
 
 pytestmark = pytest.mark.node
@@ -24,7 +32,9 @@ pytestmark = pytest.mark.node
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "lattice-operator"
 SAMPLES = ROOT / "manifests" / "samples"
+LATTICE = str(ROOT / ".venv" / "bin" / "lattice")
 RELEASE, NAMESPACE = "lattice", "lattice-system"
+NS_RELEASE, NS_NAMESPACE, TEAM = "lattice-ns", "lattice-ns-system", "team-a"
 IMAGE_REPO = "lattice.invalid/lattice-operator"
 SPRITES_PORT = 8480
 SPRITES_TOKEN = "node-test-token"
@@ -42,42 +52,66 @@ def wait_until(predicate: Any, what: str, timeout: float = 300) -> Any:
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
+def lattice_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    path = os.pathsep.join([str(ROOT / "operator"), str(ROOT / "adapters")])
+    return subprocess.run(
+        [sys.executable, "-m", "lattice_operator", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+        env={**os.environ, "PYTHONPATH": path},
+    )
+
+
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeCluster]:
+    """The node cluster, started as a newcomer starts it: `lattice cluster up --node`."""
+    state = tmp_path_factory.mktemp("node") / "cluster"
     started = time.monotonic()
-    with node_cluster(tmp_path_factory.mktemp("node"), audit_log=True) as cluster:
-        TIMINGS["node start"] = time.monotonic() - started
+    up = lattice_cli("cluster", "up", "--node", "--audit-log", "--state-dir", str(state))
+    assert up.returncode == 0, up.stdout + up.stderr
+    TIMINGS["node start"] = time.monotonic() - started
+    cluster = NodeCluster.load(state)
+    assert f"export KUBECONFIG={cluster.kubeconfig}" in up.stdout
+    assert cluster.kubectl("get", "--raw=/readyz").stdout.strip() == "ok"
+    try:
         yield cluster
-    print(f"\nnode e2e timings (s): {json.dumps({k: round(v, 1) for k, v in TIMINGS.items()})}")
+    finally:
+        records = list(cluster.records)
+        down = lattice_cli("cluster", "down", "--state-dir", str(state))
+        cluster.reap()
+        timings = {k: round(v, 1) for k, v in TIMINGS.items()}
+        print(f"\nnode e2e timings (s): {json.dumps(timings)}")
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert "node cluster stopped" in down.stdout
+    still = [r.name for r in records if cluster.alive(r.name)]
+    assert not still, f"still running after `lattice cluster down`: {still}"
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
+    assert cluster.netns not in namespaces.stdout
 
 
 @pytest.fixture(scope="module")
 def sprites(node: NodeCluster, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The local Sprites server, a process inside the node's network namespace."""
+    """The local Sprites server, a process inside the node's network namespace (recorded
+    with the cluster, so `lattice cluster down` stops it too)."""
     state = tmp_path_factory.mktemp("sprites")
     node.spawn(
         "sprites-local",
         [
-            str(ROOT / ".venv" / "bin" / "lattice"),
-            "sprites-local",
-            "--host",
-            NODE_IP,
-            "--port",
-            str(SPRITES_PORT),
-            "--state-dir",
-            str(state),
-            "--ready-file",
-            str(state / "ready.json"),
+            LATTICE, "sprites-local", "--host", NODE_IP, "--port", str(SPRITES_PORT),
+            "--state-dir", str(state), "--ready-file", str(state / "ready.json"),
         ],
         env={"SPRITES_LOCAL_TOKEN": SPRITES_TOKEN},
-    )
+    )  # fmt: skip
     wait_until(lambda: (state / "ready.json").exists(), "the local Sprites server", 60)
     return f"http://{NODE_IP}:{SPRITES_PORT}"
 
 
-def operator_pods(node: NodeCluster) -> list[dict[str, Any]]:
+def operator_pods(node: NodeCluster, namespace: str = NAMESPACE) -> list[dict[str, Any]]:
     pods = node.kube_json(
-        "-n", NAMESPACE, "get", "pods", "-l", "app.kubernetes.io/name=lattice-operator"
+        "-n", namespace, "get", "pods", "-l", "app.kubernetes.io/name=lattice-operator"
     )
     return [p for p in pods["items"] if p["metadata"].get("deletionTimestamp") is None]
 
@@ -87,27 +121,34 @@ def ready(pod: dict[str, Any]) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
-@pytest.fixture(scope="module")
-def installed(node: NodeCluster, sprites: str, image: OciArchive) -> NodeCluster:
-    node.import_image(image.path, f"{IMAGE_REPO}:0.1.0")
-    node.kubectl("create", "namespace", NAMESPACE)
+def install(node: NodeCluster, sprites: str, release: str, namespace: str, *values: str) -> float:
+    """helm install with the local Sprites server as backend; seconds until both operator
+    Pods are Ready."""
+    node.kubectl("create", "namespace", namespace)
     node.kubectl(
-        "-n", NAMESPACE, "create", "secret", "generic", "sprites",
+        "-n", namespace, "create", "secret", "generic", "sprites",
         f"--from-literal=token={SPRITES_TOKEN}",
     )  # fmt: skip
     started = time.monotonic()
     node.helm(
-        "install", RELEASE, str(CHART), "--namespace", NAMESPACE,
+        "install", release, str(CHART), "--namespace", namespace,
         "--set", f"image.repository={IMAGE_REPO}",
         "--set", f"sprites.apiUrl={sprites}",
         "--set", "sprites.tokenSecret=sprites",
         "--set", f"networkPolicy.spritesPorts={{{SPRITES_PORT}}}",
+        *values,
     )  # fmt: skip
     wait_until(
-        lambda: len([p for p in operator_pods(node) if ready(p)]) == 2,
-        "both operator Pods Ready",
+        lambda: len([p for p in operator_pods(node, namespace) if ready(p)]) == 2,
+        f"both operator Pods of {release} Ready",
     )
-    TIMINGS["helm install -> 2 operator Pods Ready"] = time.monotonic() - started
+    return time.monotonic() - started
+
+
+@pytest.fixture(scope="module")
+def installed(node: NodeCluster, sprites: str, image: OciArchive) -> NodeCluster:
+    node.import_image(image.path, f"{IMAGE_REPO}:0.1.0")
+    TIMINGS["helm install -> 2 operator Pods Ready"] = install(node, sprites, RELEASE, NAMESPACE)
     return node
 
 
@@ -123,17 +164,37 @@ def condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
     return None
 
 
-def test_both_operator_pods_run_as_the_image_with_one_active(installed: NodeCluster) -> None:
+def lease(node: NodeCluster, namespace: str = NAMESPACE, release: str = RELEASE) -> Any:
+    name = f"{release}-lattice-operator"
+    out = node.kubectl("-n", namespace, "get", "lease", name, "-o", "json", check=False)
+    return json.loads(out.stdout).get("spec") or {} if out.returncode == 0 else {}
+
+
+def holder(node: NodeCluster, namespace: str = NAMESPACE, release: str = RELEASE) -> str:
+    return str(lease(node, namespace, release).get("holderIdentity") or "")
+
+
+def leader_gauge(node: NodeCluster, pod: str) -> str:
+    """The Pod's lattice_leader metric, read through the API server's Pod proxy."""
+    path = f"/api/v1/namespaces/{NAMESPACE}/pods/{pod}:9090/proxy/metrics"
+    out = node.kubectl("get", "--raw", path, check=False)
+    lines = [line for line in out.stdout.splitlines() if line.startswith("lattice_leader ")]
+    return lines[0].split()[1] if lines else f"? {out.stderr.strip()}"
+
+
+def test_both_operator_pods_run_as_the_image_with_one_leader(installed: NodeCluster) -> None:
     pods = operator_pods(installed)
     assert len(pods) == 2
     for pod in pods:
         (status,) = pod["status"]["containerStatuses"]
         assert status["image"].endswith(f"{IMAGE_REPO}:0.1.0")
-        assert status["ready"] is True
-    peering = installed.kube_json("get", "clusterkopfpeering", f"{RELEASE}-lattice-operator")
-    peers = peering.get("status", {})
-    priorities = sorted(p.get("priority") for p in peers.values() if isinstance(p, dict))
-    assert priorities == [0, 1], peers  # distinct: only the highest (Pod index 1) works
+        assert status["ready"] is True  # the standby too: it serves the webhooks
+    names = sorted(p["metadata"]["name"] for p in pods)
+    leader = wait_until(lambda: holder(installed), "a Lease holder", 60)
+    assert leader in names  # holderIdentity is the Pod's name
+    gauges = {pod: leader_gauge(installed, pod) for pod in names}
+    assert sorted(gauges.values()) == ["0.0", "1.0"], gauges
+    assert gauges[leader] == "1.0"
 
 
 def test_helm_test_reaches_the_webhook_over_tls(installed: NodeCluster) -> None:
@@ -148,68 +209,72 @@ def test_operator_logs_are_readable_through_the_api(installed: NodeCluster) -> N
     assert out.stdout.strip()
 
 
-def test_samples_complete_on_the_node(installed: NodeCluster) -> None:
-    node = installed
-    node.kubectl("apply", "-f", str(SAMPLES / "sprite.yaml"))
-    wait_until(
-        lambda: (condition(get(node, "sprite", "sample"), "Ready") or {}).get("status") == "True",
-        "the sample Sprite Ready",
-    )
-    started = time.monotonic()
-    node.kubectl("apply", "-f", str(SAMPLES / "agent-run.yaml"))
-    wait_until(
-        lambda: get(node, "run", "sample-agent").get("status", {}).get("phase") == "Waiting",
-        "the sample agent Waiting",
-    )
-    waiting = get(node, "run", "sample-agent")["status"]["events"]["waiting"]
-    resume = node.run(
-        str(ROOT / ".venv" / "bin" / "lattice"), "resume", "sample-agent",
-        "-i", "approved=true", "-i", 'comments=["ship it"]',
-        check=False,
-    )  # fmt: skip
-    assert resume.returncode == 0, resume.stdout + resume.stderr + json.dumps(waiting)
-    phase = wait_until(
-        lambda: (
-            (
-                get(node, "run", "sample-agent").get("status", {}).get("phase")
-                in {"Succeeded", "Failed", "Canceled"}
-            )
-            and get(node, "run", "sample-agent")["status"]["phase"]
-        ),
-        "the sample agent to finish",
-    )
-    TIMINGS["agent Run (with resume)"] = time.monotonic() - started
-    assert phase == "Succeeded", json.dumps(get(node, "run", "sample-agent")["status"])[-3000:]
+def phase_of(node: NodeCluster, kind: str, name: str, namespace: str = "default") -> str:
+    return str(get(node, kind, name, namespace).get("status", {}).get("phase") or "")
 
 
-def phase_of(node: NodeCluster, kind: str, name: str) -> str:
-    return str(get(node, kind, name).get("status", {}).get("phase") or "")
-
-
-def wait_phase(node: NodeCluster, kind: str, name: str, phases: set[str]) -> str:
+def wait_phase(
+    node: NodeCluster, kind: str, name: str, phases: set[str], namespace: str = "default"
+) -> str:
     return str(
         wait_until(
-            lambda: phase_of(node, kind, name) in phases and phase_of(node, kind, name),
-            f"{kind} {name} in {sorted(phases)}",
+            lambda: (
+                phase_of(node, kind, name, namespace) in phases
+                and phase_of(node, kind, name, namespace)
+            ),
+            f"{kind} {namespace}/{name} in {sorted(phases)}",
         )
     )
 
 
-def test_gated_intent_is_approved_through_the_chart_webhook(installed: NodeCluster) -> None:
-    node = installed
-    node.kubectl("apply", "-f", str(SAMPLES / "intentpolicy.yaml"))
-    node.kubectl("apply", "-f", str(SAMPLES.parent / "rbac" / "lattice-approver.yaml"))
-    node.kubectl("apply", "-f", str(SAMPLES / "intent-gated-task.yaml"))
-    wait_phase(node, "intent", "gated-task", {"AwaitingApproval"})
-    # `lattice approve` writes an approval annotation: the mutating webhook served by the
-    # operator Pods behind the chart's Service (TLS from the chart's CA) must stamp it.
-    out = node.run(
-        str(ROOT / ".venv" / "bin" / "lattice"), "approve", "gated-task", "--reason", "node e2e",
+def drive_the_agent_sample(node: NodeCluster, namespace: str) -> None:
+    """The sample Sprite Ready; the sample agent Run through WAITING, resumed, Succeeded."""
+    node.kubectl("-n", namespace, "apply", "-f", str(SAMPLES / "sprite.yaml"))
+    wait_until(
+        lambda: (
+            (condition(get(node, "sprite", "sample", namespace), "Ready") or {}).get("status")
+            == "True"
+        ),
+        "the sample Sprite Ready",
+    )
+    node.kubectl("-n", namespace, "apply", "-f", str(SAMPLES / "agent-run.yaml"))
+    wait_phase(node, "run", "sample-agent", {"Waiting"}, namespace)
+    waiting = get(node, "run", "sample-agent", namespace)["status"]["events"]["waiting"]
+    resume = node.run(
+        LATTICE, "resume", "sample-agent", "-n", namespace,
+        "-i", "approved=true", "-i", 'comments=["ship it"]',
         check=False,
     )  # fmt: skip
+    assert resume.returncode == 0, resume.stdout + resume.stderr + json.dumps(waiting)
+    phase = wait_phase(node, "run", "sample-agent", {"Succeeded", "Failed", "Canceled"}, namespace)
+    status = get(node, "run", "sample-agent", namespace)["status"]
+    assert phase == "Succeeded", json.dumps(status)[-3000:]
+
+
+def approve_the_gated_sample(node: NodeCluster, namespace: str) -> None:
+    """The gated sample Intent waits for approval; `lattice approve` (through the chart's
+    mutating webhook, its Service and the operator's certificate) lets it complete."""
+    node.kubectl("-n", namespace, "apply", "-f", str(SAMPLES / "intentpolicy.yaml"))
+    node.kubectl("apply", "-f", str(SAMPLES.parent / "rbac" / "lattice-approver.yaml"))
+    node.kubectl("-n", namespace, "apply", "-f", str(SAMPLES / "intent-gated-task.yaml"))
+    wait_phase(node, "intent", "gated-task", {"AwaitingApproval"}, namespace)
+    out = node.run(
+        LATTICE, "approve", "gated-task", "-n", namespace, "--reason", "node e2e", check=False
+    )
     assert out.returncode == 0, out.stdout + out.stderr
-    phase = wait_phase(node, "intent", "gated-task", {"Succeeded", "Failed", "Canceled"})
-    assert phase == "Succeeded", json.dumps(get(node, "intent", "gated-task")["status"])[-3000:]
+    phase = wait_phase(node, "intent", "gated-task", {"Succeeded", "Failed", "Canceled"}, namespace)
+    status = get(node, "intent", "gated-task", namespace).get("status")
+    assert phase == "Succeeded", json.dumps(status)[-3000:]
+
+
+def test_samples_complete_on_the_node(installed: NodeCluster) -> None:
+    started = time.monotonic()
+    drive_the_agent_sample(installed, "default")
+    TIMINGS["agent Run (with resume)"] = time.monotonic() - started
+
+
+def test_gated_intent_is_approved_through_the_chart_webhook(installed: NodeCluster) -> None:
+    approve_the_gated_sample(installed, "default")
 
 
 def test_a_health_check_fires_on_schedule_and_keeps_its_history(installed: NodeCluster) -> None:
@@ -291,46 +356,115 @@ def assert_ran_once(node: NodeCluster, name: str) -> None:
     assert "done" in status["logTail"], status["logTail"]
 
 
-def resumes(node: NodeCluster, pod: str) -> int:
-    out = node.kubectl("-n", NAMESPACE, "logs", pod, check=False)
-    return out.stdout.count("Resuming operations after the pause")
+def upgrade(node: NodeCluster, *values: str) -> None:
+    """helm upgrade --reuse-values; returns once every operator Pod is new and Ready."""
+    before = {p["metadata"]["uid"] for p in operator_pods(node)}
+    node.helm("upgrade", RELEASE, str(CHART), "--namespace", NAMESPACE, "--reuse-values", *values)
+
+    def rolled() -> bool:
+        pods = operator_pods(node)
+        return len(pods) == 2 and all(ready(p) and p["metadata"]["uid"] not in before for p in pods)
+
+    wait_until(rolled, "both operator Pods replaced and Ready", 240)
 
 
 def test_helm_upgrade_rolls_the_pods_while_a_run_completes(installed: NodeCluster) -> None:
     node = installed
-    before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in operator_pods(node)}
     counting_run(node, "upgrade-run")
-    node.helm(
-        "upgrade", RELEASE, str(CHART), "--namespace", NAMESPACE, "--reuse-values",
-        "--set", "verbose=true",
-    )  # fmt: skip
-    wait_until(
-        lambda: (
-            all(
-                ready(p) and p["metadata"]["uid"] != before.get(p["metadata"]["name"])
-                for p in operator_pods(node)
-            )
-            and len(operator_pods(node)) == 2
-        ),
-        "both operator Pods replaced and Ready",
-    )
+    upgrade(node, "--set", "verbose=true")
     for pod in operator_pods(node):
         assert "--verbose" in pod["spec"]["containers"][0]["args"]
     assert_ran_once(node, "upgrade-run")
 
 
+SECRET = f"{RELEASE}-lattice-operator-webhook-tls"
+
+
+def serving_certificate(node: NodeCluster) -> Any:
+    data = get(node, "secret", SECRET, NAMESPACE).get("data") or {}
+    (cert, *_) = tls.load_certificates(base64.b64decode(data["tls.crt"]))
+    return cert
+
+
+def test_the_webhook_certificate_rotates_without_a_refused_request(
+    installed: NodeCluster,
+) -> None:
+    """Both replicas serve the webhook behind its Service; a CA and certificate valid one
+    minute are rotated every twenty seconds or so; admission requests keep coming through
+    the API server; none is refused."""
+    node = installed
+    upgrade(
+        node,
+        # --set-json: helm's --set reads a decimal as a string.
+        "--set-json", "webhook.certValidityDays=0.0007",  # about 60 s
+        "--set-json", "webhook.certRotateBeforeDays=0.00046",  # about 40 s
+        "--set", "settings.webhook.certificate.propagation=2",
+        "--set", "settings.webhook.certificate.reload_interval=1",
+    )  # fmt: skip
+    policy = yaml.safe_load((SAMPLES / "intentpolicy.yaml").read_text())
+    policy["metadata"]["name"] = "rotating"
+    broken = json.loads(json.dumps(policy))
+    broken["metadata"]["name"] = "broken"
+    broken["spec"]["rules"][0]["match"] = "intent.spec.kind + 1"
+    served: set[int] = set()
+    admitted = 0
+    refusals: list[str] = []
+    started = time.monotonic()
+    # Bounded: four certificates seen, 400 requests, or four minutes.
+    while len(served) < 4 and admitted < 400 and time.monotonic() - started < 240:
+        out = node.kubectl(
+            "create", "--dry-run=server", "-f", "-", input=json.dumps(policy), check=False
+        )
+        if out.returncode == 0:
+            admitted += 1
+        else:
+            refusals.append(f"{time.monotonic() - started:.1f}s: {out.stderr.strip()}")
+        out = node.kubectl(
+            "create", "--dry-run=server", "-f", "-", input=json.dumps(broken), check=False
+        )
+        if "invalid rules" not in out.stderr:  # the webhook itself answered
+            refusals.append(f"{time.monotonic() - started:.1f}s: {out.stderr.strip()}")
+        served.add(serving_certificate(node).serial_number)
+    TIMINGS["webhook cert rotations observed"] = len(served) - 1
+    assert not refusals, refusals[:5]
+    assert len(served) >= 4, f"{len(served) - 1} rotations in {time.monotonic() - started:.0f}s"
+    assert admitted >= 20
+    # Back to the defaults: the next leader rotates to a year-long certificate.
+    upgrade(
+        node,
+        "--set", "webhook.certValidityDays=365",
+        "--set", "webhook.certRotateBeforeDays=30",
+        "--set", "settings.webhook.certificate.propagation=10",
+        "--set", "settings.webhook.certificate.reload_interval=10",
+    )  # fmt: skip
+    year = datetime.now(UTC) + timedelta(days=300)
+    wait_until(
+        lambda: serving_certificate(node).not_valid_after_utc > year,
+        "a year-long certificate again",
+        120,
+    )
+
+
 def test_deleting_the_active_pod_hands_over_to_the_standby(installed: NodeCluster) -> None:
     node = installed
-    standby, active = "lattice-lattice-operator-0", "lattice-lattice-operator-1"
     counting_run(node, "failover-run")
     failovers: list[float] = []
     for round_ in range(5):
         wait_until(lambda: len([p for p in operator_pods(node) if ready(p)]) == 2, "2 Ready")
-        seen = resumes(node, standby)
+        active = holder(node)
+        transitions = int(lease(node).get("leaseTransitions") or 0)
+        pods = {p["metadata"]["name"] for p in operator_pods(node)}
+        assert active in pods, (active, pods)
         started = time.monotonic()
         node.kubectl("-n", NAMESPACE, "delete", "pod", active, "--wait=false")
-        wait_until(lambda: resumes(node, standby) > seen, "the standby to resume", 120)  # noqa: B023
+        # The deleted leader releases the Lease as it stops; another replica takes it.
+        wait_until(
+            lambda: holder(node) not in ("", active),  # noqa: B023
+            "another Pod to hold the Lease",
+            120,
+        )
         failovers.append(time.monotonic() - started)
+        assert int(lease(node)["leaseTransitions"]) == transitions + 1
         if round_ == 0:
             assert_ran_once(node, "failover-run")
     failovers.sort()
@@ -351,10 +485,27 @@ UNEXERCISED_GRANTS: dict[tuple[str, str, str], str] = {
 }
 
 
-def _granted(node: NodeCluster) -> set[tuple[str, str, str]]:
-    role = node.kube_json("get", "clusterrole", f"{RELEASE}-lattice-operator")
+# ... and, in the shorter namespaced run, these too (the first installation exercised them).
+NAMESPACED_UNEXERCISED: dict[tuple[str, str, str], str] = {
+    ("", "secrets", "update"): "the certificate Secret is written by a rotation; this "
+    "installation keeps its year-long certificate",
+    ("events.k8s.io", "events", "list"): "a new leader lists the receipts of a Run it takes "
+    "over; no leader changes here",
+}
+
+
+def granted(node: NodeCluster, release: str, namespaces: list[str]) -> set[tuple[str, str, str]]:
+    """Every (group, resource, verb) the release's ClusterRole and Roles grant."""
+    roles = [node.kube_json("get", "clusterrole", f"{release}-lattice-operator")]
+    roles += [
+        role
+        for ns in namespaces
+        for role in node.kube_json("-n", ns, "get", "roles")["items"]
+        if role["metadata"]["name"].startswith(f"{release}-lattice-operator")
+    ]
     return {
         (group, resource, verb)
+        for role in roles
         for rule in role["rules"]
         for group in rule.get("apiGroups", [])
         for resource in rule.get("resources", [])
@@ -362,18 +513,24 @@ def _granted(node: NodeCluster) -> set[tuple[str, str, str]]:
     }
 
 
-def test_audit_log_shows_every_operator_request_allowed_and_every_grant_used(
-    installed: NodeCluster,
+def audit_log_check(
+    node: NodeCluster,
+    user: str,
+    grants: set[tuple[str, str, str]],
+    since_line: int,
+    unexercised: dict[tuple[str, str, str], str],
 ) -> None:
-    node = installed
-    user = f"system:serviceaccount:{NAMESPACE}:{RELEASE}-lattice-operator"
+    """Every request of `user` (after `since_line` of the audit log) was allowed, and every
+    grant was used, but for the `unexercised` ones."""
     used: set[tuple[str, str, str]] = set()
     denied: set[tuple[str, str, str]] = set()
-    for line in (node.state / "audit.log").read_text().splitlines():
+    lines = (node.state / "audit.log").read_text().splitlines()[since_line:]
+    for line in lines:
         event = json.loads(line)
-        if (
-            event.get("user", {}).get("username") != user
-            or event.get("stage") != "ResponseComplete"
+        # A watch still open has only its ResponseStarted event; every other request ends.
+        if event.get("user", {}).get("username") != user or event.get("stage") not in (
+            "ResponseStarted",
+            "ResponseComplete",
         ):
             continue
         ref = event.get("objectRef") or {}
@@ -384,28 +541,25 @@ def test_audit_log_shows_every_operator_request_allowed_and_every_grant_used(
         decision = event.get("annotations", {}).get("authorization.k8s.io/decision")
         if decision != "allow":
             denied.add((ref.get("apiGroup", ""), resource, event["verb"]))
-    assert used, "no request of the operator's ServiceAccount in the audit log"
+    assert used, f"no request of {user} in the audit log"
     assert not denied, f"refused: {sorted(denied)}"
-    granted = _granted(node)
-    assert set(UNEXERCISED_GRANTS) <= granted, "an exception names a grant the chart dropped"
-    never = granted - used - set(UNEXERCISED_GRANTS)
+    assert set(unexercised) <= grants, "an exception names a grant the chart dropped"
+    never = grants - used - set(unexercised)
     assert not never, f"granted but never used: {sorted(never)}; used: {sorted(used)}"
+
+
+def test_audit_log_shows_every_operator_request_allowed_and_every_grant_used(
+    installed: NodeCluster,
+) -> None:
+    user = f"system:serviceaccount:{NAMESPACE}:{RELEASE}-lattice-operator"
+    grants = granted(installed, RELEASE, [NAMESPACE])
+    audit_log_check(installed, user, grants, 0, UNEXERCISED_GRANTS)
 
 
 def test_a_missing_token_secret_leaves_the_operator_running(installed: NodeCluster) -> None:
     node = installed
-    before = {p["metadata"]["uid"] for p in operator_pods(node)}
-    node.helm(
-        "upgrade", RELEASE, str(CHART), "--namespace", NAMESPACE, "--reuse-values",
-        "--set", "sprites.tokenSecret=no-such-secret",
-    )  # fmt: skip
+    upgrade(node, "--set", "sprites.tokenSecret=no-such-secret")
     assert "no-such-secret" in get_settings(node)
-
-    def rolled_and_ready() -> bool:
-        pods = operator_pods(node)
-        return len(pods) == 2 and all(ready(p) and p["metadata"]["uid"] not in before for p in pods)
-
-    wait_until(rolled_and_ready, "both operator Pods Ready without the token Secret", 150)
     sprite = {
         "apiVersion": "lattice.dev/v1alpha1",
         "kind": "Sprite",
@@ -434,11 +588,39 @@ def test_helm_uninstall_keeps_crds_and_custom_resources(installed: NodeCluster) 
     node = installed
     node.helm("uninstall", RELEASE, "--namespace", NAMESPACE, "--wait")
     left = node.kubectl(
-        "-n", NAMESPACE, "get", "statefulset,service,configmap,secret,serviceaccount",
+        "-n", NAMESPACE, "get", "deployment,service,configmap,secret,serviceaccount,role",
         "-l", "app.kubernetes.io/instance=lattice", "-o", "name",
     )  # fmt: skip
     assert left.stdout.strip() == ""
+    for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+        assert not get(node, kind, f"{RELEASE}-lattice-operator", "")
     crds = node.kubectl("get", "crd", "-o", "name").stdout
     assert "sprites.lattice.dev" in crds
     assert get(node, "sprite", "sample"), "the Sprite must outlive the chart"
     assert get(node, "run", "sample-agent"), "the Run must outlive the chart"
+    # What the operator itself made stays, as documented: the certificate and the Lease.
+    assert get(node, "secret", SECRET, NAMESPACE)
+    assert get(node, "lease", f"{RELEASE}-lattice-operator", NAMESPACE)
+
+
+def test_namespaced_mode_is_proven_by_the_audit_log_too(
+    node: NodeCluster, sprites: str, installed: NodeCluster
+) -> None:
+    """A second installation serving one namespace only: its Roles there (and in its own
+    namespace), a ClusterRole for the cluster-scoped calls; the samples complete, and the
+    audit log shows every request allowed and every grant used."""
+    since = len((node.state / "audit.log").read_text().splitlines())
+    node.kubectl("create", "namespace", TEAM)
+    install(node, sprites, NS_RELEASE, NS_NAMESPACE, "--set", f"watchNamespaces={{{TEAM}}}")
+    wait_until(lambda: holder(node, NS_NAMESPACE, NS_RELEASE), "a Lease holder", 60)
+    drive_the_agent_sample(node, TEAM)
+    approve_the_gated_sample(node, TEAM)
+    user = f"system:serviceaccount:{NS_NAMESPACE}:{NS_RELEASE}-lattice-operator"
+    grants = granted(node, NS_RELEASE, [TEAM, NS_NAMESPACE])
+    refused = node.kubectl(
+        "auth", "can-i", "list", "sprites.lattice.dev", "-n", "default", f"--as={user}",
+        check=False,
+    )  # fmt: skip
+    assert refused.stdout.strip() == "no"  # nothing outside the watched namespace
+    audit_log_check(node, user, grants, since, UNEXERCISED_GRANTS | NAMESPACED_UNEXERCISED)
+    node.helm("uninstall", NS_RELEASE, "--namespace", NS_NAMESPACE, "--wait")

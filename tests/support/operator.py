@@ -84,8 +84,8 @@ def spawn_operator(
         *(["--standalone"] if standalone else []),
         *args,
     ]
-    tmpdir = SCRATCH / f"operator-{port}"
-    tmpdir.mkdir()
+    # A port the kernel hands out again later must not collide with an earlier operator's.
+    tmpdir = Path(tempfile.mkdtemp(prefix=f"operator-{port}-", dir=SCRATCH))
     full_env = {**os.environ, "KUBECONFIG": str(kubeconfig), "TMPDIR": str(tmpdir), **(env or {})}
     repo = Path(__file__).resolve().parents[2]
     full_env["PYTHONPATH"] = os.pathsep.join([str(repo / "operator"), str(repo / "adapters")])

@@ -71,7 +71,7 @@ def test_the_suite_stops_before_touching_a_remote_cluster(tmp_path: Path) -> Non
             "-q",
             "-p",
             "no:cacheprovider",
-            "tests/e2e/test_operator_boot.py::test_operator_joins_peering",
+            "tests/e2e/test_operator_boot.py::test_new_sprite_without_backend_is_reported_unknown",
         ],
         cwd=ROOT,
         env=env,

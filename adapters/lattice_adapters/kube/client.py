@@ -157,6 +157,10 @@ class KubeClient:
     async def create(self, path: str, body: JsonObject) -> JsonObject:
         return await self.request("POST", path, body=body)
 
+    async def replace(self, path: str, body: JsonObject) -> JsonObject:
+        """PUT: replace the object; with metadata.resourceVersion set, 409 if it changed."""
+        return await self.request("PUT", path, body=body)
+
     async def merge_patch(self, path: str, body: JsonObject) -> JsonObject:
         return await self.request(
             "PATCH", path, body=body, content_type="application/merge-patch+json"

@@ -65,7 +65,7 @@ def find_bin_dir(repo_root: Path | None = None) -> Path:
     return Path(proc.stdout.strip().splitlines()[-1])
 
 
-def _proc_start_time(pid: int) -> str | None:
+def proc_start_time(pid: int) -> str | None:
     """The kernel's start time of a live process, to tell it from a later one with the same id.
 
     None when there is no such process or it has exited (a zombie waiting to be reaped).
@@ -113,7 +113,7 @@ class ControlPlaneState:
             raise ControlPlaneError(f"cannot read {path}: {exc}") from exc
         if not isinstance(data, dict) or not isinstance(data.get("processes"), list):
             raise ControlPlaneError(f"{path} is not a control plane state file")
-        records = [_process_record(p, path) for p in data["processes"]]
+        records = [process_record(p, path) for p in data["processes"]]
         try:
             return cls(
                 state_dir=str(data["state_dir"]),
@@ -126,7 +126,7 @@ class ControlPlaneState:
             raise ControlPlaneError(f"{path} lacks the field {exc.args[0]!r}") from exc
 
 
-def _process_record(raw: object, path: Path) -> ProcessRecord:
+def process_record(raw: object, path: Path) -> ProcessRecord:
     """One process entry of a state file, refused unless it could name a process we started."""
     if not isinstance(raw, dict):
         raise ControlPlaneError(f"{path}: a process entry is not an object: {raw!r}")
@@ -139,12 +139,22 @@ def _process_record(raw: object, path: Path) -> ProcessRecord:
     return ProcessRecord(str(name), pid, start, str(raw.get("log") or ""))
 
 
-def _kill_record(record: ProcessRecord, timeout: float = 15.0) -> None:
+def started_record(proc: subprocess.Popen[bytes], name: str, log: Path) -> ProcessRecord | None:
+    """The record of a process just started (None if it exited at once)."""
+    for _ in range(200):
+        start_time = proc_start_time(proc.pid)
+        if start_time:
+            return ProcessRecord(name, proc.pid, start_time, str(log))
+        time.sleep(0.01)
+    return None
+
+
+def kill_record(record: ProcessRecord, timeout: float = 15.0) -> None:
     """Stop one process we started, by id, only if it is still that same process.
 
     It was started as the leader of its own session, so its process group is its pid; a
     process that is not a group leader, or leads our own group, is never signalled."""
-    if record.pid <= 1 or _proc_start_time(record.pid) != record.start_time:
+    if record.pid <= 1 or proc_start_time(record.pid) != record.start_time:
         return
     try:
         group = os.getpgid(record.pid)
@@ -159,7 +169,7 @@ def _kill_record(record: ProcessRecord, timeout: float = 15.0) -> None:
         os.killpg(record.pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if _proc_start_time(record.pid) != record.start_time:
+        if proc_start_time(record.pid) != record.start_time:
             return
         time.sleep(0.05)
     with contextlib.suppress(ProcessLookupError):
@@ -174,7 +184,7 @@ def stop_from_state(state_dir: Path, *, remove: bool = True) -> bool:
         return False
     state = ControlPlaneState.load(state_dir)  # raises before any signal when corrupt
     for record in reversed(state.processes):
-        _kill_record(record)
+        kill_record(record)
     if remove:
         shutil.rmtree(state_dir, ignore_errors=True)
     return True
@@ -296,7 +306,7 @@ class LocalControlPlane:
     def _stop_processes(self) -> None:
         if self.state is not None:
             for record in reversed(self.state.processes):
-                _kill_record(record)
+                kill_record(record)
             self.state = None
         for child in self._children:
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -409,15 +419,10 @@ class LocalControlPlane:
         finally:
             log.close()
         self._children.append(proc)
-        start_time = None
-        for _ in range(100):
-            start_time = _proc_start_time(proc.pid)
-            if start_time:
-                break
-            time.sleep(0.01)
-        if start_time is None:
+        record = started_record(proc, name, log_path)
+        if record is None:
             raise ControlPlaneError(f"{name} exited at once; see {log_path}")
-        self.state.processes.append(ProcessRecord(name, proc.pid, start_time, str(log_path)))
+        self.state.processes.append(record)
         self.state.save()
 
     def _wait_http(self, url: str, deadline: float, *, tls: bool) -> None:
@@ -433,7 +438,7 @@ class LocalControlPlane:
         last_error = ""
         while time.monotonic() < deadline:
             for record in self.state.processes:
-                if _proc_start_time(record.pid) != record.start_time:
+                if proc_start_time(record.pid) != record.start_time:
                     tail = Path(record.log).read_text(errors="replace")[-3000:]
                     raise ControlPlaneError(f"{record.name} exited during start-up:\n{tail}")
             try:

@@ -35,42 +35,53 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- printf "%s-webhook-tls" (include "lattice.fullname" .) -}}
 {{- end -}}
 
-{{/* The webhook serving certificate, made once per install and kept across upgrades
-     (lookup), unless cert-manager provides it. Returns YAML: ca, crt, key. */}}
-{{- define "lattice.webhookCert" -}}
-{{- $existing := lookup "v1" "Secret" .Release.Namespace (include "lattice.tlsSecret" .) -}}
-{{- if and $existing $existing.data (index $existing.data "ca.crt") -}}
-ca: {{ index $existing.data "ca.crt" }}
-crt: {{ index $existing.data "tls.crt" }}
-key: {{ index $existing.data "tls.key" }}
-{{- else -}}
-{{- $svc := include "lattice.webhookService" . -}}
-{{- $days := int .Values.webhook.certValidityDays -}}
-{{- $ca := genCA (printf "%s-ca" (include "lattice.fullname" .)) $days -}}
-{{- $names := list $svc (printf "%s.%s" $svc .Release.Namespace) (printf "%s.%s.svc" $svc .Release.Namespace) -}}
-{{- $cert := genSignedCert (printf "%s.%s.svc" $svc .Release.Namespace) nil $names $days $ca -}}
-ca: {{ $ca.Cert | b64enc }}
-crt: {{ $cert.Cert | b64enc }}
-key: {{ $cert.Key | b64enc }}
-{{- end -}}
+{{- define "lattice.leaseName" -}}
+{{- default (include "lattice.fullname" .) .Values.leaderElection.leaseName -}}
 {{- end -}}
 
 {{/* The operator's settings file (lattice_operator.settings.OperatorSettings). */}}
 {{- define "lattice.settings" -}}
+{{- $le := .Values.leaderElection -}}
+{{- $cert := dict "secret" (printf "%s/%s" .Release.Namespace (include "lattice.tlsSecret" .)) -}}
+{{- if .Values.webhook.certManager.enabled -}}
+{{- $_ := set $cert "manage" false -}}
+{{- else -}}
+{{- $_ := set $cert "validity" (mulf .Values.webhook.certValidityDays 86400) -}}
+{{- $_ := set $cert "rotate_before" (mulf .Values.webhook.certRotateBeforeDays 86400) -}}
+{{- end -}}
 {{- $s := dict
   "namespaces" .Values.watchNamespaces
-  "peering" (dict "name" (include "lattice.fullname" .) "standalone" (eq (int .Values.replicaCount) 1))
+  "leader_election" (dict "enabled" $le.enabled "lease_name" (include "lattice.leaseName" .)
+                          "lease_namespace" .Release.Namespace
+                          "lease_duration" $le.leaseDurationSeconds
+                          "renew_deadline" $le.renewDeadlineSeconds
+                          "retry_period" $le.retryPeriodSeconds)
   "probe" (dict "host" "0.0.0.0" "port" .Values.probePort)
   "metrics_host" "0.0.0.0"
   "metrics_port" (ternary .Values.metrics.port 0 .Values.metrics.enabled)
   "webhook" (dict "host" "0.0.0.0" "port" .Values.webhook.port
                "url_host" (printf "%s.%s.svc" (include "lattice.webhookService" .) .Release.Namespace)
-               "cert_file" "/tls/tls.crt" "key_file" "/tls/tls.key" "ca_file" "/tls/ca.crt"
-               "managed" nil)
+               "managed" nil
+               "configuration" (include "lattice.fullname" .)
+               "certificate" $cert)
 -}}
 {{- $backend := dict -}}
 {{- if .Values.sprites.apiUrl }}{{- $_ := set $backend "api_url" .Values.sprites.apiUrl -}}{{- end -}}
 {{- if .Values.sprites.tokenSecret }}{{- $_ := set $backend "token_secret" (printf "%s/%s" .Release.Namespace .Values.sprites.tokenSecret) -}}{{- end -}}
 {{- if $backend }}{{- $_ := set $s "backend" $backend -}}{{- end -}}
 {{- toYaml (mergeOverwrite $s (deepCopy .Values.settings)) -}}
+{{- end -}}
+
+{{/* Combinations the schema cannot express: fail before anything is installed. */}}
+{{- define "lattice.validate" -}}
+{{- $le := .Values.leaderElection -}}
+{{- if le (float64 $le.leaseDurationSeconds) (float64 $le.renewDeadlineSeconds) -}}
+{{- fail "leaderElection.leaseDurationSeconds must be greater than leaderElection.renewDeadlineSeconds" -}}
+{{- end -}}
+{{- if le (float64 $le.renewDeadlineSeconds) (mulf $le.retryPeriodSeconds 1.2) -}}
+{{- fail "leaderElection.renewDeadlineSeconds must be greater than 1.2 x leaderElection.retryPeriodSeconds" -}}
+{{- end -}}
+{{- if ge (float64 .Values.webhook.certRotateBeforeDays) (float64 .Values.webhook.certValidityDays) -}}
+{{- fail "webhook.certRotateBeforeDays must be less than webhook.certValidityDays" -}}
+{{- end -}}
 {{- end -}}

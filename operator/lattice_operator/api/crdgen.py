@@ -262,46 +262,9 @@ def crd_for(info: KindInfo) -> JsonSchema:
     }
 
 
-def _peering_crd(kind: str, plural: str, scope: str) -> JsonSchema:
-    """kopf's peering resources, which `lattice run` uses to keep one active operator."""
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.kopf.dev"},
-        "spec": {
-            "group": "kopf.dev",
-            "scope": scope,
-            "names": {"kind": kind, "plural": plural, "singular": plural[:-1]},
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "properties": {
-                                "status": {
-                                    "type": "object",
-                                    "x-kubernetes-preserve-unknown-fields": True,
-                                }
-                            },
-                        }
-                    },
-                }
-            ],
-        },
-    }
-
-
 def all_crds() -> dict[str, JsonSchema]:
     """File name → CRD document, for every resource the operator needs."""
-    files = {f"{GROUP}_{info.plural}.yaml": crd_for(info) for info in KINDS}
-    files["kopf.dev_clusterkopfpeerings.yaml"] = _peering_crd(
-        "ClusterKopfPeering", "clusterkopfpeerings", "Cluster"
-    )
-    files["kopf.dev_kopfpeerings.yaml"] = _peering_crd("KopfPeering", "kopfpeerings", "Namespaced")
-    return files
+    return {f"{GROUP}_{info.plural}.yaml": crd_for(info) for info in KINDS}
 
 
 def render(doc: JsonSchema) -> str:

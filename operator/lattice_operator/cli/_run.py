@@ -22,13 +22,11 @@ def run(
         ),
     ] = None,
     standalone: Annotated[
-        bool, typer.Option(help="Run without peering (a single replica, or tests).")
+        bool,
+        typer.Option(help="Reconcile at once, without leader election (one replica, or tests)."),
     ] = False,
-    peering: Annotated[
-        str | None, typer.Option(help="Name of the ClusterKopfPeering to join.")
-    ] = None,
-    priority: Annotated[
-        int | None, typer.Option(help="Peering priority; distinct per replica.")
+    lease_name: Annotated[
+        str | None, typer.Option(help="Name of the leader Lease the replicas share.")
     ] = None,
     liveness_host: Annotated[str | None, typer.Option(help="Liveness endpoint address.")] = None,
     liveness_port: Annotated[
@@ -64,8 +62,8 @@ def run(
     }
     _merge(data, overrides)
     _merge(
-        _section(data, "peering"),
-        {"standalone": standalone or None, "name": peering, "priority": priority},
+        _section(data, "leader_election"),
+        {"enabled": False if standalone else None, "lease_name": lease_name},
     )
     _merge(_section(data, "probe"), {"host": liveness_host, "port": liveness_port})
     _merge(_section(data, "stream"), {"host": stream_host, "port": stream_port})
@@ -84,7 +82,9 @@ def run(
         raise CliError(f"invalid settings{where}: {problems}", exit_code=2) from exc
     from lattice_operator.boot import run_operator
 
-    run_operator(settings, verbose=verbose)
+    code = run_operator(settings, verbose=verbose)
+    if code:
+        raise typer.Exit(code)
 
 
 def _read_config(path: Path) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """kopf wiring only: each handler is a decorator and a few lines calling a reconciler.
 
-Importing this package registers every handler with kopf's default registry.
+Importing this package registers every handler: the reconciling ones with kopf's default
+registry (run by the leader), the admission ones with `_registry.SERVING` (every replica).
 """
 
 from lattice_operator.handlers import (
@@ -9,10 +10,10 @@ from lattice_operator.handlers import (
     github,
     healthcheck,
     intent,
-    leader,
     run,
     sprite,
     stream,
+    webhook_cert,
 )
 
 __all__ = [
@@ -21,8 +22,8 @@ __all__ = [
     "github",
     "healthcheck",
     "intent",
-    "leader",
     "run",
     "sprite",
     "stream",
+    "webhook_cert",
 ]

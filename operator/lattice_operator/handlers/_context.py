@@ -32,9 +32,11 @@ class OperatorContext:
     identity: str | None = None
     backend_problem: str = "no Sprites backend is configured"
     """Why `backend` is None, for the Sprites' status."""
-    scratch: list[Path] = field(default_factory=list)
-    """Throwaway directories of this process (the self-signed webhook key): removed at exit."""
     """The user name the API server knows this operator by (SelfSubjectReview at start-up)."""
+    scratch: list[Path] = field(default_factory=list)
+    """Throwaway directories of this process (the webhook's key files): removed at exit."""
+    background: list[asyncio.Task[None]] = field(default_factory=list)
+    """Loops started at start-up (certificate reload and rotation): cancelled at clean-up."""
     intent_wakeups: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
     """Open Intents' daemons, woken when what they read changes."""
     forge: ForgeAccess | None = None

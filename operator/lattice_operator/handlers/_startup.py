@@ -1,41 +1,45 @@
-"""Operator start-up and clean-up: kopf settings, clients, the peering object, /metrics."""
+"""Operator start-up and clean-up: kopf settings and clients, for the serving operator
+(every replica) and the reconciling one (the leader)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import shutil
 import socket
-import tempfile
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import kopf
-from prometheus_client import start_http_server
 
-from lattice_adapters import tls
 from lattice_adapters.instrumented import instrumented
 from lattice_adapters.kube import KubeApiError, KubeClient, KubeConfig, resource_path
 from lattice_adapters.kube_events import ReceiptEvents
 from lattice_adapters.sprites import SpritesAdapter, load_credentials
 from lattice_operator.handlers._context import OperatorContext, context_of
-from lattice_operator.handlers._writes import create_or_exists, create_or_patch
+from lattice_operator.handlers._registry import SERVING
+from lattice_operator.handlers._writes import create_or_patch
 from lattice_operator.handlers.admission_config import webhook_configurations
-from lattice_operator.metrics import REGISTRY
+from lattice_operator.handlers.webhook_cert import CertRotator, webhook_server
 from lattice_operator.policy import compile_policy
 from lattice_operator.ports.errors import CredentialsMissing
-from lattice_operator.settings import WebhookSettings
 
 log = logging.getLogger(__name__)
 
 
-@kopf.on.startup()
-async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
-    ctx = context_of(memo)
+# The serving operator watches Sprites for an index only. kopf removes its finalizer from any
+# object for which it has no deletion handler: under the reconciling operator's name it would
+# strip the leader's finalizer. Under this name, set on no object, it never writes anything.
+SERVING_FINALIZER = "serving.lattice.dev/never-set"
+
+
+def _kopf_settings(
+    settings: kopf.OperatorSettings, ctx: OperatorContext, *, serving: bool = False
+) -> None:
     ours = ctx.settings
     settings.posting.reporting_component = ours.component
-    settings.persistence.finalizer = ours.finalizer
+    settings.persistence.finalizer = SERVING_FINALIZER if serving else ours.finalizer
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="lattice.dev")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix="lattice.dev", key="last-handled-configuration"
@@ -45,18 +49,36 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     # Daemons stop within seconds of a deletion or shutdown, never holding a finalizer forever.
     settings.background.cancellation_polling = 1
 
-    if ours.default_policy is not None:
-        ctx.default_policy = compile_policy("cluster-default", ours.default_policy)
-    server: kopf.WebhookServerProtocol = _webhook_server(ours.webhook, ctx.scratch)
-    if ours.webhook.managed:
-        server = _RegisteringServer(server, ctx, ours.webhook.managed)
+
+async def _kube(ctx: OperatorContext) -> KubeClient:
+    ctx.kube = KubeClient(KubeConfig.load())
+    await ctx.kube.__aenter__()
+    return ctx.kube
+
+
+@kopf.on.startup(registry=SERVING)
+async def configure_serving(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    """Every replica: the admission webhook server and what its handlers need."""
+    ctx = context_of(memo)
+    _kopf_settings(settings, ctx, serving=True)
+    ctx.identity = await _own_identity(await _kube(ctx))
+    server: kopf.WebhookServerProtocol = await webhook_server(ctx)
+    if ctx.settings.webhook.managed:
+        server = _RegisteringServer(server, ctx, ctx.settings.webhook.managed)
     settings.admission.server = server
     # We register the configurations ourselves (see lattice_operator.handlers.admission_config).
     settings.admission.managed = None
 
-    ctx.kube = KubeClient(KubeConfig.load())
-    await ctx.kube.__aenter__()
-    ctx.identity = await _own_identity(ctx.kube)
+
+@kopf.on.startup()
+async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    """The leader (or a standalone operator): clients for the reconcilers."""
+    ctx = context_of(memo)
+    ours = ctx.settings
+    _kopf_settings(settings, ctx)
+    if ours.default_policy is not None:
+        ctx.default_policy = compile_policy("cluster-default", ours.default_policy)
+    kube = await _kube(ctx)
     try:
         ctx.backend = instrumented(SpritesAdapter(await _credentials(ctx)))
     except CredentialsMissing as exc:
@@ -65,22 +87,32 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         ctx.backend_problem = f"no Sprites backend: {exc}"
     instance = os.environ.get("POD_NAME") or socket.gethostname()
     ctx.events = ReceiptEvents(
-        ctx.kube,
+        kube,
         ctx.clock,
         rate=ours.runs.events_per_second,
         burst=ours.runs.events_burst,
         instance=instance,
     )
-    if ours.metrics_port:
-        start_http_server(ours.metrics_port, addr=ours.metrics_host, registry=REGISTRY)
-        log.info("metrics on http://%s:%d/metrics", ours.metrics_host, ours.metrics_port)
-    if not ours.peering.standalone:
-        await _ensure_peering(ctx.kube, ours.peering.name, ours.namespaces)
 
 
+@kopf.on.startup()
+async def start_cert_rotation(memo: kopf.Memo, **_: Any) -> None:
+    """The leader keeps the certificate Secret and the configurations' caBundle current."""
+    ctx = context_of(memo)
+    cert = ctx.settings.webhook.certificate
+    if not (cert.secret and cert.manage):
+        return
+    rotator = CertRotator(ctx.require_kube(), ctx.settings.webhook, ctx.clock)
+    ctx.background.append(asyncio.create_task(rotator.run_forever(), name="webhook-cert-rotation"))
+
+
+@kopf.on.cleanup(registry=SERVING)
 @kopf.on.cleanup()
 async def close(memo: kopf.Memo, **_: Any) -> None:
     ctx = context_of(memo)
+    for task in ctx.background:
+        task.cancel()
+    await asyncio.gather(*ctx.background, return_exceptions=True)
     if ctx.backend is not None:
         await ctx.backend.aclose()
     if ctx.kube is not None:
@@ -127,34 +159,6 @@ async def _own_identity(kube: KubeClient) -> str | None:
     return str(name) if name else None
 
 
-def _webhook_server(webhook: WebhookSettings, scratch: list[Path]) -> kopf.WebhookServer:
-    """kopf's webhook server, with the given certificate or a throwaway self-signed one (its
-    directory goes into `scratch`, removed when the operator stops)."""
-    url_host = webhook.url_host or webhook.host
-    port = webhook.port or None
-    if webhook.cert_file and webhook.key_file:
-        return kopf.WebhookServer(
-            addr=webhook.host,
-            port=port,
-            host=url_host,
-            certfile=webhook.cert_file,
-            pkeyfile=webhook.key_file,
-            cafile=webhook.ca_file,
-        )
-    directory = Path(tempfile.mkdtemp(prefix="lattice-webhook-"))
-    scratch.append(directory)
-    ca, ca_key, ca_cert = tls.make_ca("lattice-webhook-ca")
-    cert_path, key_path = tls.serving_cert(ca_key, ca_cert, (url_host,)).write(directory, "tls")
-    return kopf.WebhookServer(
-        addr=webhook.host,
-        port=port,
-        host=url_host,
-        certfile=str(cert_path),
-        pkeyfile=str(key_path),
-        cadata=ca.cert_pem,
-    )
-
-
 async def _credentials(ctx: OperatorContext) -> Any:
     """The default backend's credentials: the configured Secret, else the environment."""
     backend = ctx.settings.backend
@@ -181,22 +185,3 @@ async def _credentials(ctx: OperatorContext) -> Any:
     if backend.api_url and secret_data is not None:
         credentials = credentials.model_copy(update={"api_url": backend.api_url.rstrip("/")})
     return credentials
-
-
-async def _ensure_peering(kube: KubeClient, name: str, namespaces: tuple[str, ...]) -> None:
-    """kopf needs the peering object to exist before replicas can agree who is active."""
-    kind, plural = ("ClusterKopfPeering", "clusterkopfpeerings")
-    if namespaces:
-        kind, plural = ("KopfPeering", "kopfpeerings")
-    targets: list[str | None] = list(namespaces) if namespaces else [None]
-    for ns in targets:
-        if ns is not None and any(ch in ns for ch in "*?["):
-            log.warning("peering for namespace glob %r must be created by hand", ns)
-            continue
-        body = {
-            "apiVersion": "kopf.dev/v1",
-            "kind": kind,
-            "metadata": {"name": name, **({"namespace": ns} if ns else {})},
-        }
-        if await create_or_exists(kube, resource_path("kopf.dev", "v1", plural, ns), body):
-            log.info("created %s %s", kind, name)

@@ -24,6 +24,7 @@ from lattice_operator.api.v1alpha1.resources import (
     RUNS,
 )
 from lattice_operator.handlers._context import context_of
+from lattice_operator.handlers._registry import SERVING
 from lattice_operator.handlers.admission_config import (
     APPROVAL_HANDLER,
     APPROVERS_HANDLER,
@@ -92,7 +93,9 @@ def _measured(webhook: str) -> Callable[[Handler], Handler]:
     return wrap
 
 
-@kopf.on.mutate(*INTENTS.gvp, operations=["CREATE", "UPDATE"], id=APPROVAL_HANDLER)
+@kopf.on.mutate(
+    *INTENTS.gvp, operations=["CREATE", "UPDATE"], id=APPROVAL_HANDLER, registry=SERVING
+)
 @_measured(APPROVAL_HANDLER)
 async def stamp_approval(
     body: kopf.Body, userinfo: kopf.UserInfo, patch: kopf.Patch, memo: kopf.Memo, **kwargs: Any
@@ -136,7 +139,9 @@ async def stamp_approval(
     patch.metadata.annotations[REQUEST] = None
 
 
-@kopf.on.validate(*INTENTS.gvp, operations=["CREATE", "UPDATE"], id=GRANTS_HANDLER)
+@kopf.on.validate(
+    *INTENTS.gvp, operations=["CREATE", "UPDATE"], id=GRANTS_HANDLER, registry=SERVING
+)
 @_measured(GRANTS_HANDLER)
 async def check_grants(
     body: kopf.Body, userinfo: kopf.UserInfo, memo: kopf.Memo, **kwargs: Any
@@ -161,7 +166,9 @@ async def check_grants(
             )
 
 
-@kopf.on.validate(*RUNS.gvp, operations=["CREATE", "UPDATE"], id=RUN_OWNER_HANDLER)
+@kopf.on.validate(
+    *RUNS.gvp, operations=["CREATE", "UPDATE"], id=RUN_OWNER_HANDLER, registry=SERVING
+)
 @_measured(RUN_OWNER_HANDLER)
 async def check_run_owner(userinfo: kopf.UserInfo, memo: kopf.Memo, **_: Any) -> None:
     # Grants follow an Intent's controller reference (with status.runRef): only the operator,
@@ -176,7 +183,7 @@ async def check_run_owner(userinfo: kopf.UserInfo, memo: kopf.Memo, **_: Any) ->
         )
 
 
-@kopf.on.validate(*RUNS.gvp, operations=["CREATE"], id=RUN_POLICY_HANDLER)
+@kopf.on.validate(*RUNS.gvp, operations=["CREATE"], id=RUN_POLICY_HANDLER, registry=SERVING)
 @_measured(RUN_POLICY_HANDLER)
 async def check_run_policy(body: kopf.Body, **kwargs: Any) -> None:
     # Called for Runs no Intent controls (matchConditions). A Sprite not known yet is not
@@ -195,7 +202,9 @@ async def check_run_policy(body: kopf.Body, **kwargs: Any) -> None:
         raise kopf.AdmissionError(f"spec.spriteRef.name: {refusal}", code=403)
 
 
-@kopf.on.validate(*INTENT_POLICIES.gvp, operations=["CREATE", "UPDATE"], id=POLICY_HANDLER)
+@kopf.on.validate(
+    *INTENT_POLICIES.gvp, operations=["CREATE", "UPDATE"], id=POLICY_HANDLER, registry=SERVING
+)
 @_measured(POLICY_HANDLER)
 async def check_policy(body: kopf.Body, **_: Any) -> None:
     try:
@@ -207,7 +216,9 @@ async def check_policy(body: kopf.Body, **_: Any) -> None:
         raise kopf.AdmissionError(f"invalid policy: {exc}", code=422) from exc
 
 
-@kopf.on.validate(*HEALTH_CHECKS.gvp, operations=["CREATE", "UPDATE"], id=HEALTH_CHECK_HANDLER)
+@kopf.on.validate(
+    *HEALTH_CHECKS.gvp, operations=["CREATE", "UPDATE"], id=HEALTH_CHECK_HANDLER, registry=SERVING
+)
 @_measured(HEALTH_CHECK_HANDLER)
 async def check_healthcheck(body: kopf.Body, **_: Any) -> None:
     try:
@@ -216,7 +227,12 @@ async def check_healthcheck(body: kopf.Body, **_: Any) -> None:
         raise kopf.AdmissionError(first_error("spec", exc), code=422) from exc
 
 
-@kopf.on.validate(*GITHUB_REPOSITORIES.gvp, operations=["CREATE", "UPDATE"], id=APPROVERS_HANDLER)
+@kopf.on.validate(
+    *GITHUB_REPOSITORIES.gvp,
+    operations=["CREATE", "UPDATE"],
+    id=APPROVERS_HANDLER,
+    registry=SERVING,
+)
 @_measured(APPROVERS_HANDLER)
 async def check_approvers(
     body: kopf.Body, userinfo: kopf.UserInfo, memo: kopf.Memo, **kwargs: Any

@@ -16,6 +16,7 @@ from lattice_adapters.kube import KubeApiError, resource_path
 from lattice_operator.api.v1alpha1 import Sprite
 from lattice_operator.api.v1alpha1.resources import SPRITES
 from lattice_operator.handlers._context import OperatorContext, context_of
+from lattice_operator.handlers._registry import SERVING
 from lattice_operator.metrics import (
     RECONCILE_SECONDS,
     RECONCILES,
@@ -47,9 +48,11 @@ def parse_sprite(body: kopf.Body) -> Sprite:
         raise kopf.PermanentError(f"invalid Sprite: {exc}") from exc
 
 
+@kopf.index(*SPRITES.gvp, registry=SERVING)  # the Run policy webhook reads it too
 @kopf.index(*SPRITES.gvp)
 async def sprite_directory(body: kopf.Body, **_: Any) -> dict[tuple[str, str], Sprite]:
-    """Every Sprite in memory, by (namespace, name): Runs and the fleet observer read it."""
+    """Every Sprite in memory, by (namespace, name): Runs, the fleet observer and the Run
+    policy webhook read it."""
     sprite = Sprite.model_validate(dict(body))
     return {(sprite.metadata.namespace or "", sprite.metadata.name): sprite}
 

@@ -100,7 +100,11 @@ CONFIGS: list[tuple[str, Callable[[Path], Path], str]] = [
     ("invalid YAML", lambda d: _write(d / "c.yaml", "a: [1, 2\n"), "not valid YAML"),
     ("a YAML list", lambda d: _write(d / "c.yaml", "- 1\n- 2\n"), "must be a mapping"),
     ("wrong types", lambda d: _write(d / "c.yaml", "metrics_port: lots\n"), "metrics_port"),
-    ("a section of the wrong type", lambda d: _write(d / "c.yaml", "peering: 5\n"), "peering"),
+    (
+        "a section of the wrong type",
+        lambda d: _write(d / "c.yaml", "leader_election: 5\n"),
+        "leader_election",
+    ),
 ]
 
 

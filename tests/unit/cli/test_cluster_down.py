@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lattice_adapters.localcluster.controlplane import _proc_start_time
+from lattice_adapters.localcluster.controlplane import proc_start_time
 
 LATTICE = [sys.executable, "-c", "from lattice_operator.cli import main; main()"]
 
@@ -66,7 +66,7 @@ def test_a_live_process_that_does_not_lead_its_own_group_is_not_signalled(
     # Started in our process group, as a pid reused by an unrelated process would be.
     victim = subprocess.Popen(["sleep", "60"])
     try:
-        start = _proc_start_time(victim.pid)
+        start = proc_start_time(victim.pid)
         assert start is not None
         directory = state_file(
             tmp_path / "s", [{"name": "etcd", "pid": victim.pid, "start_time": start, "log": ""}]
@@ -78,3 +78,53 @@ def test_a_live_process_that_does_not_lead_its_own_group_is_not_signalled(
     finally:
         victim.kill()
         victim.wait(timeout=10)
+
+
+def node_state(directory: Path, **changes: object) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "netns": "lattice-node-abc123",
+        "state": str(directory),
+        "bin_dir": str(directory),
+        "node_bin": str(directory),
+        "kubeconfig": str(directory / "admin.kubeconfig"),
+        "processes": [],
+        **changes,
+    }
+    (directory / "node-state.json").write_text(json.dumps(doc))
+    return directory
+
+
+def test_a_corrupt_node_state_file_is_refused_without_a_signal(tmp_path: Path) -> None:
+    cases = {
+        "pid": {"processes": [{"name": "kubelet", "pid": -1, "start_time": "1"}]},
+        "netns": {"netns": "default"},  # a namespace this harness never made is never deleted
+        "shape": {"processes": "kubelet"},
+    }
+    for name, changes in cases.items():
+        directory = node_state(tmp_path / name, **changes)
+        result = down(directory)
+        assert result.returncode == 1, (name, result)
+        assert result.stderr.startswith("cluster down refused:"), result.stderr
+        assert "Traceback" not in result.stderr
+        assert (directory / "node-state.json").exists()
+
+
+def test_cluster_up_node_needs_root_or_says_why(tmp_path: Path) -> None:
+    """Without root the node cluster is refused with a reason (as root, tests/node runs it)."""
+    import os
+
+    if os.geteuid() == 0:
+        result = subprocess.run(
+            [*LATTICE, "cluster", "up", "--node", "--state-dir", str(node_state(tmp_path / "n"))],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert result.returncode == 1
+        assert "already holds a node cluster" in result.stderr  # refused before starting
+    else:
+        result = subprocess.run(
+            [*LATTICE, "cluster", "up", "--node", "--state-dir", str(tmp_path / "n")],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert result.returncode == 1
+        assert "needs root" in result.stderr

@@ -4,7 +4,6 @@ conventions, no label can carry an object's name; the collectors and helpers beh
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,6 @@ from lattice_operator.metrics import (
     admission_request,
     metric_names,
 )
-from lattice_operator.reconcilers.leader import peering_active
 
 ROOT = Path(__file__).resolve().parents[3]
 # Labels that would name (or count) one object: never allowed.
@@ -120,29 +118,3 @@ def test_webhook_requests_are_counted_by_outcome() -> None:
         "lattice_admission_duration_seconds_count", {"webhook": "unit-test"}
     )
     assert count == 3
-
-
-NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
-
-
-def _peer(priority: int, seen_ago: float, lifetime: int = 60) -> dict[str, object]:
-    seen = (NOW - timedelta(seconds=seen_ago)).isoformat()
-    return {"priority": priority, "lifetime": lifetime, "lastseen": seen}
-
-
-@pytest.mark.parametrize(
-    ("peers", "priority", "active"),
-    [
-        ({"me": _peer(1, 5), "other": _peer(0, 5)}, 1, True),
-        ({"me": _peer(0, 5), "other": _peer(1, 5)}, 0, False),
-        ({"me": _peer(0, 5), "other": _peer(1, 120)}, 0, True),  # the higher one is dead
-        ({"me": _peer(1, 5), "other": _peer(1, 5)}, 1, False),  # equal: kopf pauses both
-        ({"other": _peer(0, 5)}, 1, False),  # not joined yet
-        ({}, 0, False),
-        ({"me": {"priority": 0, "lastseen": "garbage"}}, 0, False),
-    ],
-)
-def test_peering_active_follows_kopfs_rule(
-    peers: dict[str, object], priority: int, active: bool
-) -> None:
-    assert peering_active(peers, priority, NOW) is active

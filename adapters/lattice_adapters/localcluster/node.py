@@ -1,10 +1,14 @@
-"""A single-node Kubernetes cluster inside a network namespace this harness creates.
+"""A single-node Kubernetes cluster inside a network namespace it creates itself.
 
 etcd, kube-apiserver, kube-controller-manager, kube-scheduler, containerd, the kubelet and
 kube-proxy all run inside the namespace (`nsenter --net`), where the node's address lives on a
 veth interface in a documentation range and Pods get addresses from a CNI bridge. Nothing is
-routed out of it; every client (kubectl, helm, ctr) is run inside it too. Processes are
-ended by their own ids; the namespace is deleted at the end.
+routed out of it; every client (kubectl, helm, ctr) is run inside it too. What was started
+is written to a state file as it starts, so that `stop_node_cluster` — in this process or
+another (`lattice cluster down`) — ends exactly those processes (by id and start time),
+their containers and mounts, and deletes the namespaces. Needs root.
+
+Used by `lattice cluster up --node` and the node tests (tests/node).
 """
 
 from __future__ import annotations
@@ -27,10 +31,18 @@ from typing import IO, Any
 import yaml
 
 from lattice_adapters import tls
-from lattice_adapters.localcluster import find_bin_dir
-from lattice_adapters.localcluster.controlplane import kubeconfig_document
+from lattice_adapters.localcluster.controlplane import (
+    ControlPlaneError,
+    ProcessRecord,
+    find_bin_dir,
+    kill_record,
+    kubeconfig_document,
+    proc_start_time,
+    process_record,
+    started_record,
+)
 
-ROOT = Path(__file__).resolve().parents[2]
+NODE_STATE_FILE = "node-state.json"
 NODE_IP = "192.0.2.10"  # documentation range (RFC 5737): exists only in the namespace
 POD_CIDR = "10.88.0.0/24"
 SERVICE_CIDR = "10.96.0.0/24"
@@ -41,12 +53,13 @@ CNI_BIN = Path("/usr/lib/cni")
 
 
 class NodeError(RuntimeError):
-    """The node cluster could not be started."""
+    """The node cluster could not be started or stopped."""
 
 
-def node_bin_dir() -> Path:
+def node_bin_dir(repo_root: Path) -> Path:
+    """kubelet, kube-scheduler, kube-proxy and pause, built (once) by hack/."""
     out = subprocess.run(
-        ["bash", str(ROOT / "hack" / "build-node-tools.sh")],
+        ["bash", str(repo_root / "hack" / "build-node-tools.sh")],
         capture_output=True,
         text=True,
         check=False,
@@ -65,7 +78,55 @@ class NodeCluster:
     bin_dir: Path
     node_bin: Path
     kubeconfig: Path
-    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    records: list[ProcessRecord] = field(default_factory=list)
+    # Our own children, kept so they are reaped (and Python does not warn about them).
+    _children: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    # -- the state file ----------------------------------------------------------------------
+    def save(self) -> None:
+        doc = {
+            "netns": self.netns,
+            "state": str(self.state),
+            "bin_dir": str(self.bin_dir),
+            "node_bin": str(self.node_bin),
+            "kubeconfig": str(self.kubeconfig),
+            "processes": [vars(r) for r in self.records],
+        }
+        (self.state / NODE_STATE_FILE).write_text(json.dumps(doc, indent=2))
+
+    @classmethod
+    def load(cls, state: Path) -> NodeCluster:
+        """The cluster recorded in `state`; anything malformed is a NodeError, so no signal
+        is ever sent on the word of a corrupt file."""
+        path = state / NODE_STATE_FILE
+        try:
+            doc = json.loads(path.read_text())
+            netns = str(doc["netns"])
+            records = [process_record(p, path) for p in doc["processes"]]
+            cluster = cls(
+                netns,
+                Path(doc["state"]),
+                Path(doc["bin_dir"]),
+                Path(doc["node_bin"]),
+                Path(doc["kubeconfig"]),
+                records,
+            )
+        except (OSError, ValueError, KeyError, TypeError, ControlPlaneError) as exc:
+            raise NodeError(f"{path} is not a node cluster state file: {exc}") from exc
+        if not netns.startswith("lattice-node-"):
+            raise NodeError(f"{path}: {netns!r} is not a namespace this harness made")
+        return cluster
+
+    def reap(self) -> None:
+        """Collect the exit status of the processes this object started (after they were
+        stopped, possibly by another process)."""
+        for child in self._children:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(timeout=5)
+
+    def alive(self, name: str) -> bool:
+        record = next((r for r in reversed(self.records) if r.name == name), None)
+        return record is not None and proc_start_time(record.pid) == record.start_time
 
     # -- running things inside the namespace -----------------------------------------------
     def ns_cmd(self, *args: str) -> list[str]:
@@ -105,9 +166,12 @@ class NodeCluster:
         return json.loads(self.kubectl(*args, "-o", "json").stdout)
 
     def spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
-        log: IO[bytes] = open(self.state / f"{name}.log", "ab")  # noqa: SIM115 - the child's
+        """Start a process inside the namespace, recorded in the state file (so that
+        stopping the cluster stops it too)."""
+        log_path = self.state / f"{name}.log"
+        log: IO[bytes] = open(log_path, "ab")  # noqa: SIM115 - the child's
         try:
-            self.processes[name] = subprocess.Popen(
+            proc = subprocess.Popen(
                 self.ns_cmd(*args),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -118,13 +182,16 @@ class NodeCluster:
             )
         finally:
             log.close()
+        self._children.append(proc)
+        record = started_record(proc, name, log_path)
+        if record is None:
+            raise NodeError(f"{name} exited at once:\n{self.log(name)[-3000:]}")
+        self.records.append(record)
+        self.save()
 
     def log(self, name: str) -> str:
         path = self.state / f"{name}.log"
         return path.read_text(errors="replace") if path.exists() else ""
-
-    def alive(self, name: str) -> bool:
-        return self.processes[name].poll() is None
 
     def import_image(self, archive: Path, name: str | None = None) -> None:
         """Import an OCI archive; with `name`, under that name instead of the archive's.
@@ -154,15 +221,15 @@ def _renamed(archive: Path, name: str, target: Path) -> Path:
     return target
 
 
-def _wait(predicate: Any, what: str, timeout: float, cluster: NodeCluster | None = None) -> Any:
+def _wait(predicate: Any, what: str, timeout: float, cluster: NodeCluster) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         result = predicate()
         if result:
             return result
         time.sleep(0.5)
-    dead = [n for n, p in (cluster.processes.items() if cluster else []) if p.poll() is not None]
-    tails = "".join(f"\n--- {n}.log ---\n{cluster.log(n)[-3000:]}" for n in dead) if cluster else ""
+    dead = [r.name for r in cluster.records if not cluster.alive(r.name)]
+    tails = "".join(f"\n--- {n}.log ---\n{cluster.log(n)[-3000:]}" for n in dead)
     raise NodeError(f"timed out after {timeout}s waiting for {what}; exited: {dead}{tails}")
 
 
@@ -339,16 +406,31 @@ def _netns_up(netns: str) -> None:
 
 
 @contextlib.contextmanager
-def node_cluster(state: Path, *, audit_log: bool = False) -> Iterator[NodeCluster]:
-    """Start the whole node cluster; stop it (processes by id, then the namespace) at exit."""
-    bin_dir = find_bin_dir(ROOT)
-    node_bin = node_bin_dir()
+def node_cluster(state: Path, repo_root: Path, *, audit_log: bool = False) -> Iterator[NodeCluster]:
+    """The whole node cluster for the duration of the block."""
+    cluster = start_node_cluster(state, repo_root, audit_log=audit_log)
+    try:
+        yield cluster
+    finally:
+        stop_node_cluster(state)
+
+
+def start_node_cluster(state: Path, repo_root: Path, *, audit_log: bool = False) -> NodeCluster:
+    """Start the whole node cluster (recorded in `state` as it starts); on failure, stop
+    what was started and raise NodeError."""
+    if os.geteuid() != 0:
+        raise NodeError("the node cluster needs root (network namespaces, containerd, runc)")
+    if (state / NODE_STATE_FILE).exists():
+        raise NodeError(f"{state} already holds a node cluster: stop it first")
+    bin_dir = find_bin_dir(repo_root)
+    node_bin = node_bin_dir(repo_root)
     netns = f"lattice-node-{secrets.token_hex(3)}"
     state.mkdir(parents=True, exist_ok=True)
     _write_pki(state)
     pki = state / "pki"
     kubeconfig = state / "admin.kubeconfig"
     cluster = NodeCluster(netns, state, bin_dir, node_bin, kubeconfig)
+    cluster.save()  # before the namespace exists: a failure from here on is cleaned up
     try:
         _netns_up(netns)
         cluster.spawn(
@@ -483,23 +565,27 @@ def node_cluster(state: Path, *, audit_log: bool = False) -> Iterator[NodeCluste
             return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
         _wait(node_ready, f"Node {NODE_NAME} Ready", 180, cluster)
-        yield cluster
-    finally:
-        pod_netns = _pod_network_namespaces(cluster) if "containerd" in cluster.processes else []
-        for name in reversed(list(cluster.processes)):
-            proc = cluster.processes[name]
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait(timeout=10)
-        _cleanup_containers(state)
-        for name in [*pod_netns, netns]:
-            subprocess.run(["ip", "netns", "delete", name], capture_output=True, check=False)
+    except BaseException:
+        stop_node_cluster(state)
+        raise
+    return cluster
+
+
+def stop_node_cluster(state: Path) -> bool:
+    """Stop the node cluster recorded in `state`: its processes (newest first, by id and
+    start time), the containers' shims, the mounts under `state`, the Pods' and the node's
+    network namespaces. False if none is recorded there."""
+    if not (state / NODE_STATE_FILE).exists():
+        return False
+    cluster = NodeCluster.load(state)
+    pod_netns = _pod_network_namespaces(cluster) if cluster.alive("containerd") else []
+    for record in reversed(cluster.records):
+        kill_record(record, timeout=20.0)
+    _cleanup_containers(state)
+    for name in [*pod_netns, cluster.netns]:
+        subprocess.run(["ip", "netns", "delete", name], capture_output=True, check=False)
+    (state / NODE_STATE_FILE).unlink()
+    return True
 
 
 def _pod_network_namespaces(cluster: NodeCluster) -> list[str]:
