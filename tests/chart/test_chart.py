@@ -311,7 +311,7 @@ def test_every_value_is_documented_and_every_documented_value_exists() -> None:
 
 
 def _settings(docs: list[dict[str, Any]]) -> OperatorSettings:
-    text = find(docs, "ConfigMap")["data"]["settings.yaml"]
+    text = find(docs, "ConfigMap", f"{RELEASE}-lattice-operator")["data"]["settings.yaml"]
     return OperatorSettings.model_validate(yaml.safe_load(text))
 
 
