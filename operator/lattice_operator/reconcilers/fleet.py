@@ -25,6 +25,7 @@ from lattice_operator.reconcilers.sprite import (
     SpriteReconcileError,
     error_status,
     missing_status,
+    owns,
     reconcile_sprite,
 )
 from lattice_operator.settings import BackendSettings
@@ -153,10 +154,23 @@ class FleetObserver:
         now = self._clock.now()
         seen = sprite.status.last_seen_time
         stale = seen is None or now - seen >= timedelta(seconds=self._settings.last_seen_interval)
-        if stale or info.status != sprite.status.backend_status or info.url != sprite.status.url:
-            status = sprite.status.model_copy(
-                update={"backend_status": info.status, "url": info.url, "last_seen_time": now}
-            )
+        update: dict[str, object] = {
+            "backend_status": info.status,
+            "url": info.url,
+            "last_seen_time": now,
+        }
+        # Ours, but another sprite than the one recorded (a remediation recreated it): the
+        # write carries the one seen, never the view's older id back.
+        replaced = info.id != sprite.status.sprite_id and owns(sprite, info)
+        if replaced:
+            update["sprite_id"] = info.id
+        if (
+            stale
+            or replaced
+            or info.status != sprite.status.backend_status
+            or info.url != sprite.status.url
+        ):
+            status = sprite.status.model_copy(update=update)
             await self._patch(sprite, status.to_patch())
             result.patched += 1
 

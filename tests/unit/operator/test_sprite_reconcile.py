@@ -399,3 +399,42 @@ async def test_drift_behind_the_operator_is_repaired_by_the_rotating_resync() ->
     assert repaired == 1
     assert fake.policies[victim] == wanted_policy
     assert fake.services[victim]  # put back
+
+
+async def test_fleet_records_a_recreated_sprite_s_new_id_not_the_view_s_old_one() -> None:
+    fake = FakeBackend()
+    stale, _ = await _reconcile(_sprite(recreate=False), fake)
+    old = stale.status.sprite_id
+    # Recreated (a health_remediate): same name, a new id; the view still has the old one.
+    labels = list(fake.sprites["team-a-box"].labels)
+    del fake.sprites["team-a-box"]
+    await fake.create_sprite("team-a-box", labels=labels)
+    new = fake.sprites["team-a-box"].id
+    assert new != old
+    patches: list[dict[str, Any]] = []
+
+    async def patch(_: Sprite, status: dict[str, Any]) -> None:
+        patches.append(status)
+
+    observer = FleetObserver(
+        backend=_backend(fake),
+        sprites=lambda: [stale],
+        patch_status=patch,
+        clock=FakeClock(NOW),
+        settings=BackendSettings(resync_per_pass=0),
+    )
+    await observer.observe_once()
+    assert [p["spriteId"] for p in patches] == [new]
+    # Someone else's sprite under that name is never recorded as ours.
+    foreign = stale.model_copy(deep=True)
+    foreign.metadata.uid = "11111111-2222-3333-4444-555555555555"
+    patches.clear()
+    observer = FleetObserver(
+        backend=_backend(fake),
+        sprites=lambda: [foreign],
+        patch_status=patch,
+        clock=FakeClock(NOW),
+        settings=BackendSettings(resync_per_pass=0),
+    )
+    await observer.observe_once()
+    assert all(p["spriteId"] == old for p in patches)
