@@ -48,6 +48,7 @@ from lattice_operator.reconcilers.grants import adoption_refusal, owned_by
 from lattice_operator.reconcilers.intent_forge import (
     ForgeWork,
     decide_forge,
+    followup_intent,
     followup_name,
     opened_pr,
 )
@@ -586,25 +587,9 @@ def _remediate_with_a_pr(step: _Pass, params: HealthRemediateParams) -> None:
         return
     intent = step.intent
     name = followup_name(intent)
-    manifest = {
-        "apiVersion": "lattice.dev/v1alpha1",
-        "kind": "Intent",
-        "metadata": {
-            "name": name,
-            "namespace": intent.metadata.namespace,
-            "labels": {"lattice.dev/intent": intent.metadata.name[:63]},
-            "ownerReferences": [
-                {
-                    "apiVersion": "lattice.dev/v1alpha1",
-                    "kind": "Intent",
-                    "name": intent.metadata.name,
-                    "uid": intent.metadata.uid,
-                    "controller": True,
-                    "blockOwnerDeletion": False,
-                }
-            ],
-        },
-        "spec": {
+    manifest = followup_intent(
+        intent,
+        {
             "kind": "pr_create_from_plan",
             "summary": intent.spec.summary,
             "proposedBy": {"type": "system", "name": intent.metadata.name},
@@ -618,7 +603,7 @@ def _remediate_with_a_pr(step: _Pass, params: HealthRemediateParams) -> None:
             },
             "allowedActions": list(intent.spec.allowed_actions),
         },
-    }
+    )
     # Created (create-or-exists) on this pass and the next: a failed create is retried
     # before the remediation counts as done.
     step.plan.create.append(manifest)

@@ -228,6 +228,30 @@ def followup_name(intent: Intent) -> str:
     return f"{intent.metadata.name[:240]}-pr"
 
 
+def followup_intent(intent: Intent, spec: dict[str, Any]) -> dict[str, Any]:
+    """The Intent `<name>-pr` this one starts, owned by it (it goes with it), with `spec`."""
+    return {
+        "apiVersion": "lattice.dev/v1alpha1",
+        "kind": "Intent",
+        "metadata": {
+            "name": followup_name(intent),
+            "namespace": intent.metadata.namespace,
+            "labels": {"lattice.dev/intent": intent.metadata.name[:63]},
+            "ownerReferences": [
+                {
+                    "apiVersion": "lattice.dev/v1alpha1",
+                    "kind": "Intent",
+                    "name": intent.metadata.name,
+                    "uid": intent.metadata.uid,
+                    "controller": True,
+                    "blockOwnerDeletion": False,
+                }
+            ],
+        },
+        "spec": spec,
+    }
+
+
 def _plan_approved(intent: Intent, params: IssuePlanApproveParams, attempts: int) -> ForgeDecision:
     """Approved (the gate is behind us): start the pull request and say so on the issue."""
     if attempts >= MAX_FORGE_ATTEMPTS:
@@ -270,26 +294,7 @@ def _plan_approved(intent: Intent, params: IssuePlanApproveParams, attempts: int
         },
         "allowedActions": list(intent.spec.allowed_actions),
     }
-    manifest = {
-        "apiVersion": "lattice.dev/v1alpha1",
-        "kind": "Intent",
-        "metadata": {
-            "name": name,
-            "namespace": intent.metadata.namespace,
-            "labels": {"lattice.dev/intent": intent.metadata.name[:63]},
-            "ownerReferences": [
-                {
-                    "apiVersion": "lattice.dev/v1alpha1",
-                    "kind": "Intent",
-                    "name": intent.metadata.name,
-                    "uid": intent.metadata.uid,
-                    "controller": True,
-                    "blockOwnerDeletion": False,
-                }
-            ],
-        },
-        "spec": spec,
-    }
+    manifest = followup_intent(intent, spec)
     return ForgeDecision(
         "work",
         message=f"plan approved: starting Intent {name}",
