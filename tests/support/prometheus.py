@@ -78,52 +78,52 @@ def _parse_time(stamp: str) -> float:
     return datetime.fromisoformat(f"{head}.{frac}{zone}").timestamp()
 
 
-def _label(name: str) -> str:
-    """A Kubernetes label name as Prometheus' service discovery spells it in a meta label."""
-    return re.sub(r"[^a-zA-Z0-9_]", "_", name)
-
-
-def service_monitor_scrape_config(monitor: dict[str, Any], kubeconfig: Path) -> dict[str, Any]:
-    """The scrape job prometheus-operator generates from a ServiceMonitor (endpoints role,
-    its namespaces, its Service label selector, the endpoint's port name, `jobLabel`), for a
-    Prometheus that reaches the API server through `kubeconfig`. Only the fields the chart's
-    ServiceMonitor uses; anything else is refused rather than silently ignored."""
+def service_monitor_targets(
+    monitor: dict[str, Any], services: list[dict[str, Any]], slices: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The scrape targets prometheus-operator's endpoints discovery finds for a ServiceMonitor,
+    as file_sd target groups: the Services its selector matches, their EndpointSlices' ready
+    addresses on the endpoint's named port; `job` from the Service's `jobLabel` label, `pod`
+    from the address's target. Only the fields the chart's ServiceMonitor uses; any other is
+    refused rather than silently ignored."""
     spec = monitor["spec"]
     known = {"jobLabel", "namespaceSelector", "selector", "endpoints"}
     if set(spec) - known or set(spec["selector"]) != {"matchLabels"}:
         raise AssertionError(f"a ServiceMonitor field this translation does not know: {spec}")
     (endpoint,) = spec["endpoints"]
-    keep = [
-        {
-            "source_labels": [f"__meta_kubernetes_service_label_{_label(k)}"],
-            "regex": v,
-            "action": "keep",
-        }
-        for k, v in spec["selector"]["matchLabels"].items()
-    ]
-    keep.append(
-        {"source_labels": ["__meta_kubernetes_endpoint_port_name"], "regex": endpoint["port"],
-         "action": "keep"}
-    )  # fmt: skip
-    job = f"__meta_kubernetes_service_label_{_label(spec['jobLabel'])}"
-    return {
-        "job_name": f"serviceMonitor/{monitor['metadata']['name']}",
-        "metrics_path": endpoint.get("path", "/metrics"),
-        "scrape_interval": "2s",
-        "scrape_timeout": "2s",
-        "kubernetes_sd_configs": [
-            {
-                "role": "endpoints",
-                "kubeconfig_file": str(kubeconfig),
-                "namespaces": {"names": spec["namespaceSelector"]["matchNames"]},
-            }
-        ],
-        "relabel_configs": [
-            *keep,
-            {"source_labels": [job], "target_label": "job"},
-            {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
-        ],
-    }
+    wanted = spec["selector"]["matchLabels"]
+    groups: list[dict[str, Any]] = []
+    for service in services:
+        labels = service["metadata"].get("labels") or {}
+        if any(labels.get(k) != v for k, v in wanted.items()):
+            continue
+        name = service["metadata"]["name"]
+        owned = [
+            s for s in slices
+            if (s["metadata"].get("labels") or {}).get("kubernetes.io/service-name") == name
+        ]  # fmt: skip
+        for piece in owned:
+            ports = [
+                p["port"] for p in piece.get("ports") or [] if p.get("name") == endpoint["port"]
+            ]
+            for address in piece.get("endpoints") or []:
+                if not (address.get("conditions") or {}).get("ready", False):
+                    continue
+                for port in ports:
+                    groups.append(
+                        {
+                            "targets": [f"{address['addresses'][0]}:{port}"],
+                            "labels": {
+                                "job": labels.get(spec["jobLabel"], name),
+                                "namespace": service["metadata"]["namespace"],
+                                "service": name,
+                                "pod": (address.get("targetRef") or {}).get("name", ""),
+                            },
+                        }
+                    )
+    if not groups:
+        raise AssertionError(f"the ServiceMonitor selects no ready endpoint: {wanted}")
+    return groups
 
 
 def prometheus_command(workdir: Path, listen: str) -> list[str]:
