@@ -277,13 +277,14 @@ def test_gated_intent_is_approved_through_the_chart_webhook(installed: NodeClust
     approve_the_gated_sample(installed, "default")
 
 
-def test_a_health_check_fires_on_schedule_and_keeps_its_history(installed: NodeCluster) -> None:
-    node = installed
-    node.kubectl("apply", "-f", str(SAMPLES / "intentpolicy.yaml"))  # health_detect: allow
+def health_check_fires_and_keeps_its_history(node: NodeCluster, namespace: str) -> None:
+    """A HealthCheck on the sample Sprite: a bad schedule refused by the chart's webhook; three
+    firings pass; the history limit makes the operator delete older check Intents."""
+    node.kubectl("-n", namespace, "apply", "-f", str(SAMPLES / "intentpolicy.yaml"))
     check = {
         "apiVersion": "lattice.dev/v1alpha1",
         "kind": "HealthCheck",
-        "metadata": {"name": "node-smoke", "namespace": "default"},
+        "metadata": {"name": "node-smoke", "namespace": namespace},
         "spec": {
             "schedule": "@every 5s",
             "successfulHistoryLimit": 1,
@@ -301,12 +302,12 @@ def test_a_health_check_fires_on_schedule_and_keeps_its_history(installed: NodeC
 
     def detects() -> list[dict[str, Any]]:
         listing = node.kube_json(
-            "get", "intents", "-n", "default", "-l", "lattice.dev/health-check=node-smoke"
+            "get", "intents", "-n", namespace, "-l", "lattice.dev/health-check=node-smoke"
         )
         return list(listing["items"])
 
     def passing_for_three_firings() -> bool:
-        status = get(node, "healthcheck", "node-smoke").get("status", {})
+        status = get(node, "healthcheck", "node-smoke", namespace).get("status", {})
         healthy = condition({"status": status}, "Healthy") or {}
         last = status.get("lastScheduleTime")
         return (
@@ -321,7 +322,40 @@ def test_a_health_check_fires_on_schedule_and_keeps_its_history(installed: NodeC
         lambda: sum(i.get("status", {}).get("phase") == "Succeeded" for i in detects()) <= 1,
         "old check Intents deleted",
     )
-    node.kubectl("delete", "healthcheck", "node-smoke", "-n", "default", "--wait=true")
+    node.kubectl("delete", "healthcheck", "node-smoke", "-n", namespace, "--wait=true")
+
+
+def github_repository_reports_its_secret(node: NodeCluster, namespace: str) -> None:
+    """The sample GitHubRepository, its webhook Secret missing: Ready False naming the Secret;
+    once the Secret exists and the spec changes, Ready True."""
+    node.kubectl("-n", namespace, "apply", "-f", str(SAMPLES / "githubrepository.yaml"))
+
+    def ready_reason() -> str | None:
+        status = get(node, "githubrepository", "sample-app", namespace).get("status", {})
+        ready = condition({"status": status}, "Ready") or {}
+        return ready.get("reason")
+
+    wait_until(lambda: ready_reason() == "SecretMissing", "Ready False: the Secret is missing")
+    node.kubectl(
+        "-n", namespace, "create", "secret", "generic", "github-webhook",
+        "--from-literal=secret=node-e2e",
+    )  # fmt: skip
+    node.kubectl(
+        "-n", namespace, "patch", "githubrepository", "sample-app", "--type=merge",
+        "-p", json.dumps({"spec": {"baseBranch": "trunk"}}),
+    )  # fmt: skip
+    wait_until(lambda: ready_reason() == "SecretReadable", "Ready True: the Secret is readable")
+    node.kubectl("-n", namespace, "delete", "githubrepository", "sample-app", "--wait=true")
+
+
+def test_a_health_check_fires_on_schedule_and_keeps_its_history(installed: NodeCluster) -> None:
+    health_check_fires_and_keeps_its_history(installed, "default")
+
+
+def test_a_github_repository_reports_whether_its_secret_is_readable(
+    installed: NodeCluster,
+) -> None:
+    github_repository_reports_its_secret(installed, "default")
 
 
 # Counts its own executions in the Sprite: a second exec of the same attempt would print 2.
@@ -615,6 +649,8 @@ def test_namespaced_mode_is_proven_by_the_audit_log_too(
     wait_until(lambda: holder(node, NS_NAMESPACE, NS_RELEASE), "a Lease holder", 60)
     drive_the_agent_sample(node, TEAM)
     approve_the_gated_sample(node, TEAM)
+    health_check_fires_and_keeps_its_history(node, TEAM)
+    github_repository_reports_its_secret(node, TEAM)
     user = f"system:serviceaccount:{NS_NAMESPACE}:{NS_RELEASE}-lattice-operator"
     grants = granted(node, NS_RELEASE, [TEAM, NS_NAMESPACE])
     refused = node.kubectl(
