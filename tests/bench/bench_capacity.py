@@ -56,6 +56,7 @@ from tests.support.loadgen import (
     writes_between,
 )
 from tests.support.operator import spawn_operator
+from tests.support.protocol_bench import protocol_workload
 from tests.support.sprites_server import LocalSprites
 from tests.support.stack import Stack, operator_stack
 
@@ -211,11 +212,11 @@ class Bench:
         """A burst of `bodies`; back once every Run has finished."""
 
         async def go() -> LoadReport:
-            async with StartWatch(self.config, namespace) as watch:
+            async with StartWatch(self.config, namespace, plural, timeline=True) as watch:
                 samples = await self.generator(namespace, plural).burst(bodies, run_of)
                 names = {s.run for s in samples}
                 await watch.wait_phases(names, {"Succeeded", "Failed", "Canceled"}, timeout)
-                return LoadReport(samples, dict(watch.started))
+                return LoadReport(samples, dict(watch.started), steps=watch.steps)
 
         report: LoadReport = self.run(go())
         return report
@@ -230,14 +231,14 @@ class Bench:
         seconds: float,
     ) -> LoadReport:
         async def go() -> LoadReport:
-            async with StartWatch(self.config, namespace) as watch:
+            async with StartWatch(self.config, namespace, plural, timeline=True) as watch:
                 samples = await self.generator(namespace, plural, in_flight=256).open_loop(
                     body_of, run_of, rate=rate, seconds=seconds
                 )
                 names = {s.run for s in samples if not s.error}
                 await watch.wait(names, within=300)
                 await watch.wait_phases(names, {"Succeeded", "Failed", "Canceled"}, 300)
-                return LoadReport(samples, dict(watch.started))
+                return LoadReport(samples, dict(watch.started), steps=watch.steps)
 
         report: LoadReport = self.run(go())
         return report
@@ -294,6 +295,7 @@ def latency_rows(bench: Bench, runs_ns: str, intents_ns: str) -> dict[str, Any]:
                 namespace, plural, body_of, run_of, LATENCY_RATE, LATENCY_SECONDS
             )
         row.update(report.summary())
+        row["timeline"] = report.timeline()
         out[f"{key}_open_loop_{LATENCY_RATE:g}_per_s"] = row
         time.sleep(6)
         burst: dict[str, Any] = {}
@@ -304,6 +306,7 @@ def latency_rows(bench: Bench, runs_ns: str, intents_ns: str) -> dict[str, Any]:
         with loaded(burst):
             report = bench.loaded_runs(namespace, bodies, run_of, plural=plural)
         burst.update(report.summary())
+        burst["timeline"] = report.timeline()
         out[f"{key}_burst_{BURST}"] = burst
         time.sleep(6)
     return out
@@ -341,6 +344,7 @@ def sustained(bench: Bench, stack: Stack, namespace: str) -> dict[str, Any]:
         round(len(started) / max(1e-9, max(started) - first), 1) if started else 0.0
     )
     row["windows"] = report.windows()
+    row["timeline"] = report.timeline()
     row["api_writes_by_resource"] = writes
     row["api_writes_per_intent"] = round(total_writes / max(1, len(started)), 1)
     row["webhooks"] = webhook_latency(before, after)
@@ -423,7 +427,7 @@ def memory(
             with loaded(row):
                 bench.sprites(namespace, names, warm=False)
                 row["rss_1000_sprites_kib"] = rss_kib(pid)
-                per_wave = MEMORY_RUN_SPRITES
+                per_wave = min(MEMORY_RUN_SPRITES, MEMORY_SPRITES)
                 for wave in range(MEMORY_RUNS // per_wave):
                     bodies = [run_body(f"f{wave}-{i}", names[i], ["true"]) for i in range(per_wave)]
                     bench.loaded_runs(namespace, bodies, same, timeout=600)
@@ -455,9 +459,7 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def engine() -> dict[str, Any]:
-    from tests.bench.bench_protocol import _in_subprocess
-
-    runs = [_in_subprocess("engine-gc-tuned", "300000") for _ in range(3)]
+    runs = [protocol_workload("engine-gc-tuned", "300000") for _ in range(3)]
     values = [r["events_per_second_cpu"] for r in runs]
     return {
         "events": 300_000,

@@ -78,6 +78,28 @@ class LoadReport:
     samples: list[Sample]
     started: dict[str, float]
     window: float = 10.0
+    steps: dict[str, dict[str, float]] | None = None
+    """Per object, when it first showed each milestone (`StartWatch(timeline=True)`)."""
+
+    def timeline(self) -> list[dict[str, Any]]:
+        """Each milestone the objects went through, by median time after it was due (the
+        create's acknowledgement and the Run's exec start included): where the time goes."""
+        marks: dict[str, list[float]] = {}
+        for s in self.samples:
+            if s.acked is not None:
+                marks.setdefault("create acknowledged", []).append(s.acked - s.due)
+            for step, at in (self.steps or {}).get(s.name, {}).items():
+                marks.setdefault(step, []).append(at - s.due)
+            if s.run in self.started:
+                marks.setdefault("Run status.startTime (exec confirmed)", []).append(
+                    self.started[s.run] - s.due
+                )
+        rows = [
+            {"step": step, "objects": len(v), "p50_ms": ms(pct(v, 50)), "p99_ms": ms(pct(v, 99))}
+            for step, v in marks.items()
+            if len(v) * 2 >= len(self.samples)
+        ]
+        return sorted(rows, key=lambda r: r["p50_ms"] or 0.0)
 
     def latencies(self, subset: list[Sample] | None = None) -> list[float]:
         chosen = self.samples if subset is None else subset
@@ -125,30 +147,63 @@ class LoadReport:
         return rows
 
 
-class StartWatch:
-    """Watches one namespace's Runs and records each Run's `status.startTime`."""
+def milestone(obj: Body) -> str:
+    """What a watched object shows of its way to exec, as one short string: a new one is a
+    step (a finalizer added, a phase, the Run's session confirmed)."""
+    status = obj.get("status") or {}
+    parts = [
+        f"finalizers={len(obj['metadata'].get('finalizers') or [])}",
+        f"phase={status.get('phase') or '-'}",
+    ]
+    if status.get("runRef"):
+        parts.append("runRef")
+    if status.get("startTime"):
+        parts.append("startTime")
+    return " ".join(parts)
 
-    def __init__(self, config: KubeConfig, namespace: str) -> None:
+
+class StartWatch:
+    """Watches one namespace's Runs and records each Run's `status.startTime`; with
+    `timeline`, also when (this process's clock, on receipt) each object of `plural` first
+    showed each milestone, to see where the time goes between apply and exec."""
+
+    def __init__(
+        self, config: KubeConfig, namespace: str, plural: str = "runs", timeline: bool = False
+    ) -> None:
         self._config = config
         self._namespace = namespace
+        self._plural = plural
+        self._timeline = timeline
         self.started: dict[str, float] = {}
         self.phases: dict[str, str] = {}
+        self.steps: dict[str, dict[str, float]] = {}
         self._changed = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self._ready = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
 
     async def __aenter__(self) -> StartWatch:
-        self._task = asyncio.create_task(self._watch(), name=f"start-watch-{self._namespace}")
-        await asyncio.wait_for(self._ready.wait(), 30)
+        plurals = {"runs"} | ({self._plural} if self._timeline else set())
+        for plural in sorted(plurals):
+            ready = asyncio.Event()
+            self._tasks.append(
+                asyncio.create_task(
+                    self._watch(plural, ready), name=f"watch-{plural}-{self._namespace}"
+                )
+            )
+            await asyncio.wait_for(ready.wait(), 30)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        assert self._task is not None
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
+        for task in self._tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
-    def _see(self, obj: Body) -> None:
+    def _see(self, plural: str, obj: Body) -> None:
+        if self._timeline and plural == self._plural:
+            steps = self.steps.setdefault(obj["metadata"]["name"], {})
+            steps.setdefault(milestone(obj), time.time())
+        if plural != "runs":
+            return
         name = obj["metadata"]["name"]
         status = obj.get("status") or {}
         self.phases[name] = status.get("phase") or "Pending"
@@ -177,8 +232,8 @@ class StartWatch:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), min(left, 1.0))
 
-    async def _watch(self) -> None:
-        path = resource_path(GROUP, VERSION, "runs", self._namespace)
+    async def _watch(self, plural: str, ready: asyncio.Event) -> None:
+        path = resource_path(GROUP, VERSION, plural, self._namespace)
         headers = {"Accept": "application/json"}
         token = self._config.bearer_token()
         if token:
@@ -192,9 +247,9 @@ class StartWatch:
                 async with session.get(self._config.server + path, headers=headers) as resp:
                     listed = await resp.json()
                 for item in listed["items"]:
-                    self._see(item)
+                    self._see(plural, item)
                 version = listed["metadata"]["resourceVersion"]
-                self._ready.set()
+                ready.set()
                 params = {"watch": "1", "resourceVersion": version, "timeoutSeconds": "300"}
                 async with session.get(
                     self._config.server + path, headers=headers, params=params
@@ -204,7 +259,7 @@ class StartWatch:
                             continue
                         event = json.loads(line)
                         if event["type"] in ("ADDED", "MODIFIED"):
-                            self._see(event["object"])
+                            self._see(plural, event["object"])
                         elif event["type"] == "ERROR":
                             break  # expired: list again
 
