@@ -35,6 +35,7 @@ import os
 import platform
 import signal
 import statistics
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -42,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from lattice_adapters.kube import KubeClient, KubeConfig, resource_path
+from tests.support import pyspy
 from tests.support.admission_cases import build
 from tests.support.agents import agent
 from tests.support.cluster import Cluster, wait_for
@@ -98,6 +100,25 @@ def _census(signum, frame):
 if os.environ.get("LATTICE_BENCH_CENSUS"):
     signal.signal(signal.SIGUSR2, _census)
 """
+
+
+PROFILE = bool(os.environ.get("LATTICE_BENCH_PROFILE"))
+"""LATTICE_BENCH_PROFILE=1: py-spy samples the operator during the latency and sustained
+rows (collapsed stacks in bench-results/profile-*.txt, a summary in the row); the figures
+of a profiled run carry "profiled": true."""
+
+
+@contextmanager
+def profiled(stack: Stack, name: str, into: dict[str, Any]) -> Iterator[None]:
+    if not PROFILE:
+        yield
+        return
+    out = RESULTS.parent / f"profile-{name}.txt"
+    out.parent.mkdir(exist_ok=True)
+    with pyspy.record(stack.operator.proc.pid, out):
+        yield
+    into["profiled"] = True
+    into["profile"] = pyspy.summary(out)
 
 
 def load() -> float:
@@ -270,10 +291,12 @@ def measure_ceiling(bench: Bench, namespace: str) -> dict[str, Any]:
     return {"runs": runs, "best_create_plus_status_patch_per_s": best}
 
 
-def latency_rows(bench: Bench, runs_ns: str, intents_ns: str) -> dict[str, Any]:
+def latency_rows(bench: Bench, stack: Stack, runs_ns: str, intents_ns: str) -> dict[str, Any]:
     """Run and Intent apply → exec started: a low open-loop rate, then a burst of 100."""
     sprites = [f"w{i}" for i in range(BURST)]
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {
+        "parameters": {"rate": LATENCY_RATE, "seconds": LATENCY_SECONDS, "burst": BURST}
+    }
     for namespace in (runs_ns, intents_ns):
         bench.sprites(namespace, sprites, warm=True)
     bench.cluster.kubectl("apply", "-f", "-", input=json.dumps(allow_all(intents_ns)))
@@ -290,24 +313,24 @@ def latency_rows(bench: Bench, runs_ns: str, intents_ns: str) -> dict[str, Any]:
         ("intent", intents_ns, "intents", intents, run_of_intent),
     ):
         row: dict[str, Any] = {}
-        with loaded(row):
+        with loaded(row), profiled(stack, f"{key}-open-loop", row):
             report = bench.open_loop(
                 namespace, plural, body_of, run_of, LATENCY_RATE, LATENCY_SECONDS
             )
         row.update(report.summary())
         row["timeline"] = report.timeline()
-        out[f"{key}_open_loop_{LATENCY_RATE:g}_per_s"] = row
+        out[f"{key}_open_loop"] = row
         time.sleep(6)
         burst: dict[str, Any] = {}
         bodies = [
             (run_body if key == "run" else intent_body)(f"b-{i}", sprites[i], ["true"])
             for i in range(BURST)
         ]
-        with loaded(burst):
+        with loaded(burst), profiled(stack, f"{key}-burst", burst):
             report = bench.loaded_runs(namespace, bodies, run_of, plural=plural)
         burst.update(report.summary())
         burst["timeline"] = report.timeline()
-        out[f"{key}_burst_{BURST}"] = burst
+        out[f"{key}_burst"] = burst
         time.sleep(6)
     return out
 
@@ -321,10 +344,14 @@ def sustained(bench: Bench, stack: Stack, namespace: str) -> dict[str, Any]:
     def body_of(i: int) -> dict[str, Any]:
         return intent_body(f"sus-{i}", sprites[i % SUSTAINED_SPRITES], ["true"])
 
-    row: dict[str, Any] = {"target_per_s": SUSTAINED_RATE, "seconds": SUSTAINED_SECONDS}
+    row: dict[str, Any] = {
+        "target_per_s": SUSTAINED_RATE,
+        "seconds": SUSTAINED_SECONDS,
+        "sprites": SUSTAINED_SPRITES,
+    }
     before = bench.run(apiserver_metrics(bench.config))
     cpu0 = _cpu_seconds(stack.operator.proc.pid)
-    with loaded(row):
+    with loaded(row), profiled(stack, "sustained", row):
         report = bench.open_loop(
             namespace, "intents", body_of, run_of_intent, SUSTAINED_RATE, SUSTAINED_SECONDS
         )
@@ -412,7 +439,11 @@ def memory(
     (hook / "sitecustomize.py").write_text(CENSUS_HOOK)
     census_file = tmp_path / "census.json"
     namespace = cluster.create_namespace("cap-memory")
-    row: dict[str, Any] = {"sprites": MEMORY_SPRITES, "finished_runs": MEMORY_RUNS}
+    row: dict[str, Any] = {
+        "sprites": MEMORY_SPRITES,
+        "finished_runs": MEMORY_RUNS,
+        "wave": min(MEMORY_RUN_SPRITES, MEMORY_SPRITES),
+    }
     settings = {"runs": {**_fast_runs(), "history_limit": 0}}
     try:
         with operator_stack(cluster, local_sprites, tmp_path, **settings) as stack:
@@ -472,89 +503,167 @@ def engine() -> dict[str, Any]:
 # -- the table -------------------------------------------------------------------------------
 
 
+NOT_MEASURED = "not measured yet (LATTICE_BENCH_ONLY left it out)"
+
+
+def _when(section: dict[str, Any], load_of: dict[str, Any] | None = None) -> str:
+    m = section.get("measured") or {}
+    load = (load_of or section).get("load_average_1m_before_after")
+    scale = "" if m.get("scale", 1) == 1 else f", SCALE {m.get('scale')} (not for quoting)"
+    return f"; load {load}; {m.get('at')} {m.get('commit')}{scale}"
+
+
 def table(results: dict[str, Any]) -> list[dict[str, Any]]:
-    lat = results["latency"]
-    sus = results["sustained_intents"]
-    ceil = results["api_ceiling"]["best_create_plus_status_patch_per_s"]
+    """Issue 17's table: every row, with its method (and when, on what, under what load)."""
     rows = []
 
     def row(measure: str, figure: str, target: str, method: str) -> None:
         rows.append({"measure": measure, "figure": figure, "target": target, "method": method})
 
+    lat = results.get("latency")
     for key, what, target in (
         ("run", "Run applied → exec started, warm sprite", "≤ 50 ms / ≤ 150 ms"),
         ("intent", "auto-approved Intent applied → its Run's exec started", "≤ 100 / ≤ 300 ms"),
     ):
-        ol = lat[f"{key}_open_loop_{LATENCY_RATE:g}_per_s"]
-        bu = lat[f"{key}_burst_{BURST}"]
+        if not lat:
+            row(f"{what}, p50 / p99", NOT_MEASURED, target, "")
+            continue
+        p = lat["parameters"]
+        ol = lat[f"{key}_open_loop"]
+        bu = lat[f"{key}_burst"]
         row(
             f"{what}, p50 / p99",
-            f"{ol['p50_ms']} / {ol['p99_ms']} ms (burst of {BURST}: {bu['p50_ms']} / "
+            f"{ol['p50_ms']} / {ol['p99_ms']} ms (burst of {p['burst']}: {bu['p50_ms']} / "
             f"{bu['p99_ms']} ms, all in {bu['all_started_after_s']} s)",
             target,
-            f"Poisson {LATENCY_RATE:g}/s for {LATENCY_SECONDS:g} s over {BURST} warm sprites; "
-            f"due at the client → status.startTime; load {ol['load_average_1m_before_after']}",
+            f"Poisson {p['rate']:g}/s for {p['seconds']:g} s over {p['burst']} warm sprites; "
+            f"due at the client → status.startTime{_when(lat, ol)}",
         )
-    row(
-        "sustained Intents per second to exec started, 60 s",
-        f"{sus['exec_started_per_s_during_arrivals']}/s of {sus['target_per_s']:g}/s offered "
-        f"(p50 {sus['p50_ms']} ms, p99 {sus['p99_ms']} ms); API ceiling {ceil}/s create+patch "
-        f"pairs; {sus['api_writes_per_intent']} API writes per Intent",
-        "≥ 100/s or the API server's ceiling",
-        f"Poisson {SUSTAINED_RATE:g}/s for {SUSTAINED_SECONDS:g} s, {SUSTAINED_SPRITES} warm "
-        f"sprites, per-10 s windows in the JSON; load {sus['load_average_1m_before_after']}",
-    )
+    sus, ceiling_row = results.get("sustained_intents"), results.get("api_ceiling")
+    ceil = ceiling_row["best_create_plus_status_patch_per_s"] if ceiling_row else None
+    measure = "sustained Intents per second to exec started, 60 s"
+    target = "≥ 100/s or the API server's ceiling"
+    if sus:
+        row(
+            measure,
+            f"{sus['exec_started_per_s_during_arrivals']}/s of {sus['target_per_s']:g}/s offered "
+            f"(p50 {sus['p50_ms']} ms, p99 {sus['p99_ms']} ms); API ceiling {ceil}/s "
+            f"create+status-patch pairs; {sus['api_writes_per_intent']} API writes per Intent",
+            target,
+            f"Poisson {sus['target_per_s']:g}/s for {sus['seconds']:g} s, {sus['sprites']} warm "
+            f"sprites, per-10 s windows in the JSON{_when(sus)}",
+        )
+    else:
+        row(measure, NOT_MEASURED, target, "")
+    if ceiling_row:
+        row(
+            "the API server alone (the ceiling)",
+            f"{ceil} create+status-patch pairs/s",
+            "(reference)",
+            f"bare objects of a CRD nobody watches, {CEILING_IN_FLIGHT} in flight, best of 3"
+            f"{_when(ceiling_row)}",
+        )
     mem = results.get("memory")
+    measure, target = "operator RSS, 1,000 Sprites + 10,000 finished Runs", "≤ 200 MB"
     if mem:
         row(
-            "operator RSS, 1,000 Sprites + 10,000 finished Runs",
+            measure,
             f"{mem['rss_mib']} MiB (empty {round(mem['rss_empty_kib'] / 1024, 1)} MiB, "
             f"~{mem['bytes_per_finished_run_approx']} B per finished Run)",
-            "≤ 200 MB",
-            "a fresh operator makes them all (Runs in waves of "
-            f"{MEMORY_RUN_SPRITES}); VmRSS after; load {mem['load_average_1m_before_after']}",
+            target,
+            f"{mem['sprites']} Sprites, {mem['finished_runs']} Runs in waves of "
+            f"{mem['wave']}, a fresh operator; VmRSS after{_when(mem)}",
         )
-    rst = results["restart_100_active_runs"]
-    row(
-        "restart with 100 active Runs → all caught up",
-        f"{rst['time_to_catch_up_s']} s (process start {rst['of_which_process_start_s']} s)",
-        "≤ 10 s",
-        "kill -9, 5 s down while sprites write, restart → every status.events.eventCount ≥ the "
-        f"outbox's lines; load {rst['load_average_1m_before_after']}",
-    )
-    eng = results["protocol_engine"]
-    row(
-        "protocol engine alone",
-        f"{eng['median_events_per_cpu_s']:,} events/CPU-s (range {eng['range']})",
-        "≥ 300k events/CPU-s",
-        "bench_protocol's workload, GC-tuned, 300,000 events, median of 3 subprocesses",
-    )
+    else:
+        row(measure, NOT_MEASURED, target, "")
+    rst = results.get("restart_100_active_runs")
+    measure, target = "restart with 100 active Runs → all caught up", "≤ 10 s"
+    if rst:
+        row(
+            measure,
+            f"{rst['time_to_catch_up_s']} s for {rst['active_runs']} (process start "
+            f"{rst['of_which_process_start_s']} s)",
+            target,
+            "kill -9, 5 s down while sprites write, restart → every status.events.eventCount ≥ "
+            f"the outbox's lines{_when(rst)}",
+        )
+    else:
+        row(measure, NOT_MEASURED, target, "")
+    eng = results.get("protocol_engine")
+    measure, target = "protocol engine alone", "≥ 300k events/CPU-s"
+    if eng:
+        row(
+            measure,
+            f"{eng['median_events_per_cpu_s']:,} events/CPU-s (range {eng['range']})",
+            target,
+            "bench_protocol's workload, GC-tuned, 300,000 events, median of 3 subprocesses"
+            f"{_when(eng)}",
+        )
+    else:
+        row(measure, NOT_MEASURED, target, "")
     return rows
 
 
+SECTIONS = ("ceiling", "latency", "restart", "sustained", "memory", "engine")
+
+
+def _chosen() -> list[str]:
+    """LATTICE_BENCH_ONLY=latency,sustained runs only those sections (default: all)."""
+    wanted = [w.strip() for w in os.environ.get("LATTICE_BENCH_ONLY", "").split(",") if w.strip()]
+    unknown = sorted(set(wanted) - set(SECTIONS))
+    if unknown:
+        raise ValueError(f"LATTICE_BENCH_ONLY: unknown sections {unknown}; known: {SECTIONS}")
+    return [s for s in SECTIONS if not wanted or s in wanted]
+
+
+def _commit() -> str:
+    out = subprocess.run(
+        ["git", "describe", "--always", "--dirty"], cwd=REPO, capture_output=True, text=True
+    )
+    return out.stdout.strip() or "unknown"
+
+
 def test_capacity(cluster: Cluster, local_sprites: LocalSprites, tmp_path: Path) -> None:
-    results: dict[str, Any] = {
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-    }
+    """Each section is written to capacity.json as soon as it is measured, stamped with the
+    time, the commit and the scale; a run of some sections keeps the others' earlier figures
+    (each with its own stamp)."""
+    chosen = _chosen()
+    results: dict[str, Any] = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    results["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version()}
+    stamp = {"commit": _commit(), "scale": SCALE}
+
+    def record(key: str, value: dict[str, Any]) -> None:
+        value["measured"] = {**stamp, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        results[key] = value
+        results["table"] = table(results)
+        RESULTS.parent.mkdir(exist_ok=True)
+        RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+
     bench = Bench(cluster)
-    names = ["cap-ceiling", "cap-runs", "cap-intents", "cap-restart", "cap-sustained"]
-    namespaces = [cluster.create_namespace(n) for n in names]
     try:
-        results["api_ceiling"] = measure_ceiling(bench, namespaces[0])
-        with operator_stack(cluster, local_sprites, tmp_path) as stack:
-            results["latency"] = latency_rows(bench, namespaces[1], namespaces[2])
-            results["restart_100_active_runs"] = restart(bench, stack, namespaces[3])
-            results["sustained_intents"] = sustained(bench, stack, namespaces[4])
-        for namespace in namespaces:
+        if "ceiling" in chosen:
+            namespace = cluster.create_namespace("cap-ceiling")
+            record("api_ceiling", measure_ceiling(bench, namespace))
             cluster.delete_namespace(namespace)
-        namespaces = []
-        if not os.environ.get("LATTICE_BENCH_SKIP_MEMORY"):
-            results["memory"] = memory(bench, cluster, local_sprites, tmp_path)
-        results["protocol_engine"] = engine()
+        if {"latency", "restart", "sustained"} & set(chosen):
+            with operator_stack(cluster, local_sprites, tmp_path) as stack:
+                if "latency" in chosen:
+                    runs_ns = cluster.create_namespace("cap-runs")
+                    intents_ns = cluster.create_namespace("cap-intents")
+                    record("latency", latency_rows(bench, stack, runs_ns, intents_ns))
+                    cluster.delete_namespace(runs_ns)
+                    cluster.delete_namespace(intents_ns)
+                if "restart" in chosen:
+                    namespace = cluster.create_namespace("cap-restart")
+                    record("restart_100_active_runs", restart(bench, stack, namespace))
+                    cluster.delete_namespace(namespace)
+                if "sustained" in chosen:
+                    namespace = cluster.create_namespace("cap-sustained")
+                    record("sustained_intents", sustained(bench, stack, namespace))
+                    cluster.delete_namespace(namespace)
+        if "memory" in chosen:
+            record("memory", memory(bench, cluster, local_sprites, tmp_path))
+        if "engine" in chosen:
+            record("protocol_engine", engine())
     finally:
-        for namespace in namespaces:
-            cluster.delete_namespace(namespace)
         bench.close()
-    results["table"] = table(results)
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
