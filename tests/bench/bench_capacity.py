@@ -278,17 +278,21 @@ def measure_ceiling(bench: Bench, namespace: str) -> dict[str, Any]:
     bench.cluster.kubectl(
         "wait", "--for=condition=Established", "crd/probes.bench.lattice.dev", "--timeout=60s"
     )
+    out: dict[str, Any] = {}
     try:
-        runs = [
-            bench.run(
-                ceiling(bench.kube, namespace, CEILING_OBJECTS // 3, CEILING_IN_FLIGHT, f"p{i}-")
-            )
-            for i in range(3)
-        ]
+        with loaded(out):
+            runs = [
+                bench.run(
+                    ceiling(
+                        bench.kube, namespace, CEILING_OBJECTS // 3, CEILING_IN_FLIGHT, f"p{i}-"
+                    )
+                )
+                for i in range(3)
+            ]
     finally:
         bench.cluster.kubectl("delete", "crd", "probes.bench.lattice.dev", "--wait=false")
     best = max(r["create_plus_status_patch_per_s"] for r in runs)
-    return {"runs": runs, "best_create_plus_status_patch_per_s": best}
+    return {**out, "runs": runs, "best_create_plus_status_patch_per_s": best}
 
 
 def latency_rows(bench: Bench, stack: Stack, runs_ns: str, intents_ns: str) -> dict[str, Any]:

@@ -188,11 +188,16 @@ class RunDriver:
         recorder.emit(
             recorder.receipts.for_transition(RunTransition.EXEC_STARTING, key=recorder.tag())
         )
-        await recorder.flush(force=True)
         try:
-            await self.files.prepare_workspace()
+            # The sprite's files first, at once, then one status write (the attempt, Starting,
+            # where the outbox starts; then the receipt): nothing has run yet, so a crash
+            # before the write only repeats these steps, and the status is stored before the
+            # session starts, as before.
             if recorder.status.outbox_start is None:
-                await self.files.claim()
+                await asyncio.gather(self.files.prepare_workspace(), self.files.claim())
+            else:
+                await self.files.prepare_workspace()
+            await recorder.flush(force=True)
             self._engine(run)
             if attempt.number > 1 or recorder.status.session_segment > 1:
                 recorder.require_engine().restart_session(
