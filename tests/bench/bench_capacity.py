@@ -621,6 +621,9 @@ def _chosen() -> list[str]:
 
 
 def _commit() -> str:
+    """The commit measured (LATTICE_BENCH_COMMIT when the tree is an export, not a clone)."""
+    if os.environ.get("LATTICE_BENCH_COMMIT"):
+        return os.environ["LATTICE_BENCH_COMMIT"]
     out = subprocess.run(
         ["git", "describe", "--always", "--dirty"], cwd=REPO, capture_output=True, text=True
     )
