@@ -28,6 +28,7 @@ from lattice_operator.fileops.executor import execute as execute_fileops
 from lattice_operator.fileops.executor import for_status as fileops_for_status
 from lattice_operator.forge.context import FORGE_KINDS, agent_of, forge_grant
 from lattice_operator.handlers._context import OperatorContext, context_of
+from lattice_operator.handlers._parsed import indexed_run
 from lattice_operator.handlers._writes import create_or_exists
 from lattice_operator.handlers.intent_forge import forge_step
 from lattice_operator.metrics import (
@@ -78,7 +79,7 @@ async def compiled_policies(body: kopf.Body, **_: Any) -> dict[str, tuple[str, C
 
 @kopf.index(*RUNS.gvp)
 async def runs_by_name(body: kopf.Body, **_: Any) -> dict[tuple[str, str], Run]:
-    run = Run.model_validate(copy.deepcopy(dict(body)))
+    run = indexed_run(body)
     return {(run.metadata.namespace or "", run.metadata.name): run}
 
 

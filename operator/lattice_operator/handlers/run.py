@@ -5,19 +5,18 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import copy
 import logging
 from typing import Any
 
 import kopf
-from pydantic import ValidationError
 
 from lattice_adapters.kube import KubeApiError, resource_path
 from lattice_operator.api.object_ref import ObjectRef
-from lattice_operator.api.v1alpha1 import API_VERSION, TERMINAL_RUN_PHASES, Run, Sprite
+from lattice_operator.api.v1alpha1 import API_VERSION, TERMINAL_RUN_PHASES, Sprite
 from lattice_operator.api.v1alpha1.resources import INTENTS, RUNS
 from lattice_operator.builders import REPORTING_CONTROLLER, notice_event
 from lattice_operator.handlers._context import OperatorContext, context_of
+from lattice_operator.handlers._parsed import indexed_run, parse_run
 from lattice_operator.handlers._writes import create_or_exists, delete_if_present
 from lattice_operator.handlers.sprite import IndexedSprites
 from lattice_operator.metrics import REGISTRY, PhaseCollector, reconcile_timer
@@ -28,13 +27,6 @@ from lattice_operator.reconcilers.run_retention import Expired, expired_runs
 from lattice_operator.reconcilers.sprite_claims import RunClaim
 
 log = logging.getLogger(__name__)
-
-
-def parse_run(body: kopf.Body) -> Run:
-    try:
-        return Run.model_validate(copy.deepcopy(dict(body)))
-    except ValidationError as exc:
-        raise kopf.PermanentError(f"invalid Run: {exc}") from exc
 
 
 def _active(body: kopf.Body, **_: Any) -> bool:
@@ -50,7 +42,7 @@ async def run_phases(body: kopf.Body, **_: Any) -> dict[str, str]:
 @kopf.index(*RUNS.gvp)
 async def run_claims(body: kopf.Body, **_: Any) -> dict[tuple[str, str], RunClaim]:
     """Each Run's claim on its Sprite, to let one Run at a time use a Sprite."""
-    run = parse_run(body)
+    run = indexed_run(body)
     claim = RunClaim(
         uid=run.metadata.uid or "",
         name=run.metadata.name,
