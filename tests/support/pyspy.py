@@ -30,7 +30,7 @@ def record(pid: int, output: Path, rate: int = 200) -> Iterator[None]:
     proc = subprocess.Popen(
         [*argv, "--nonblocking", "--output", str(output)],
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
     )
     try:
         yield
