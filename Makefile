@@ -10,7 +10,7 @@ LATTICE := $(VENV)/bin/lattice
 VENV_STAMP := $(VENV)/.stamp-$(shell cat pyproject.toml requirements.lock 2>/dev/null | sha256sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: help venv tools sprite-rootfs browser github-fixtures node-tools image chart test unit lint typecheck crds crds-check cluster-up cluster-down node-up node-down dev bench node-test clean
+.PHONY: help venv tools sprite-rootfs browser prometheus github-fixtures node-tools image chart dashboards test unit lint typecheck crds crds-check cluster-up cluster-down node-up node-down dev bench node-test clean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
@@ -31,6 +31,9 @@ sprite-rootfs: ## Build the sprites' Debian root filesystem for the local Sprite
 browser: ## Install the pinned headless Chromium the live page's test drives (Debian package)
 	@bash -c 'source hack/browser.env && bash hack/apt-pinned.sh $$BROWSER_PACKAGES' >/dev/null
 
+prometheus: ## Install the pinned Prometheus and promtool the monitoring tests run (Debian package)
+	@bash -c 'source hack/prometheus.env && bash hack/apt-pinned.sh $$PROMETHEUS_PACKAGES' >/dev/null
+
 node-tools: ## Build the node's binaries: kubelet, kube-scheduler, kube-proxy (cached like tools)
 	@bash hack/build-node-tools.sh >/dev/null
 
@@ -44,16 +47,19 @@ chart: venv tools ## Static checks of charts/lattice-operator: helm lint --stric
 	$(PY) -m pytest tests/chart $(PYTEST_ARGS)
 
 lint: venv ## ruff lint and format check; the import layering (import-linter contracts)
-	$(VENV)/bin/ruff check operator adapters tests
-	$(VENV)/bin/ruff format --check operator adapters tests
+	$(VENV)/bin/ruff check operator adapters dashboards tests
+	$(VENV)/bin/ruff format --check operator adapters dashboards tests
 	$(VENV)/bin/lint-imports --no-cache
 
-typecheck: venv ## mypy --strict on both packages
-	$(VENV)/bin/mypy operator/lattice_operator adapters/lattice_adapters
+typecheck: venv ## mypy --strict on both packages and the dashboard code
+	$(VENV)/bin/mypy operator/lattice_operator adapters/lattice_adapters dashboards
 
 crds: venv ## Regenerate crds/ from the models (and the Helm chart's copy)
 	$(LATTICE) crds --output crds
 	rm -f charts/lattice-operator/crds/*.yaml && cp crds/*.yaml charts/lattice-operator/crds/
+
+dashboards: venv ## Regenerate dashboards/ (and the Helm chart's copy) with the Grafana Foundation SDK
+	$(PY) -m dashboards.lattice
 
 crds-check: venv
 	$(LATTICE) crds --output crds --check
@@ -61,7 +67,7 @@ crds-check: venv
 unit: venv ## Only the tests that need no cluster
 	$(PY) -m pytest tests/unit tests/test_layout.py $(PYTEST_ARGS)
 
-test: venv tools sprite-rootfs browser github-fixtures node-tools lint typecheck crds-check ## Everything: lint, types, unit, contract, e2e and node tests (root)
+test: venv tools sprite-rootfs browser prometheus github-fixtures node-tools lint typecheck crds-check ## Everything: lint, types, unit, contract, e2e and node tests (root)
 	$(PY) -m pytest -m 'not bench and not node' $(PYTEST_ARGS)
 	$(PY) -m pytest -m node tests/node $(PYTEST_ARGS)
 
@@ -83,7 +89,7 @@ dev: venv tools sprite-rootfs ## The whole stack on this machine, with a sample 
 node-test: venv tools sprite-rootfs node-tools ## Only the node tests (part of make test): the chart on a real node in a network namespace; root
 	$(PY) -m pytest -m node tests/node $(PYTEST_ARGS)
 
-bench: venv tools sprite-rootfs ## Benchmarks; figures go to bench-results/, issue 17's table printed last
+bench: venv tools sprite-rootfs prometheus ## Benchmarks; figures go to bench-results/, issue 17's table printed last
 	$(PY) -m pytest -m bench tests/bench $(PYTEST_ARGS)
 	@$(PY) -m tests.bench.report
 

@@ -15,7 +15,7 @@ from lattice_operator.builders import (
 )
 from lattice_operator.clock import Clock
 from lattice_operator.lifeloop.receipts import LifecycleReceipt
-from lattice_operator.metrics import K8S_EVENTS_DROPPED, RECEIPTS
+from lattice_operator.metrics import K8S_EVENTS_DROPPED, RECEIPT_POST_FAILURES, RECEIPTS
 from lattice_operator.pacing import TokenBucket
 
 log = logging.getLogger(__name__)
@@ -109,6 +109,7 @@ class ReceiptEvents:
                 if exc.conflict:  # the same receipt posted before a restart
                     continue
                 # Events are evidence, not state: a failed post is logged, never fatal.
+                RECEIPT_POST_FAILURES.inc()
                 log.warning("could not post Event for receipt %s: %s", receipt.receipt_id, exc)
         if dropped_now:
             await self._notice_drops(regarding, path, dropped_now)

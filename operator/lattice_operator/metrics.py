@@ -1,14 +1,35 @@
-"""Prometheus metrics of the operator. Label values are bounded sets: never a Run's name."""
+"""Prometheus metrics of the operator. Label values are bounded sets: never a Run's name.
+
+Conventions (a test keeps them): base units in names (`_seconds`, `_bytes`), `_total` on
+counters, histograms for the latencies people take quantiles of. Every metric is registered
+here, at import, so `/metrics` and docs/operating.md list the same set; the gauges counted
+from the operator's in-memory views are bound to those views at start-up.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from importlib.metadata import PackageNotFoundError, version
+from typing import get_args
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+)
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from lattice_operator.api.v1alpha1.intentpolicy import GateOutcome
+from lattice_operator.protocol import EventType, ViolationCategory
+
+# No `_created` series beside every counter and histogram: Prometheus does not use them from
+# the text format, and they would double the series of each scrape.
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -123,6 +144,53 @@ REFUSED_ACTIONS = Counter(
     ["reason"],
     registry=REGISTRY,
 )
+BACKEND_THROTTLED = Counter(
+    "lattice_backend_throttled_total",
+    "Sprites API answers 429 (rate limited), retried ones included.",
+    registry=REGISTRY,
+)
+RUN_APPLY_TO_EXEC_SECONDS = Histogram(
+    "lattice_run_apply_to_exec_seconds",
+    "Time from a Run's creation to its first exec session started.",
+    buckets=_LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+INTENT_DECISION_SECONDS = Histogram(
+    "lattice_intent_decision_seconds",
+    "Time from an Intent's creation to the policy decision written, by outcome.",
+    ["outcome"],
+    buckets=_LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+ADMISSION_REQUESTS = Counter(
+    "lattice_admission_requests_total",
+    "Admission webhook requests by webhook and outcome (allowed, refused, error).",
+    ["webhook", "outcome"],
+    registry=REGISTRY,
+)
+ADMISSION_SECONDS = Histogram(
+    "lattice_admission_duration_seconds",
+    "Admission webhook handling time by webhook.",
+    ["webhook"],
+    buckets=_LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+RECEIPT_POST_FAILURES = Counter(
+    "lattice_receipt_post_failures_total",
+    "Receipt Events the API server did not accept (logged; the receipt is missing).",
+    registry=REGISTRY,
+)
+RECEIPTS_MISSING = Counter(
+    "lattice_receipts_missing_total",
+    "Receipt sequence numbers found never published (a gap) when a restarted operator audits.",
+    registry=REGISTRY,
+)
+BUILD_INFO = Gauge(
+    "lattice_build_info",
+    "Always 1; the operator's version as a label.",
+    ["version"],
+    registry=REGISTRY,
+)
 LEADER = Gauge(
     "lattice_leader",
     "1 while this replica holds the leader Lease and reconciles; 0 while it stands by.",
@@ -141,9 +209,37 @@ WEBHOOK_CERT_STEPS = Counter(
 )
 
 
+def _own_version() -> str:
+    try:
+        return version("lattice-operator")
+    except PackageNotFoundError:  # run from a source tree without an install
+        return "unknown"
+
+
+BUILD_INFO.labels(version=_own_version()).set(1)
+
 RECONCILE_OUTCOMES = ("ok", "error", "blocked")
 """ok: done; error: failed, retried (or cut short); blocked: failed for good until the spec
 changes (invalid object, a permanent refusal)."""
+RECONCILED_KINDS = ("Sprite", "Run", "Intent", "HealthCheck")
+APPROVAL_OUTCOMES = ("approve", "reject", "unauthorized")
+
+# Series of the closed label sets exist from the start at 0 (Prometheus' advice): a rate()
+# over them is 0, not "no data", before the first error, refusal or violation.
+for _kind in RECONCILED_KINDS:
+    RECONCILE_SECONDS.labels(kind=_kind)
+    for _outcome in RECONCILE_OUTCOMES:
+        RECONCILES.labels(kind=_kind, outcome=_outcome)
+for _outcome in APPROVAL_OUTCOMES:
+    APPROVALS.labels(outcome=_outcome)
+for _category in ViolationCategory:
+    VIOLATIONS.labels(category=_category.value)
+for _type in EventType:
+    EVENTS_INGESTED.labels(type=_type.value)
+# A histogram series born with its first observation would show no increase to rate():
+# the decision outcomes exist from the start.
+for _gate in get_args(GateOutcome):
+    INTENT_DECISION_SECONDS.labels(outcome=_gate)
 
 
 @contextmanager
@@ -166,17 +262,51 @@ def reconcile_timer(kind: str, *, blocked: tuple[type[BaseException], ...] = ())
         RECONCILE_SECONDS.labels(kind=kind).observe(time.monotonic() - started)
 
 
+ADMISSION_OUTCOMES = ("allowed", "refused", "error")
+
+
+@contextmanager
+def admission_request(webhook: str, *, refused: tuple[type[BaseException], ...]) -> Iterator[None]:
+    """Count one admission request of `webhook` and observe its duration: a normal exit is
+    `allowed`, one of the `refused` exception types `refused`, anything else `error`."""
+    started = time.monotonic()
+    outcome = "error"
+    try:
+        yield
+        outcome = "allowed"
+    except refused:
+        outcome = "refused"
+        raise
+    finally:
+        ADMISSION_REQUESTS.labels(webhook=webhook, outcome=outcome).inc()
+        ADMISSION_SECONDS.labels(webhook=webhook).observe(time.monotonic() - started)
+
+
+def _no_objects() -> Mapping[tuple[str, ...], int]:
+    return {}
+
+
 class PhaseCollector(Collector):
-    """Objects by phase (and kind label), counted at scrape time from an in-memory view."""
+    """Objects by phase (and kind label), counted at scrape time from an in-memory view.
+
+    Registered at import with an empty view; start-up binds the operator's (kopf's indexes).
+    """
 
     def __init__(
         self,
         name: str,
         doc: str,
         labels: list[str],
-        source: Callable[[], Mapping[tuple[str, ...], int]],
+        source: Callable[[], Mapping[tuple[str, ...], int]] = _no_objects,
     ) -> None:
         self._name, self._doc, self._labels, self._source = name, doc, labels, source
+
+    def bind(self, source: Callable[[], Mapping[tuple[str, ...], int]]) -> None:
+        """Count from `source` from now on."""
+        self._source = source
+
+    def describe(self) -> Iterable[GaugeMetricFamily]:
+        yield GaugeMetricFamily(self._name, self._doc, labels=self._labels)
 
     def collect(self) -> Iterable[GaugeMetricFamily]:
         family = GaugeMetricFamily(self._name, self._doc, labels=self._labels)
@@ -185,27 +315,122 @@ class PhaseCollector(Collector):
         yield family
 
 
+def _no_stamps() -> Iterable[float]:
+    return ()
+
+
+class OldestCollector(Collector):
+    """One gauge: the least recent of a set of Unix timestamps (one per object: pushed with
+    `touch`, or read from a bound view), absent while there is none. An alert compares it
+    with `time()`; no object's name becomes a label."""
+
+    def __init__(self, name: str, doc: str) -> None:
+        self._name, self._doc = name, doc
+        self._stamps: dict[str, float] = {}
+        self._source: Callable[[], Iterable[float]] = _no_stamps
+
+    def bind(self, source: Callable[[], Iterable[float]]) -> None:
+        """Also take the timestamps `source` returns at scrape time."""
+        self._source = source
+
+    def touch(self, key: str, at: float) -> None:
+        """`key` was active at `at` (seconds since the epoch)."""
+        self._stamps[key] = at
+
+    def forget(self, key: str) -> None:
+        self._stamps.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._stamps)
+
+    def describe(self) -> Iterable[GaugeMetricFamily]:
+        yield GaugeMetricFamily(self._name, self._doc)
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        # Copies: scrapes run on another thread.
+        stamps = [*list(self._stamps.values()), *self._source()]
+        if stamps:
+            yield GaugeMetricFamily(self._name, self._doc, value=min(stamps))
+
+
+RUNS_BY_PHASE = PhaseCollector("lattice_runs", "Runs by phase.", ["phase"])
+INTENTS_BY_PHASE = PhaseCollector(
+    "lattice_intents", "Intents by phase and kind.", ["phase", "kind"]
+)
+SPRITES_BY_PHASE = PhaseCollector(
+    "lattice_sprites",
+    "Sprites by phase and by what the backend last reported (cold, warm, running, unknown).",
+    ["phase", "backend_status"],
+)
+RUN_OLDEST_ACTIVITY = OldestCollector(
+    "lattice_run_oldest_activity_timestamp_seconds",
+    "Unix time of the least recent activity (session started, output or events read) among "
+    "the Runs this replica drives in phase Running; absent when none runs.",
+)
+INTENT_OLDEST_AWAITING = OldestCollector(
+    "lattice_intent_oldest_awaiting_approval_timestamp_seconds",
+    "Unix time since which the longest-waiting Intent awaits approval; absent when none does.",
+)
+for _collector in (
+    RUNS_BY_PHASE,
+    INTENTS_BY_PHASE,
+    SPRITES_BY_PHASE,
+    RUN_OLDEST_ACTIVITY,
+    INTENT_OLDEST_AWAITING,
+):
+    REGISTRY.register(_collector)
+
+
+def metric_names() -> set[str]:
+    """Every metric's name as exposed (counters with `_total`), for the docs' table."""
+    names: set[str] = set()
+    # The registry has no public list of its collectors.
+    for collector in list(REGISTRY._collector_to_names):
+        describe = getattr(collector, "describe", None)
+        families = describe() if describe is not None else collector.collect()
+        for family in families:
+            names.add(f"{family.name}_total" if family.type == "counter" else family.name)
+    return names
+
+
 __all__ = [
+    "ADMISSION_OUTCOMES",
+    "ADMISSION_REQUESTS",
+    "ADMISSION_SECONDS",
     "APPROVALS",
     "AWAITING_APPROVAL_SECONDS",
     "BACKEND_CALL_SECONDS",
     "BACKEND_ERRORS",
+    "BACKEND_THROTTLED",
+    "BUILD_INFO",
     "EVENTS_INGESTED",
     "FILEOPS_DONE",
+    "INTENTS_BY_PHASE",
     "INTENT_DECISIONS",
+    "INTENT_DECISION_SECONDS",
+    "INTENT_OLDEST_AWAITING",
     "K8S_EVENTS_DROPPED",
     "LEADER",
     "OUTBOX_LAG",
     "RECEIPTS",
+    "RECEIPTS_MISSING",
+    "RECEIPT_POST_FAILURES",
     "RECONCILES",
     "RECONCILE_OUTCOMES",
     "RECONCILE_SECONDS",
     "REFUSED_ACTIONS",
     "REGISTRY",
+    "RUNS_BY_PHASE",
+    "RUN_APPLY_TO_EXEC_SECONDS",
+    "RUN_OLDEST_ACTIVITY",
+    "SPRITES_BY_PHASE",
     "STATUS_PATCHES",
     "VIOLATIONS",
     "WEBHOOK_CERT_EXPIRY",
     "WEBHOOK_CERT_STEPS",
+    "OldestCollector",
     "PhaseCollector",
+    "admission_request",
+    "metric_names",
     "reconcile_timer",
 ]

@@ -56,7 +56,7 @@ def test_misspelt_or_invalid_values_fail_with_the_schema_message(flag: str, mess
 @pytest.mark.parametrize("case", sorted(MATRIX))
 def test_rendered_settings_are_valid_operator_settings(case: str) -> None:
     docs = render(*MATRIX[case])
-    text = find(docs, "ConfigMap")["data"]["settings.yaml"]
+    text = find(docs, "ConfigMap", f"{RELEASE}-lattice-operator")["data"]["settings.yaml"]
     settings = OperatorSettings.model_validate(yaml.safe_load(text))
     assert settings.webhook.managed is None  # the chart owns the webhook configurations
     assert settings.webhook.configuration == f"{RELEASE}-lattice-operator"  # their caBundle
@@ -77,7 +77,7 @@ def test_sprites_backend_from_values() -> None:
     docs = render(
         "--set", "sprites.apiUrl=https://sprites.example", "--set", "sprites.tokenSecret=tok"
     )
-    text = find(docs, "ConfigMap")["data"]["settings.yaml"]
+    text = find(docs, "ConfigMap", f"{RELEASE}-lattice-operator")["data"]["settings.yaml"]
     settings = OperatorSettings.model_validate(yaml.safe_load(text))
     assert settings.backend.api_url == "https://sprites.example"
     assert settings.backend.token_secret == f"{NAMESPACE}/tok"
@@ -121,7 +121,9 @@ def test_the_operator_makes_the_certificate_not_the_chart() -> None:
     docs = render()
     assert not [d for d in docs if d["kind"] in ("Secret", "Certificate", "Issuer")]
     settings = OperatorSettings.model_validate(
-        yaml.safe_load(find(docs, "ConfigMap")["data"]["settings.yaml"])
+        yaml.safe_load(
+            find(docs, "ConfigMap", f"{RELEASE}-lattice-operator")["data"]["settings.yaml"]
+        )
     )
     service = find(docs, "Service", f"{RELEASE}-lattice-operator-webhook")
     # The names the operator's certificate is made for include the one the API server dials.
@@ -235,7 +237,9 @@ def test_leader_election_timings_come_from_values() -> None:
         "--set", "leaderElection.leaseName=my-lease",
     )  # fmt: skip
     settings = OperatorSettings.model_validate(
-        yaml.safe_load(find(docs, "ConfigMap")["data"]["settings.yaml"])
+        yaml.safe_load(
+            find(docs, "ConfigMap", f"{RELEASE}-lattice-operator")["data"]["settings.yaml"]
+        )
     )
     election = settings.leader_election
     assert (election.lease_duration, election.renew_deadline, election.retry_period) == (

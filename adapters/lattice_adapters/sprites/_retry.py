@@ -15,6 +15,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from lattice_operator.clock import Clock, SystemClock
+from lattice_operator.metrics import BACKEND_THROTTLED
 from lattice_operator.ports.errors import (
     AdapterError,
     ExitStatusUnknown,
@@ -88,6 +89,8 @@ async def call_with_retry(
         try:
             return await operation()
         except AdapterError as error:
+            if isinstance(error, RateLimited):
+                BACKEND_THROTTLED.inc()
             delay = policy.delay_for(error, attempt, idempotent=idempotent, rng=rng)
             if delay is None or attempt >= policy.max_attempts:
                 raise

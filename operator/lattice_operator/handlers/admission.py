@@ -5,6 +5,8 @@ are stored."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import kopf
@@ -32,7 +34,13 @@ from lattice_operator.handlers.admission_config import (
     RUN_OWNER_HANDLER,
     RUN_POLICY_HANDLER,
 )
-from lattice_operator.metrics import APPROVALS
+from lattice_operator.metrics import (
+    ADMISSION_OUTCOMES,
+    ADMISSION_REQUESTS,
+    ADMISSION_SECONDS,
+    APPROVALS,
+    admission_request,
+)
 from lattice_operator.modeling import first_error
 from lattice_operator.policy import PolicyInvalid, compile_policy
 from lattice_operator.reconcilers.approvals import (
@@ -54,10 +62,41 @@ from lattice_operator.reconcilers.grants import (
     run_policy_refusal,
 )
 
+Handler = Callable[..., Awaitable[None]]
+WEBHOOKS = (
+    APPROVAL_HANDLER,
+    GRANTS_HANDLER,
+    RUN_OWNER_HANDLER,
+    RUN_POLICY_HANDLER,
+    POLICY_HANDLER,
+    HEALTH_CHECK_HANDLER,
+    APPROVERS_HANDLER,
+)
+for _webhook in WEBHOOKS:  # every series from the start, at 0
+    ADMISSION_SECONDS.labels(webhook=_webhook)
+    for _outcome in ADMISSION_OUTCOMES:
+        ADMISSION_REQUESTS.labels(webhook=_webhook, outcome=_outcome)
+
+
+def _measured(webhook: str) -> Callable[[Handler], Handler]:
+    """Count the handler's requests by outcome (a refusal is kopf.AdmissionError) and time
+    them, as `lattice_admission_requests_total` and `lattice_admission_duration_seconds`."""
+
+    def wrap(fn: Handler) -> Handler:
+        @functools.wraps(fn)
+        async def handler(**kwargs: Any) -> None:
+            with admission_request(webhook, refused=(kopf.AdmissionError,)):
+                await fn(**kwargs)
+
+        return handler
+
+    return wrap
+
 
 @kopf.on.mutate(
     *INTENTS.gvp, operations=["CREATE", "UPDATE"], id=APPROVAL_HANDLER, registry=SERVING
 )
+@_measured(APPROVAL_HANDLER)
 async def stamp_approval(
     body: kopf.Body, userinfo: kopf.UserInfo, patch: kopf.Patch, memo: kopf.Memo, **kwargs: Any
 ) -> None:
@@ -103,6 +142,7 @@ async def stamp_approval(
 @kopf.on.validate(
     *INTENTS.gvp, operations=["CREATE", "UPDATE"], id=GRANTS_HANDLER, registry=SERVING
 )
+@_measured(GRANTS_HANDLER)
 async def check_grants(
     body: kopf.Body, userinfo: kopf.UserInfo, memo: kopf.Memo, **kwargs: Any
 ) -> None:
@@ -129,6 +169,7 @@ async def check_grants(
 @kopf.on.validate(
     *RUNS.gvp, operations=["CREATE", "UPDATE"], id=RUN_OWNER_HANDLER, registry=SERVING
 )
+@_measured(RUN_OWNER_HANDLER)
 async def check_run_owner(userinfo: kopf.UserInfo, memo: kopf.Memo, **_: Any) -> None:
     # Grants follow an Intent's controller reference (with status.runRef): only the operator,
     # executing an approved Intent, may make one. Called only for such writes (matchConditions).
@@ -143,6 +184,7 @@ async def check_run_owner(userinfo: kopf.UserInfo, memo: kopf.Memo, **_: Any) ->
 
 
 @kopf.on.validate(*RUNS.gvp, operations=["CREATE"], id=RUN_POLICY_HANDLER, registry=SERVING)
+@_measured(RUN_POLICY_HANDLER)
 async def check_run_policy(body: kopf.Body, **kwargs: Any) -> None:
     # Called for Runs no Intent controls (matchConditions). A Sprite not known yet is not
     # refused here: the operator checks again before it starts the Run.
@@ -163,6 +205,7 @@ async def check_run_policy(body: kopf.Body, **kwargs: Any) -> None:
 @kopf.on.validate(
     *INTENT_POLICIES.gvp, operations=["CREATE", "UPDATE"], id=POLICY_HANDLER, registry=SERVING
 )
+@_measured(POLICY_HANDLER)
 async def check_policy(body: kopf.Body, **_: Any) -> None:
     try:
         spec = IntentPolicySpec.model_validate(dict(body.get("spec") or {}))
@@ -176,6 +219,7 @@ async def check_policy(body: kopf.Body, **_: Any) -> None:
 @kopf.on.validate(
     *HEALTH_CHECKS.gvp, operations=["CREATE", "UPDATE"], id=HEALTH_CHECK_HANDLER, registry=SERVING
 )
+@_measured(HEALTH_CHECK_HANDLER)
 async def check_healthcheck(body: kopf.Body, **_: Any) -> None:
     try:
         HealthCheckSpec.model_validate(dict(body.get("spec") or {}))
@@ -189,6 +233,7 @@ async def check_healthcheck(body: kopf.Body, **_: Any) -> None:
     id=APPROVERS_HANDLER,
     registry=SERVING,
 )
+@_measured(APPROVERS_HANDLER)
 async def check_approvers(
     body: kopf.Body, userinfo: kopf.UserInfo, memo: kopf.Memo, **kwargs: Any
 ) -> None:

@@ -7,6 +7,8 @@ import contextlib
 import copy
 import json
 import logging
+from collections import OrderedDict
+from datetime import datetime
 from typing import Any, Literal, cast
 
 import kopf
@@ -34,13 +36,14 @@ from lattice_operator.handlers.intent_forge import forge_step
 from lattice_operator.metrics import (
     AWAITING_APPROVAL_SECONDS,
     FILEOPS_DONE,
+    INTENT_DECISION_SECONDS,
     INTENT_DECISIONS,
-    REGISTRY,
+    INTENT_OLDEST_AWAITING,
+    INTENTS_BY_PHASE,
     STATUS_PATCHES,
-    PhaseCollector,
     reconcile_timer,
 )
-from lattice_operator.policy import CompiledPolicy, PolicyInvalid, compile_policy
+from lattice_operator.policy import CompiledPolicy, Decision, PolicyInvalid, compile_policy
 from lattice_operator.ports import Grants
 from lattice_operator.ports.errors import AdapterError
 from lattice_operator.reconcilers.approvals import parse_records
@@ -116,19 +119,27 @@ async def intent_phases(body: kopf.Body, **_: Any) -> dict[tuple[str, str], str]
     return {(phase, str(body.get("spec", {}).get("kind", ""))): str(body.metadata.uid)}
 
 
+@kopf.index(*INTENTS.gvp)
+async def intents_awaiting(body: kopf.Body, **_: Any) -> dict[str, float]:
+    """Since when each Intent in AwaitingApproval waits (Unix time), for the alert on the
+    longest wait."""
+    status = body.get("status", {})
+    since = status.get("awaitingSince")
+    if status.get("phase") != "AwaitingApproval" or not since:
+        return {}
+    return {"awaiting": datetime.fromisoformat(str(since).replace("Z", "+00:00")).timestamp()}
+
+
 @kopf.on.startup()
 async def register_intent_metrics(**kwargs: Any) -> None:
     phases: kopf.Index[tuple[str, str], str] = kwargs["intent_phases"]
+    awaiting: kopf.Index[str, float] = kwargs["intents_awaiting"]
 
     def counts() -> dict[tuple[str, ...], int]:
         return {key: len(uids) for key, uids in phases.items()}
 
-    with contextlib.suppress(ValueError):  # registered by an earlier start in this process
-        REGISTRY.register(
-            PhaseCollector(
-                "lattice_intents", "Intents by phase and kind.", ["phase", "kind"], counts
-            )
-        )
+    INTENTS_BY_PHASE.bind(counts)
+    INTENT_OLDEST_AWAITING.bind(lambda: list(awaiting.get("awaiting", [])))
 
 
 # -- the pipeline ------------------------------------------------------------------------------
@@ -238,6 +249,8 @@ async def _drive_intent(
             if snapshot != written and snapshot != intent.status.to_patch():
                 if await _apply(ctx, intent, plan, body):
                     written, conflicts = snapshot, 0
+                    if plan.decision is not None:
+                        _count_decision(ctx, intent, plan.decision)
                     if plan.fileops is not None:
                         # The attempt is recorded: now carry it out, then decide again.
                         fresh = await _carry_out(ctx, intent, plan)
@@ -288,6 +301,29 @@ async def _carry_out(ctx: OperatorContext, intent: Intent, plan: IntentPlan) -> 
     stored = await ctx.require_kube().merge_patch(path, {"status": {"fileops": recorded}})
     FILEOPS_DONE.labels(status=response.status).inc()
     return kopf.Body(cast(kopf.RawBody, stored))
+
+
+# A pass may decide again on a view that does not show its own decision yet (kopf's body lags
+# behind our writes, a daemon may be restarted): a decision is counted once per Intent and
+# spec generation in this process. The newest entries are kept.
+_COUNTED: OrderedDict[tuple[str, int | None], None] = OrderedDict()
+COUNTED_KEPT = 10_000
+
+
+def _count_decision(ctx: OperatorContext, intent: Intent, decision: Decision) -> None:
+    key = (intent.metadata.uid or intent.metadata.name, intent.metadata.generation)
+    if key in _COUNTED:
+        return
+    _COUNTED[key] = None
+    while len(_COUNTED) > COUNTED_KEPT:
+        _COUNTED.popitem(last=False)
+    INTENT_DECISIONS.labels(
+        policy=decision.policy or "default", rule=decision.rule, outcome=decision.outcome
+    ).inc()
+    born = intent.metadata.creation_timestamp
+    if born is not None:
+        waited = (ctx.clock.now() - born).total_seconds()
+        INTENT_DECISION_SECONDS.labels(outcome=decision.outcome).observe(max(0.0, waited))
 
 
 def _test_failed(exc: KubeApiError) -> bool:
@@ -344,12 +380,6 @@ async def _apply(ctx: OperatorContext, intent: Intent, plan: IntentPlan, body: k
     if not status_written:
         await kube.merge_patch(path, {"status": plan.status.to_patch()})
     STATUS_PATCHES.labels(kind="Intent").inc()
-    if plan.decision is not None:
-        INTENT_DECISIONS.labels(
-            policy=plan.decision.policy or "default",
-            rule=plan.decision.rule,
-            outcome=plan.decision.outcome,
-        ).inc()
     if plan.left_approval_after is not None:
         AWAITING_APPROVAL_SECONDS.observe(plan.left_approval_after)
     for notice in plan.notices:

@@ -19,7 +19,7 @@ from lattice_operator.handlers._context import OperatorContext, context_of
 from lattice_operator.handlers._parsed import indexed_run, parse_run
 from lattice_operator.handlers._writes import create_or_exists, delete_if_present
 from lattice_operator.handlers.sprite import IndexedSprites
-from lattice_operator.metrics import REGISTRY, PhaseCollector, reconcile_timer
+from lattice_operator.metrics import RUN_OLDEST_ACTIVITY, RUNS_BY_PHASE, reconcile_timer
 from lattice_operator.ports import ForgeAccess, Grants
 from lattice_operator.ports.errors import AdapterError, NotFound
 from lattice_operator.reconcilers.run import RunDriver
@@ -62,8 +62,7 @@ async def register_run_metrics(**kwargs: Any) -> None:
     def counts() -> dict[tuple[str, ...], int]:
         return {(phase,): len(uids) for phase, uids in run_phases.items()}
 
-    with contextlib.suppress(ValueError):  # already registered by an earlier start in-process
-        REGISTRY.register(PhaseCollector("lattice_runs", "Runs by phase.", ["phase"], counts))
+    RUNS_BY_PHASE.bind(counts)
 
 
 @kopf.on.startup()
@@ -196,6 +195,7 @@ async def run_daemon(
         with reconcile_timer("Run", blocked=(kopf.PermanentError,)):
             await _drive_run(ctx, body, stopped, kwargs)
     finally:
+        RUN_OLDEST_ACTIVITY.forget(str(body.metadata.uid or ""))
         if ctx.events is not None:
             ctx.events.forget(str(body.metadata.uid or ""))
 

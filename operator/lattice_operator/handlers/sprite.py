@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import Counter
 from typing import Any
 
 import kopf
@@ -16,7 +17,12 @@ from lattice_operator.api.v1alpha1 import Sprite
 from lattice_operator.api.v1alpha1.resources import SPRITES
 from lattice_operator.handlers._context import OperatorContext, context_of
 from lattice_operator.handlers._registry import SERVING
-from lattice_operator.metrics import RECONCILE_SECONDS, RECONCILES, STATUS_PATCHES
+from lattice_operator.metrics import (
+    RECONCILE_SECONDS,
+    RECONCILES,
+    SPRITES_BY_PHASE,
+    STATUS_PATCHES,
+)
 from lattice_operator.ports import SpriteView
 from lattice_operator.ports.errors import AdapterError
 from lattice_operator.reconcilers.fleet import FleetObserver
@@ -49,6 +55,22 @@ async def sprite_directory(body: kopf.Body, **_: Any) -> dict[tuple[str, str], S
     policy webhook read it."""
     sprite = Sprite.model_validate(dict(body))
     return {(sprite.metadata.namespace or "", sprite.metadata.name): sprite}
+
+
+@kopf.on.startup()
+async def register_sprite_metrics(**kwargs: Any) -> None:
+    directory: kopf.Index[tuple[str, str], Sprite] = kwargs["sprite_directory"]
+
+    def counts() -> dict[tuple[str, ...], int]:
+        return dict(
+            Counter(
+                (str(s.status.phase or "Pending"), str(s.status.backend_status or "unknown"))
+                for sprites in directory.values()
+                for s in sprites
+            )
+        )
+
+    SPRITES_BY_PHASE.bind(counts)
 
 
 class IndexedSprites:

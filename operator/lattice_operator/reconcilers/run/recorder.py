@@ -21,7 +21,13 @@ from lattice_operator.clock import Clock
 from lattice_operator.lifeloop.builder import RunReceipts
 from lattice_operator.lifeloop.classes import FailureClass, RetryClass
 from lattice_operator.lifeloop.receipts import LifecycleReceipt
-from lattice_operator.metrics import EVENTS_INGESTED, STATUS_PATCHES, VIOLATIONS
+from lattice_operator.metrics import (
+    EVENTS_INGESTED,
+    RECEIPTS_MISSING,
+    RUN_OLDEST_ACTIVITY,
+    STATUS_PATCHES,
+    VIOLATIONS,
+)
 from lattice_operator.ports import ReceiptPublisher, RunStatusWriter
 from lattice_operator.protocol.engine import FeedResult, RunEventEngine
 from lattice_operator.protocol.models import EventType
@@ -107,7 +113,16 @@ class RunRecorder:
         )
         self.status.observed_generation = self.generation
         self.status.phase = phase_of(self.status)  # type: ignore[assignment]
+        self.active()
         self.changed()
+
+    def active(self) -> None:
+        """The Run did something (started, printed, sent events): what the alert on Runs
+        making no progress watches, while the Run is Running."""
+        if self.status.phase == "Running":
+            RUN_OLDEST_ACTIVITY.touch(self.ref.uid, self._clock.now().timestamp())
+        else:
+            RUN_OLDEST_ACTIVITY.forget(self.ref.uid)
 
     def begin_attempt(self, *, resume: bool = False) -> RunAttempt:
         if resume and self.status.attempts:
@@ -179,6 +194,8 @@ class RunRecorder:
                     "INFO that acknowledges the resume",
                     line=first.line,
                 )
+        if result.committed:
+            self.active()
         for event in result.committed:
             EVENTS_INGESTED.labels(type=event.event_type.value).inc()
             self.emit(self.receipts.for_event(event))
@@ -219,7 +236,12 @@ class RunRecorder:
             published |= set(range(first, last + 1))
         if published:
             since = max(min(published), audited + 1)
-            self.emit(self.receipts.audit(published, since=since))
+            gaps = self.receipts.audit(published, since=since)
+            for gap in gaps:
+                summary = gap.telemetry_summary or {}
+                missing = int(summary.get("missing_to", 0)) - int(summary.get("missing_from", 1))
+                RECEIPTS_MISSING.inc(max(0, missing + 1))
+            self.emit(gaps)
         self._audited_through = handed_out
 
     # -- writing ------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from typing import Any
 from lattice_operator.api.v1alpha1 import Run
 from lattice_operator.clock import Clock
 from lattice_operator.lifeloop.mapping import RunTransition
+from lattice_operator.metrics import RUN_APPLY_TO_EXEC_SECONDS
 from lattice_operator.ports import (
     AdapterError,
     ExecSession,
@@ -88,6 +89,10 @@ class SessionRunner:
         attempt.start_time = attempt.start_time or self._clock.now()
         if status.start_time is None:
             status.start_time = self._clock.now()
+            created = run.metadata.creation_timestamp
+            if created is not None:
+                waited = (status.start_time - created).total_seconds()
+                RUN_APPLY_TO_EXEC_SECONDS.observe(max(0.0, waited))
         self._recorder.receipts.set_session(session.session_id)
         self._recorder.changed()
         return session
@@ -200,6 +205,7 @@ class SessionRunner:
             except TimeoutError:
                 kind, value = "tick", None
             if kind == "out":
+                recorder.active()
                 recorder.absorb(engine.feed_stdout(value))
             elif kind == "replay":
                 recorder.absorb(engine.feed_stdout(value, replay=True))

@@ -102,3 +102,29 @@ async def test_receipts_are_published_after_the_status_that_holds_them() -> None
     await recorder.flush(force=True)
     assert log == ["write", "publish"]
     assert writer.writes[0]["receipts"]["state"]["ledger"]["sequence"] == 1
+
+
+def _oldest_activity() -> float | None:
+    from lattice_operator.metrics import REGISTRY
+
+    return REGISTRY.get_sample_value("lattice_run_oldest_activity_timestamp_seconds")
+
+
+def test_activity_is_tracked_while_running_only() -> None:
+    from lattice_operator.metrics import RUN_OLDEST_ACTIVITY
+
+    recorder, _, clock, _ = _recorder()
+    try:
+        recorder.set("Unknown", Reason.RUNNING, "running")
+        started = clock.now().timestamp()
+        assert _oldest_activity() == started
+        clock.advance(30)
+        recorder.active()  # output read
+        assert _oldest_activity() == started + 30
+        recorder.set("Unknown", Reason.WAITING, "waiting")  # waiting for a person: not stalled
+        assert _oldest_activity() is None
+        recorder.set("Unknown", Reason.RUNNING, "resumed")
+        recorder.set("True", Reason.RUNNING, "done")
+        assert _oldest_activity() is None
+    finally:
+        RUN_OLDEST_ACTIVITY.forget(REF.uid)

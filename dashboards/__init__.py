@@ -1,0 +1,1 @@
+"""Grafana dashboards built as code (Grafana Foundation SDK); `make dashboards` writes them."""

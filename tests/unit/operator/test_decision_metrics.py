@@ -1,0 +1,40 @@
+"""A policy decision is counted once per Intent and spec generation, however many passes
+write it (a pass deciding on a view that lags behind the operator's own write)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from lattice_operator.handlers._context import OperatorContext
+from lattice_operator.handlers.intent import _count_decision
+from lattice_operator.metrics import REGISTRY
+from lattice_operator.policy.classify import Decision
+from lattice_operator.reconcilers.intent import reconcile_intent
+from tests.support.intent_world import intent, policy, world
+
+
+def _counts() -> tuple[float, float]:
+    labels = {"policy": "p", "rule": "r", "outcome": "require_approval"}
+    decided = REGISTRY.get_sample_value("lattice_policy_decisions_total", labels) or 0.0
+    timed = REGISTRY.get_sample_value(
+        "lattice_intent_decision_seconds_count", {"outcome": "require_approval"}
+    )
+    return decided, timed or 0.0
+
+
+def test_a_decision_is_counted_once_per_generation() -> None:
+    it = intent()
+    born = datetime(2026, 1, 1, tzinfo=UTC)
+    it = it.model_copy(
+        update={"metadata": it.metadata.model_copy(update={"creation_timestamp": born})}
+    )
+    decision = reconcile_intent(world(it, policies=[policy("require_approval")])).decision
+    assert isinstance(decision, Decision)
+    ctx = OperatorContext()
+    before = _counts()
+    _count_decision(ctx, it, decision)
+    _count_decision(ctx, it, decision)  # the same decision written again
+    assert _counts() == (before[0] + 1, before[1] + 1)
+    edited = it.model_copy(update={"metadata": it.metadata.model_copy(update={"generation": 2})})
+    _count_decision(ctx, edited, decision)  # a new spec: decided again
+    assert _counts() == (before[0] + 2, before[1] + 2)
