@@ -24,7 +24,7 @@ from lattice_operator.api.v1alpha1.resources import (
     SPRITES,
     resource_of_kind,
 )
-from lattice_operator.builders import INTENT_LABEL
+from lattice_operator.builders import INTENT_LABEL, may_be_an_intents_run
 from lattice_operator.builders import run_name as run_name_of
 from lattice_operator.fileops.executor import execute as execute_fileops
 from lattice_operator.fileops.executor import for_status as fileops_for_status
@@ -82,6 +82,10 @@ async def compiled_policies(body: kopf.Body, **_: Any) -> dict[str, tuple[str, C
 
 @kopf.index(*RUNS.gvp)
 async def runs_by_name(body: kopf.Body, **_: Any) -> dict[tuple[str, str], Run]:
+    """The Runs the Intent pipeline reads, whole (it reads their status): only those whose
+    name an Intent's Run can have, so a Run made by hand costs no model here, finished or not."""
+    if not may_be_an_intents_run(body.metadata.name or ""):
+        return {}
     run = indexed_run(body)
     return {(run.metadata.namespace or "", run.metadata.name): run}
 

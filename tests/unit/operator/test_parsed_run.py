@@ -1,4 +1,5 @@
-"""The Run indexes share one parse per version of a Run (handlers/_parsed.py)."""
+"""The Run indexes: one parse per version of a Run (handlers/_parsed.py), and only the Runs an
+Intent can read kept whole."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ from typing import Any, cast
 import kopf
 import pytest
 
+from lattice_operator.builders import run_name
 from lattice_operator.handlers._parsed import indexed_run
+from lattice_operator.handlers.intent import runs_by_name
+from tests.support.intent_world import intent
 from tests.support.run_harness import run_doc
 
 
@@ -49,3 +53,12 @@ def test_an_invalid_run_is_a_permanent_error() -> None:
     doc["spec"]["command"] = "not a list"
     with pytest.raises(kopf.PermanentError, match="invalid Run"):
         indexed_run(_body(doc))
+
+
+async def test_runs_by_name_keeps_only_runs_an_intent_can_read() -> None:
+    theirs = _doc("11")
+    theirs["metadata"]["name"] = run_name(intent())  # a Run made first under an Intent's name
+    mine = _doc("12")
+    mine["metadata"]["name"] = "nightly-build"
+    assert list(await runs_by_name(_body(theirs))) == [("team", theirs["metadata"]["name"])]
+    assert await runs_by_name(_body(mine)) == {}
