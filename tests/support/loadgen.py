@@ -88,8 +88,10 @@ class LoadReport:
         for s in self.samples:
             if s.acked is not None:
                 marks.setdefault("create acknowledged", []).append(s.acked - s.due)
-            for step, at in (self.steps or {}).get(s.name, {}).items():
-                marks.setdefault(step, []).append(at - s.due)
+            names = [s.name] if s.run == s.name else [s.name, s.run]
+            for name in names:
+                for step, at in (self.steps or {}).get(name, {}).items():
+                    marks.setdefault(step, []).append(at - s.due)
             if s.run in self.started:
                 marks.setdefault("Run status.startTime (exec confirmed)", []).append(
                     self.started[s.run] - s.due
@@ -199,9 +201,11 @@ class StartWatch:
                 await task
 
     def _see(self, plural: str, obj: Body) -> None:
-        if self._timeline and plural == self._plural:
+        if self._timeline:
+            # An Intent's Run's steps are kept too, under the Run's own name.
+            prefix = "" if plural == self._plural else "Run "
             steps = self.steps.setdefault(obj["metadata"]["name"], {})
-            steps.setdefault(milestone(obj), time.time())
+            steps.setdefault(prefix + milestone(obj), time.time())
         if plural != "runs":
             return
         name = obj["metadata"]["name"]
