@@ -245,6 +245,27 @@ async def test_a_sprite_held_by_another_run_holds_the_run_pending(harness: Harne
     assert harness.phase == "Succeeded"
 
 
+async def test_a_run_waiting_for_its_sprite_starts_when_woken_not_at_its_next_poll(
+    harness: Harness,
+) -> None:
+    harness.timings = harness.timings.model_copy(update={"sprite_wait": 60.0})
+    harness.directory.held_by = "first"
+
+    @harness.backend.program("agent")
+    async def agent(p: FakeProcess) -> None:
+        pass
+
+    harness.start()
+    await harness.until(lambda: harness.status.get("conditions"))
+    assert harness.condition()["reason"] == "SpriteBusy"
+    await asyncio.sleep(0.2)
+    assert harness.phase == "Pending"  # holding: no poll for a minute
+    harness.directory.held_by = None
+    harness.sprite_changed.set()  # the first Run ended: its watch event wakes the waiters
+    await harness.finished(limit=5.0)
+    assert harness.phase == "Succeeded"
+
+
 async def test_an_intent_only_sprite_refuses_a_hand_made_run(harness: Harness) -> None:
     harness.directory.view = SpriteView(
         ready=True, backend_name=BACKEND_SPRITE, run_policy="IntentOnly"
