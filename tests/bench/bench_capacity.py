@@ -83,11 +83,13 @@ for i in range(10**6):
 )
 
 # Loaded into the memory bench's operator only (PYTHONPATH): on SIGUSR2 it writes a census of
-# live objects by type to $LATTICE_BENCH_CENSUS. Nothing of it is in the operator's code.
+# live objects by type to $LATTICE_BENCH_CENSUS (with LATTICE_BENCH_TRACEMALLOC=1 also
+# tracemalloc's largest allocation sites, traced from the start). Nothing of it is in the
+# operator's code.
 CENSUS_HOOK = r"""
 import os, signal
 def _census(signum, frame):
-    import gc, json, sys
+    import gc, json, sys, tracemalloc
     gc.collect()
     rows = {}
     for obj in gc.get_objects():
@@ -95,10 +97,23 @@ def _census(signum, frame):
         count, size = rows.get(name, (0, 0))
         rows[name] = (count + 1, size + sys.getsizeof(obj))
     top = sorted(rows.items(), key=lambda kv: -kv[1][1])[:25]
-    with open(os.environ["LATTICE_BENCH_CENSUS"], "w") as out:
-        json.dump([{"type": k, "count": c, "shallow_bytes": s} for k, (c, s) in top], out)
+    out = {"gc_objects_by_type": [
+        {"type": k, "count": c, "shallow_bytes": s} for k, (c, s) in top
+    ]}
+    if tracemalloc.is_tracing():
+        snapshot = tracemalloc.take_snapshot()
+        out["tracemalloc_total_bytes"] = sum(s.size for s in snapshot.statistics("filename"))
+        out["tracemalloc_by_line"] = [
+            {"where": str(s.traceback), "bytes": s.size, "blocks": s.count}
+            for s in snapshot.statistics("lineno")[:25]
+        ]
+    with open(os.environ["LATTICE_BENCH_CENSUS"], "w") as f:
+        json.dump(out, f)
 if os.environ.get("LATTICE_BENCH_CENSUS"):
     signal.signal(signal.SIGUSR2, _census)
+    if os.environ.get("LATTICE_BENCH_TRACEMALLOC"):
+        import tracemalloc
+        tracemalloc.start()
 """
 
 
@@ -475,7 +490,8 @@ def memory(
             os.kill(pid, signal.SIGUSR2)
             wait_for(census_file.exists, timeout=120, interval=0.5, what="the census")
             time.sleep(1)
-            row["live_objects_by_type"] = json.loads(census_file.read_text())[:15]
+            row["census"] = json.loads(census_file.read_text())
+            row["tracemalloc"] = bool(os.environ.get("LATTICE_BENCH_TRACEMALLOC"))
     finally:
         cluster.delete_namespace(namespace)
     return row
