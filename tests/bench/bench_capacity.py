@@ -468,8 +468,16 @@ def memory(
         with operator_stack(cluster, local_sprites, tmp_path, **settings) as stack:
             stack.operator.stop()
             env = {**stack.env, "LATTICE_BENCH_CENSUS": str(census_file)}
+            # Only its namespace: the earlier sections' namespaces may still be terminating,
+            # and their objects (open Intents, queued Runs) are not what this row measures.
             stack.operator = spawn_operator(
-                cluster.kubeconfig, stack.log_dir, *stack.args, env=env, extra_path=[hook]
+                cluster.kubeconfig,
+                stack.log_dir,
+                *stack.args,
+                "--namespace",
+                namespace,
+                env=env,
+                extra_path=[hook],
             )
             pid = stack.operator.proc.pid
             row["rss_empty_kib"] = rss_kib(pid)
