@@ -86,7 +86,7 @@ node-down: venv ## Stop the node cluster started by node-up
 dev: venv tools sprite-rootfs ## The whole stack on this machine, with a sample driven to completion
 	$(LATTICE) dev
 
-node-test: venv tools sprite-rootfs node-tools ## Only the node tests (part of make test): the chart on a real node in a network namespace; root
+node-test: venv tools sprite-rootfs prometheus node-tools ## Only the node tests (part of make test): the chart on a real node in a network namespace; root
 	$(PY) -m pytest -m node tests/node $(PYTEST_ARGS)
 
 bench: venv tools sprite-rootfs prometheus ## Benchmarks; figures go to bench-results/, issue 17's table printed last

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from lattice_adapters.kube import KubeClient, KubeConfig
 from lattice_adapters.sprites import SpritesAdapter
+from lattice_operator.api.v1alpha1 import Sprite
+from lattice_operator.handlers.sprite import _patch_status
 from tests.support.admission_cases import build
 from tests.support.cluster import wait_for
 from tests.support.sprites_server import LocalSprites
@@ -157,3 +161,30 @@ async def test_delete_removes_the_backend_sprite_unless_orphaned(
     names = await _backend_names(stack.sprites)
     assert f"{namespace}-doomed" not in names
     assert f"{namespace}-kept" in names
+
+
+async def test_a_status_write_from_an_older_view_puts_nothing_back(
+    stack: Stack, namespace: str
+) -> None:
+    """The fleet observer writes a Sprite's whole status from its view of the object, which
+    can be older than the handler's last write. Such a write must not put old values back (it
+    once set observedGeneration back under load, and the Sprite looked unconverged forever)."""
+    stack.apply(namespace, build("sprite.yaml", "stale", {}))
+    old = Sprite.model_validate(stack.wait_sprite_ready(namespace, "stale"))
+    stack.cluster.kubectl(
+        "patch", "sprite", "stale", "-n", namespace, "--type", "merge",
+        "-p", json.dumps({"spec": {"labels": ["moved-on"]}}),
+    )  # fmt: skip
+
+    def converged() -> dict[str, Any] | None:
+        obj = stack.get(namespace, "sprites", "stale")
+        done = obj["status"].get("observedGeneration") == obj["metadata"]["generation"]
+        return obj if done else None
+
+    new = wait_for(converged, timeout=60, what="the new generation reconciled")
+    assert new["metadata"]["generation"] > (old.metadata.generation or 0)
+    stale_status = old.status.model_copy(update={"backend_status": "warm"}).to_patch()
+    async with KubeClient(KubeConfig.load(stack.cluster.kubeconfig)) as kube:
+        await _patch_status(SimpleNamespace(require_kube=lambda: kube), old, stale_status)  # type: ignore[arg-type]
+    after = stack.get(namespace, "sprites", "stale")
+    assert after["status"]["observedGeneration"] == after["metadata"]["generation"]

@@ -26,6 +26,7 @@ import yaml
 from lattice_adapters import tls
 from lattice_adapters.localcluster.node import NODE_IP, NodeCluster
 from tests.support.node_image import OciArchive
+from tests.support.prometheus import RULES, prometheus_command, service_monitor_scrape_config
 
 pytestmark = pytest.mark.node
 
@@ -356,6 +357,68 @@ def test_a_github_repository_reports_whether_its_secret_is_readable(
     installed: NodeCluster,
 ) -> None:
     github_repository_reports_its_secret(installed, "default")
+
+
+def prometheus_api(node: NodeCluster, url: str, path: str, *params: str) -> Any:
+    """A Prometheus HTTP API answer, from inside the node's network namespace."""
+    args = [a for p in params for a in ("--data-urlencode", p)]
+    out = node.run("curl", "-sS", "--get", f"{url}/api/v1/{path}", *args)
+    body = json.loads(out.stdout)
+    assert body["status"] == "success", body
+    return body["data"]
+
+
+def prometheus_query(node: NodeCluster, url: str, expr: str) -> list[dict[str, Any]]:
+    return list(prometheus_api(node, url, "query", f"query={expr}")["result"])
+
+
+def test_prometheus_scrapes_the_pods_through_the_charts_service_monitor(
+    installed: NodeCluster,
+) -> None:
+    """Prometheus, given the scrape job prometheus-operator would make of the chart's
+    ServiceMonitor, finds both operator Pods through Kubernetes service discovery (the
+    metrics Service's endpoints) and scrapes them: one replica reports itself the leader, the
+    samples' Runs show, the alert rules load and the no-active-replica alert stays quiet."""
+    node = installed
+    rendered = node.helm(
+        "template", RELEASE, str(CHART), "--namespace", NAMESPACE,
+        "--set", "metrics.serviceMonitor.enabled=true", "--show-only", "templates/monitoring.yaml",
+    )  # fmt: skip
+    (monitor,) = [
+        d for d in yaml.safe_load_all(rendered.stdout) if d and d["kind"] == "ServiceMonitor"
+    ]
+    workdir = node.state / "prometheus"
+    workdir.mkdir(exist_ok=True)
+    config = {
+        "global": {"scrape_interval": "2s", "evaluation_interval": "2s"},
+        "rule_files": [str(RULES)],
+        "scrape_configs": [service_monitor_scrape_config(monitor, node.kubeconfig)],
+    }
+    (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
+    url = "http://127.0.0.1:19090"  # the namespace's own loopback
+    node.spawn("prometheus", prometheus_command(workdir, "127.0.0.1:19090"))
+    try:
+        pods = {p["metadata"]["name"] for p in operator_pods(node)}
+
+        def scraped() -> bool:
+            up = prometheus_query(node, url, 'up{job="lattice-operator"} == 1')
+            return {s["metric"].get("pod") for s in up} == pods
+
+        wait_until(scraped, f"both operator Pods {sorted(pods)} scraped", 90)
+        leaders = prometheus_query(node, url, 'lattice_leader{job="lattice-operator"} == 1')
+        assert [s["metric"]["pod"] for s in leaders] == [holder(node)], leaders
+        runs = prometheus_query(node, url, 'lattice_runs{job="lattice-operator",phase="Succeeded"}')
+        assert sum(float(s["value"][1]) for s in runs) >= 1, runs
+        wait_until(
+            lambda: (
+                prometheus_query(node, url, "count(ALERTS)") == []
+                and prometheus_query(node, url, "prometheus_rule_group_rules > 0") != []
+            ),
+            "the alert rules loaded and none of them firing or pending",
+            30,
+        )
+    finally:
+        node.stop("prometheus")
 
 
 # Counts its own executions in the Sprite: a second exec of the same attempt would print 2.

@@ -78,6 +78,65 @@ def _parse_time(stamp: str) -> float:
     return datetime.fromisoformat(f"{head}.{frac}{zone}").timestamp()
 
 
+def _label(name: str) -> str:
+    """A Kubernetes label name as Prometheus' service discovery spells it in a meta label."""
+    return re.sub(r"[^a-zA-Z0-9_]", "_", name)
+
+
+def service_monitor_scrape_config(monitor: dict[str, Any], kubeconfig: Path) -> dict[str, Any]:
+    """The scrape job prometheus-operator generates from a ServiceMonitor (endpoints role,
+    its namespaces, its Service label selector, the endpoint's port name, `jobLabel`), for a
+    Prometheus that reaches the API server through `kubeconfig`. Only the fields the chart's
+    ServiceMonitor uses; anything else is refused rather than silently ignored."""
+    spec = monitor["spec"]
+    known = {"jobLabel", "namespaceSelector", "selector", "endpoints"}
+    if set(spec) - known or set(spec["selector"]) != {"matchLabels"}:
+        raise AssertionError(f"a ServiceMonitor field this translation does not know: {spec}")
+    (endpoint,) = spec["endpoints"]
+    keep = [
+        {
+            "source_labels": [f"__meta_kubernetes_service_label_{_label(k)}"],
+            "regex": v,
+            "action": "keep",
+        }
+        for k, v in spec["selector"]["matchLabels"].items()
+    ]
+    keep.append(
+        {"source_labels": ["__meta_kubernetes_endpoint_port_name"], "regex": endpoint["port"],
+         "action": "keep"}
+    )  # fmt: skip
+    job = f"__meta_kubernetes_service_label_{_label(spec['jobLabel'])}"
+    return {
+        "job_name": f"serviceMonitor/{monitor['metadata']['name']}",
+        "metrics_path": endpoint.get("path", "/metrics"),
+        "scrape_interval": "2s",
+        "scrape_timeout": "2s",
+        "kubernetes_sd_configs": [
+            {
+                "role": "endpoints",
+                "kubeconfig_file": str(kubeconfig),
+                "namespaces": {"names": spec["namespaceSelector"]["matchNames"]},
+            }
+        ],
+        "relabel_configs": [
+            *keep,
+            {"source_labels": [job], "target_label": "job"},
+            {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
+        ],
+    }
+
+
+def prometheus_command(workdir: Path, listen: str) -> list[str]:
+    return [
+        tool("prometheus"),
+        f"--config.file={workdir / 'prometheus.yml'}",
+        f"--storage.tsdb.path={workdir / 'data'}",
+        f"--web.listen-address={listen}",
+        "--web.enable-lifecycle",
+        "--log.level=warn",
+    ]
+
+
 @contextlib.contextmanager
 def prometheus_server(
     workdir: Path, targets: list[str], *, scrape_interval: float = 1.0, rules: bool = True
@@ -100,14 +159,7 @@ def prometheus_server(
     }
     (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
     log_path = workdir / "prometheus.log"
-    cmd = [
-        tool("prometheus"),
-        f"--config.file={workdir / 'prometheus.yml'}",
-        f"--storage.tsdb.path={workdir / 'data'}",
-        f"--web.listen-address=127.0.0.1:{port}",
-        "--web.enable-lifecycle",
-        "--log.level=warn",
-    ]
+    cmd = prometheus_command(workdir, f"127.0.0.1:{port}")
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     server = Prometheus(f"http://127.0.0.1:{port}", proc, log_path)

@@ -189,6 +189,14 @@ class NodeCluster:
         self.records.append(record)
         self.save()
 
+    def stop(self, name: str) -> None:
+        """Stop the processes `spawn` started under `name` (by id, only if still them)."""
+        for record in [r for r in self.records if r.name == name]:
+            kill_record(record, timeout=20.0)
+            self.records.remove(record)
+        self.save()
+        self.reap()
+
     def log(self, name: str) -> str:
         path = self.state / f"{name}.log"
         return path.read_text(errors="replace") if path.exists() else ""

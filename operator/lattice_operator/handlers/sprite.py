@@ -196,10 +196,20 @@ async def sprite_delete(
 
 
 async def _patch_status(ctx: OperatorContext, sprite: Sprite, status: dict[str, Any]) -> None:
+    """The fleet observer's write of a whole status computed from `sprite`, its view of the
+    object. The view can be older than a handler's write (the watch lags): the view's
+    resourceVersion is a precondition, so such a write fails with 409 instead of putting old
+    values (observedGeneration, conditions, the sprite's id) back; the next pass sees the new."""
     path = resource_path(*SPRITES.gvp, sprite.metadata.namespace, sprite.metadata.name, "status")
-    with contextlib.suppress(KubeApiError):
-        await ctx.require_kube().merge_patch(path, {"status": status})
-        STATUS_PATCHES.labels(kind="Sprite").inc()
+    body: dict[str, Any] = {"status": status}
+    if sprite.metadata.resource_version:
+        body["metadata"] = {"resourceVersion": sprite.metadata.resource_version}
+    try:
+        await ctx.require_kube().merge_patch(path, body)
+    except KubeApiError as exc:
+        log.debug("status of %s not written (%s): the next pass decides again", path, exc)
+        return
+    STATUS_PATCHES.labels(kind="Sprite").inc()
 
 
 def _retry_delay(exc: AdapterError) -> float:
