@@ -370,6 +370,7 @@ def sustained(bench: Bench, stack: Stack, namespace: str) -> dict[str, Any]:
     }
     before = bench.run(apiserver_metrics(bench.config))
     cpu0 = _cpu_seconds(stack.operator.proc.pid)
+    failures0 = _daemon_failures(stack)
     with loaded(row), profiled(stack, "sustained", row):
         report = bench.open_loop(
             namespace, "intents", body_of, run_of_intent, SUSTAINED_RATE, SUSTAINED_SECONDS
@@ -394,6 +395,7 @@ def sustained(bench: Bench, stack: Stack, namespace: str) -> dict[str, Any]:
     row["api_writes_by_resource"] = writes
     row["api_writes_per_intent"] = round(total_writes / max(1, len(started)), 1)
     row["webhooks"] = webhook_latency(before, after)
+    row["daemon_failures"] = _daemon_failures(stack) - failures0
     row["operator_cpu_s"] = round(cpu, 1)
     row["operator_cpu_ms_per_intent"] = round(1000 * cpu / max(1, len(started)), 2)
     return row
@@ -510,6 +512,11 @@ def _fast_runs() -> dict[str, Any]:
 
     runs: dict[str, Any] = dict(FAST_SETTINGS["runs"])
     return runs
+
+
+def _daemon_failures(stack: Stack) -> int:
+    """Daemon passes that failed (kopf logs each, then starts the daemon again later)."""
+    return stack.operator.log().count("failed with an exception and will try again")
 
 
 def _cpu_seconds(pid: int) -> float:
