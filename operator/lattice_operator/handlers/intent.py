@@ -192,11 +192,7 @@ def _open(body: kopf.Body, **_: Any) -> bool:
     return body.get("status", {}).get("phase") not in TERMINAL
 
 
-# backoff: after a failed pass (an API timeout under a burst) the pipeline is decided again
-# in 5 s, not kopf's default 60 s; every pass is level-based.
-@kopf.daemon(
-    *INTENTS.gvp, when=_open, backoff=5.0, cancellation_backoff=2.0, cancellation_timeout=10.0
-)
+@kopf.daemon(*INTENTS.gvp, when=_open, cancellation_backoff=2.0, cancellation_timeout=10.0)
 async def intent_daemon(
     body: kopf.Body, memo: kopf.Memo, stopped: kopf.DaemonStopped, **kwargs: Any
 ) -> None:

@@ -199,11 +199,7 @@ class KubeRunStatus:
 
 # When a Run ends, kopf stops its daemon: the stop flag first, then (after the backoff) a
 # cancellation; the backoff lets the driver post the last receipts it just persisted.
-# backoff: a daemon that failed (the API server timing out under a burst, say) starts again
-# after 5 s, not kopf's default 60 s: it resumes from the stored status, as after a restart.
-@kopf.daemon(
-    *RUNS.gvp, when=_active, backoff=5.0, cancellation_backoff=5.0, cancellation_timeout=30.0
-)
+@kopf.daemon(*RUNS.gvp, when=_active, cancellation_backoff=5.0, cancellation_timeout=30.0)
 async def run_daemon(
     body: kopf.Body,
     memo: kopf.Memo,
