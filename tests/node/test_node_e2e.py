@@ -398,6 +398,11 @@ def test_prometheus_scrapes_the_pods_through_the_charts_service_monitor(
     url = "http://127.0.0.1:19090"  # the namespace's own loopback
     node.spawn("prometheus", prometheus_command(workdir, "127.0.0.1:19090"))
     try:
+        wait_until(
+            lambda: node.run("curl", "-sf", f"{url}/-/ready", check=False).returncode == 0,
+            "Prometheus ready",
+            60,
+        )
         pods = {p["metadata"]["name"] for p in operator_pods(node)}
 
         def scraped() -> bool:
