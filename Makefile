@@ -89,8 +89,9 @@ dev: venv tools sprite-rootfs ## The whole stack on this machine, with a sample 
 node-test: venv tools sprite-rootfs prometheus node-tools ## Only the node tests (part of make test): the chart on a real node in a network namespace; root
 	$(PY) -m pytest -m node tests/node $(PYTEST_ARGS)
 
-bench: venv tools sprite-rootfs prometheus ## Benchmarks; figures go to bench-results/
+bench: venv tools sprite-rootfs prometheus ## Benchmarks; figures go to bench-results/, issue 17's table printed last
 	$(PY) -m pytest -m bench tests/bench $(PYTEST_ARGS)
+	@$(PY) -m tests.bench.report
 
 clean: ## Remove the virtualenv and local state (not the binary cache)
 	-$(LATTICE) cluster down 2>/dev/null

@@ -118,9 +118,18 @@ def _owned_by(intent: Intent) -> dict[str, Any]:
     }
 
 
+RUN_SUFFIX = "-run"
+
+
 def run_name(intent: Intent) -> str:
     """Deterministic, so a retried creation finds the Run instead of making a second one."""
-    return f"{intent.metadata.name[:249]}-run"
+    return f"{intent.metadata.name[:249]}{RUN_SUFFIX}"
+
+
+def may_be_an_intents_run(name: str) -> bool:
+    """Whether a Run of this name can be the Run an Intent reads (every Intent's Run, and any
+    Run made first under that name, has the name `run_name` gives)."""
+    return name.endswith(RUN_SUFFIX)
 
 
 def run_for_intent(intent: Intent, template: RunTemplate) -> dict[str, Any]:
@@ -222,6 +231,7 @@ __all__ = [
     "ObjectRef",
     "camel_reason",
     "environment_change_intent",
+    "may_be_an_intents_run",
     "notice_event",
     "receipt_event",
     "receipt_event_name",

@@ -112,7 +112,8 @@ class RunTimings(_Settings):
     patch_interval: float = Field(default=1.0, gt=0)
     """At most one status patch per Run per this many seconds (phase changes go at once)."""
     sprite_wait: float = Field(default=1.0, gt=0)
-    """Seconds between checks while waiting for the Sprite to be Ready."""
+    """Seconds between checks while waiting for the Sprite (Ready, free of other Runs); a
+    change of the Sprite or the end of a Run on it wakes the waiting Runs at once."""
     reattach_deadline: float = Field(default=60.0, gt=0)
     """How long to keep trying to re-attach a lost session before giving up on it."""
     events_per_second: float = Field(default=5.0, gt=0)

@@ -28,12 +28,13 @@ import json
 import os
 import resource
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from tests.support.protocol_bench import protocol_workload
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench-results" / "protocol.json"
@@ -255,28 +256,13 @@ def _maxrss_kib() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
-def _in_subprocess(*args: str) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(["operator", "adapters", "."])}
-    out = subprocess.run(
-        [sys.executable, "-m", "tests.bench.bench_protocol", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=1800,
-    )
-    result: dict[str, Any] = json.loads(out.stdout)
-    return result
-
-
 def test_protocol_benchmark() -> None:
-    engine_runs = [_in_subprocess("engine", str(ENGINE_EVENTS)) for _ in range(RUNS)]
-    tuned_runs = [_in_subprocess("engine-gc-tuned", str(ENGINE_EVENTS)) for _ in range(RUNS)]
-    compare_runs = [_in_subprocess("engine", str(COMPARE_EVENTS)) for _ in range(RUNS)]
-    traced = _in_subprocess("engine-traced", str(TRACED_EVENTS))
-    naive = _in_subprocess("naive", str(COMPARE_EVENTS))
-    naive_single = _in_subprocess("naive-single-read", str(COMPARE_EVENTS))
+    engine_runs = [protocol_workload("engine", str(ENGINE_EVENTS)) for _ in range(RUNS)]
+    tuned_runs = [protocol_workload("engine-gc-tuned", str(ENGINE_EVENTS)) for _ in range(RUNS)]
+    compare_runs = [protocol_workload("engine", str(COMPARE_EVENTS)) for _ in range(RUNS)]
+    traced = protocol_workload("engine-traced", str(TRACED_EVENTS))
+    naive = protocol_workload("naive", str(COMPARE_EVENTS))
+    naive_single = protocol_workload("naive-single-read", str(COMPARE_EVENTS))
 
     def median(runs: list[dict[str, Any]], key: str) -> float:
         return statistics.median(run[key] for run in runs)

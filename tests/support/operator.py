@@ -12,7 +12,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,8 +70,10 @@ def spawn_operator(
     env: dict[str, str] | None = None,
     standalone: bool = True,
     ready_timeout: float = 60.0,
+    extra_path: Sequence[Path] = (),
 ) -> OperatorProcess:
-    """Start the operator and wait until its liveness endpoint answers."""
+    """Start the operator and wait until its liveness endpoint answers (`extra_path`: more
+    directories on its PYTHONPATH, for a benchmark's instrumentation)."""
     port = free_port()
     log_path = log_dir / f"operator-{port}.log"
     cmd = [
@@ -88,7 +90,9 @@ def spawn_operator(
     tmpdir = Path(tempfile.mkdtemp(prefix=f"operator-{port}-", dir=SCRATCH))
     full_env = {**os.environ, "KUBECONFIG": str(kubeconfig), "TMPDIR": str(tmpdir), **(env or {})}
     repo = Path(__file__).resolve().parents[2]
-    full_env["PYTHONPATH"] = os.pathsep.join([str(repo / "operator"), str(repo / "adapters")])
+    full_env["PYTHONPATH"] = os.pathsep.join(
+        [str(repo / "operator"), str(repo / "adapters"), *map(str, extra_path)]
+    )
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             cmd, stdout=log, stderr=subprocess.STDOUT, env=full_env, start_new_session=True

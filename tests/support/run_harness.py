@@ -146,6 +146,9 @@ class Harness:
         self.clock = MovableClock()
         self.writes: list[dict[str, Any]] = []
         self.stopped = asyncio.Event()
+        self.sprite_changed = asyncio.Event()
+        """Set by a test where the operator's indexes would: the Sprite or a claim changed."""
+        self.timings = FAST_TIMINGS
         self.driver: RunDriver | None = None
         self.task: asyncio.Task[None] | None = None
 
@@ -186,9 +189,10 @@ class Harness:
             writer=self,
             publisher=self.publisher,
             clock=self.clock,
-            timings=FAST_TIMINGS,
+            timings=self.timings,
             stopped=self.stopped,
             actions=self.actions,
+            sprite_changed=self.sprite_changed,
         )
         self.task = asyncio.create_task(self.driver.drive())
 

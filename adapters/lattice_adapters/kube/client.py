@@ -85,19 +85,36 @@ def resource_path(
 class KubeClient:
     """One aiohttp session to the API server; use as an async context manager."""
 
-    def __init__(self, config: KubeConfig, *, user_agent: str = "lattice-operator") -> None:
+    def __init__(
+        self,
+        config: KubeConfig,
+        *,
+        user_agent: str = "lattice-operator",
+        connections: int = 32,
+        connect_timeout: float = 10.0,
+        total_timeout: float = 60.0,
+    ) -> None:
         self.config = config
         self._user_agent = user_agent
+        self._connections = connections
+        self._connect_timeout = connect_timeout
+        self._total_timeout = total_timeout
         self._session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> KubeClient:
-        connector = aiohttp.TCPConnector(ssl=self.config.ssl_context(), limit=32)
+        connector = aiohttp.TCPConnector(ssl=self.config.ssl_context(), limit=self._connections)
         # trust_env=False: never route API traffic through environment proxies.
         # No base_url: it would drop a path prefix of the server (API proxies serve under one).
+        # sock_connect, not connect: aiohttp's `connect` also counts the wait for a free pooled
+        # connection, so a burst of requests queued behind the pool failed after 10 s as if
+        # the API server were unreachable (hundreds of Intents at once did); the wait is
+        # bounded by the total timeout instead.
         self._session = aiohttp.ClientSession(
             connector=connector,
             trust_env=False,
-            timeout=aiohttp.ClientTimeout(total=60, connect=10),
+            timeout=aiohttp.ClientTimeout(
+                total=self._total_timeout, sock_connect=self._connect_timeout
+            ),
             headers={"User-Agent": self._user_agent, "Accept": "application/json"},
         )
         return self

@@ -24,12 +24,13 @@ from lattice_operator.api.v1alpha1.resources import (
     SPRITES,
     resource_of_kind,
 )
-from lattice_operator.builders import INTENT_LABEL
+from lattice_operator.builders import INTENT_LABEL, may_be_an_intents_run
 from lattice_operator.builders import run_name as run_name_of
 from lattice_operator.fileops.executor import execute as execute_fileops
 from lattice_operator.fileops.executor import for_status as fileops_for_status
 from lattice_operator.forge.context import FORGE_KINDS, agent_of, forge_grant
 from lattice_operator.handlers._context import OperatorContext, context_of
+from lattice_operator.handlers._parsed import indexed_run
 from lattice_operator.handlers._writes import create_or_exists
 from lattice_operator.handlers.intent_forge import forge_step
 from lattice_operator.handlers.intent_remediation import remediate
@@ -83,7 +84,11 @@ async def compiled_policies(body: kopf.Body, **_: Any) -> dict[str, tuple[str, C
 
 @kopf.index(*RUNS.gvp)
 async def runs_by_name(body: kopf.Body, **_: Any) -> dict[tuple[str, str], Run]:
-    run = Run.model_validate(copy.deepcopy(dict(body)))
+    """The Runs the Intent pipeline reads, whole (it reads their status): only those whose
+    name an Intent's Run can have, so a Run made by hand costs no model here, finished or not."""
+    if not may_be_an_intents_run(body.metadata.name or ""):
+        return {}
+    run = indexed_run(body)
     return {(run.metadata.namespace or "", run.metadata.name): run}
 
 

@@ -5,19 +5,18 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import copy
 import logging
 from typing import Any
 
 import kopf
-from pydantic import ValidationError
 
 from lattice_adapters.kube import KubeApiError, resource_path
 from lattice_operator.api.object_ref import ObjectRef
-from lattice_operator.api.v1alpha1 import API_VERSION, TERMINAL_RUN_PHASES, Run, Sprite
-from lattice_operator.api.v1alpha1.resources import INTENTS, RUNS
+from lattice_operator.api.v1alpha1 import API_VERSION, TERMINAL_RUN_PHASES, Sprite
+from lattice_operator.api.v1alpha1.resources import INTENTS, RUNS, SPRITES
 from lattice_operator.builders import REPORTING_CONTROLLER, notice_event
 from lattice_operator.handlers._context import OperatorContext, context_of
+from lattice_operator.handlers._parsed import indexed_run, parse_run
 from lattice_operator.handlers._writes import create_or_exists, delete_if_present
 from lattice_operator.handlers.sprite import IndexedSprites
 from lattice_operator.metrics import RUN_OLDEST_ACTIVITY, RUNS_BY_PHASE, reconcile_timer
@@ -28,13 +27,6 @@ from lattice_operator.reconcilers.run_retention import Expired, expired_runs
 from lattice_operator.reconcilers.sprite_claims import RunClaim
 
 log = logging.getLogger(__name__)
-
-
-def parse_run(body: kopf.Body) -> Run:
-    try:
-        return Run.model_validate(copy.deepcopy(dict(body)))
-    except ValidationError as exc:
-        raise kopf.PermanentError(f"invalid Run: {exc}") from exc
 
 
 def _active(body: kopf.Body, **_: Any) -> bool:
@@ -50,7 +42,7 @@ async def run_phases(body: kopf.Body, **_: Any) -> dict[str, str]:
 @kopf.index(*RUNS.gvp)
 async def run_claims(body: kopf.Body, **_: Any) -> dict[tuple[str, str], RunClaim]:
     """Each Run's claim on its Sprite, to let one Run at a time use a Sprite."""
-    run = parse_run(body)
+    run = indexed_run(body)
     claim = RunClaim(
         uid=run.metadata.uid or "",
         name=run.metadata.name,
@@ -61,6 +53,28 @@ async def run_claims(body: kopf.Body, **_: Any) -> dict[tuple[str, str], RunClai
         from_intent=any(r.controller and r.kind == "Intent" for r in run.metadata.owner_references),
     )
     return {(run.metadata.namespace or "", run.spec.sprite_ref.name): claim}
+
+
+def _wake_sprite_waiters(memo: kopf.Memo, namespace: str | None, sprite: str | None) -> None:
+    for event in context_of(memo).sprite_waiters.get((namespace or "", sprite or ""), ()):
+        event.set()
+
+
+# Index functions see every watch event first, before any handler: the place for a wake-up
+# (they index nothing). A Sprite changes (Ready, deleted), or a Run on it ends: the Runs
+# waiting for that Sprite look again at once.
+@kopf.index(*RUNS.gvp)
+async def wake_runs_on_run_end(body: kopf.Body, memo: kopf.Memo, **_: Any) -> dict[str, str]:
+    if body.get("status", {}).get("phase") in TERMINAL_RUN_PHASES:
+        sprite = (body.get("spec", {}).get("spriteRef") or {}).get("name")
+        _wake_sprite_waiters(memo, body.metadata.namespace, sprite)
+    return {}
+
+
+@kopf.index(*SPRITES.gvp)
+async def wake_runs_on_sprite(body: kopf.Body, memo: kopf.Memo, **_: Any) -> dict[str, str]:
+    _wake_sprite_waiters(memo, body.metadata.namespace, body.metadata.name)
+    return {}
 
 
 @kopf.on.startup()
@@ -216,6 +230,9 @@ async def _drive_run(
     grants: kopf.Index[tuple[str, str], tuple[str, Grants]] = kwargs["intent_grants"]
     run = parse_run(body)
     stop = asyncio.Event()
+    sprite_changed = asyncio.Event()
+    waiting_key = (run.metadata.namespace or "", run.spec.sprite_ref.name)
+    ctx.sprite_waiters.setdefault(waiting_key, set()).add(sprite_changed)
 
     async def watch_stop() -> None:
         await stopped.wait()
@@ -234,9 +251,15 @@ async def _drive_run(
             timings=ctx.settings.runs,
             stopped=stop,
             actions=KubeActions(ctx, grants),
+            sprite_changed=sprite_changed,
         )
         await driver.drive()
     finally:
+        waiters = ctx.sprite_waiters.get(waiting_key)
+        if waiters is not None:
+            waiters.discard(sprite_changed)
+            if not waiters:
+                del ctx.sprite_waiters[waiting_key]
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await watcher

@@ -132,16 +132,19 @@ def _publish(memo: kopf.Memo, resource: str, event: dict[str, Any]) -> None:
         wiring.hub.publish(item)
 
 
+# async: kopf runs a plain function in its thread pool, which would cost every watch event
+# a thread hop before the object's daemon is spawned, and touch the hub's asyncio queues
+# from another thread.
 @kopf.on.event(*INTENTS.gvp)
-def intent_changed(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+async def intent_changed(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
     _publish(memo, INTENTS.plural, dict(event))
 
 
 @kopf.on.event(*RUNS.gvp)
-def run_changed(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+async def run_changed(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
     _publish(memo, RUNS.plural, dict(event))
 
 
 @kopf.on.event(*SPRITES.gvp)
-def sprite_changed(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+async def sprite_changed(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
     _publish(memo, SPRITES.plural, dict(event))

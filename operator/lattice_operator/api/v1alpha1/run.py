@@ -232,7 +232,8 @@ class RunStatus(ApiModel):
     phase: RunPhase | None = None
     """A one-word summary derived from the conditions, for `kubectl get`."""
     start_time: datetime | None = None
-    """When the first session started."""
+    """When the first session started: the operator's clock the moment the backend confirmed
+    the exec session (where an apply → exec latency ends)."""
     completion_time: datetime | None = None
     """When the Run finished."""
     session_id: str | None = Field(default=None, max_length=64)

@@ -70,7 +70,11 @@ class RunDriver:
         timings: RunTimings,
         stopped: asyncio.Event,
         actions: ActionServices | None = None,
+        sprite_changed: asyncio.Event | None = None,
     ) -> None:
+        """`sprite_changed`: set when the Run's Sprite (or a Run's claim on it) may have
+        changed; a Run waiting for its Sprite then looks again at once, and otherwise only
+        every `sprite_wait` (without it, every `sprite_wait`)."""
         meta = run.metadata
         self.ref = ObjectRef(
             api_version=run.api_version,
@@ -84,6 +88,7 @@ class RunDriver:
         self._clock = clock
         self._timings = timings
         self._stopper = Stopper(stopped)
+        self._sprite_changed = sprite_changed
         self.recorder = RunRecorder(
             run,
             ref=self.ref,
@@ -159,13 +164,15 @@ class RunDriver:
     async def _hold(self, reason: Reason, message: str) -> None:
         self.recorder.set("Unknown", reason, message)
         await self.recorder.flush()
-        await self._stopper.sleep(self._timings.sprite_wait)
+        await self._stopper.sleep(self._timings.sprite_wait, wake=self._sprite_changed)
 
     # -- phases ---------------------------------------------------------------------------
 
     async def _start(self, run: Run) -> None:
         recorder = self.recorder
         name = run.spec.sprite_ref.name
+        if self._sprite_changed is not None:
+            self._sprite_changed.clear()  # a change from here on wakes the hold below
         sprite = self._sprites.lookup(self.ref.namespace, name)
         if sprite is None or not sprite.ready or sprite.backend_name is None:
             why = sprite.reason if sprite else f"Sprite {name!r} not found"
@@ -188,11 +195,16 @@ class RunDriver:
         recorder.emit(
             recorder.receipts.for_transition(RunTransition.EXEC_STARTING, key=recorder.tag())
         )
-        await recorder.flush(force=True)
         try:
-            await self.files.prepare_workspace()
+            # The sprite's files first, at once, then one status write (the attempt, Starting,
+            # where the outbox starts; then the receipt): nothing has run yet, so a crash
+            # before the write only repeats these steps, and the status is stored before the
+            # session starts, as before.
             if recorder.status.outbox_start is None:
-                await self.files.claim()
+                await asyncio.gather(self.files.prepare_workspace(), self.files.claim())
+            else:
+                await self.files.prepare_workspace()
+            await recorder.flush(force=True)
             self._engine(run)
             if attempt.number > 1 or recorder.status.session_segment > 1:
                 recorder.require_engine().restart_session(

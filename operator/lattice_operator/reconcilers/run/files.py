@@ -3,6 +3,7 @@ file the command wrapper leaves, and the credentials delivered to it."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 
@@ -57,11 +58,18 @@ class ProtocolFiles:
         """Make the protocol files this Run's own before its first session (safe to repeat:
         nothing has run yet). An earlier Run's resume file is moved aside, and the outbox's
         current length (to its last line end) becomes where this Run's lines begin: the
-        protocol fixes both paths, so they are shared by every Run on the Sprite."""
+        protocol fixes both paths, so they are shared by every Run on the Sprite.
+
+        The start is recorded in the status in memory; the caller writes it (with the rest
+        of the start) before the session starts. The two files are independent: one round
+        trip to the sprite for both."""
         sprite = self.require_sprite()
-        with contextlib.suppress(NotFound):
-            await self._backend.rename(sprite, RESUME_PATH, PREVIOUS_RESUME_PATH)
-        size = await self.outbox_size()
+
+        async def move_resume_aside() -> None:
+            with contextlib.suppress(NotFound):
+                await self._backend.rename(sprite, RESUME_PATH, PREVIOUS_RESUME_PATH)
+
+        _, size = await asyncio.gather(move_resume_aside(), self.outbox_size())
         tail, offset = b"", 0
         if size:
             offset = max(0, size - OUTBOX_TAIL_BYTES)
@@ -72,7 +80,6 @@ class ProtocolFiles:
         status.outbox_start = start
         status.cursor = status.cursor.model_copy(update={"outbox_offset": start})
         self._recorder.changed()
-        await self._recorder.flush(force=True)
 
     async def outbox_size(self) -> int:
         try:

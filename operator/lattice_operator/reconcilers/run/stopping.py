@@ -29,9 +29,18 @@ class Stopper:
         if self.event.is_set():
             raise Stop
 
-    async def sleep(self, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.event.wait(), timeout=seconds)
+    async def sleep(self, seconds: float, wake: asyncio.Event | None = None) -> None:
+        """Sleep `seconds`, less if stopped (then raise Stop) or if `wake` is set meanwhile."""
+        if wake is None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.event.wait(), timeout=seconds)
+        else:
+            waiters = [asyncio.ensure_future(self.event.wait()), asyncio.ensure_future(wake.wait())]
+            try:
+                await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiter in waiters:
+                    waiter.cancel()
         self.check()
 
 

@@ -103,6 +103,36 @@ async def test_status_is_written_before_its_receipts_are_published(harness: Harn
     assert any(kind == "publish" for kind, _ in order)
 
 
+async def test_the_start_is_one_status_write_stored_before_the_session(
+    harness: Harness,
+) -> None:
+    """Before the command runs, the attempt, Starting and where the Run's outbox lines begin
+    are stored in one write, and the starting receipt is published after it."""
+    harness.backend.append(BACKEND_SPRITE, OUTBOX, b'{"old": "line"}\n')
+    at_exec: list[tuple[list[dict[str, object]], list[LifecycleEvent]]] = []
+    exec_session = harness.backend.exec
+
+    async def exec_and_look(*args: object, **kwargs: object) -> object:
+        at_exec.append(([dict(w) for w in harness.writes], _events(harness)))
+        return await exec_session(*args, **kwargs)  # type: ignore[arg-type]
+
+    harness.backend.exec = exec_and_look  # type: ignore[method-assign]
+
+    @harness.backend.program("agent")
+    async def agent(p: FakeProcess) -> None:
+        p.event("COMPLETED", {"status": "success"})
+
+    harness.start()
+    await harness.finished()
+    [(writes, posted)] = at_exec
+    assert [(w.get("phase"), w.get("outboxStart")) for w in writes] == [("Starting", 16)]
+    [start] = writes
+    assert start["phase"] == "Starting"
+    assert len(start["attempts"]) == 1  # type: ignore[arg-type]
+    assert start["outboxStart"] == len(b'{"old": "line"}\n')
+    assert posted == [LifecycleEvent.SESSION_STARTING]
+
+
 async def test_a_nonzero_exit_fails_the_run(harness: Harness) -> None:
     @harness.backend.program("agent")
     async def agent(p: FakeProcess) -> None:
@@ -212,6 +242,27 @@ async def test_a_sprite_held_by_another_run_holds_the_run_pending(harness: Harne
     assert "Run first" in harness.condition()["message"]
     harness.directory.held_by = None
     await harness.finished()
+    assert harness.phase == "Succeeded"
+
+
+async def test_a_run_waiting_for_its_sprite_starts_when_woken_not_at_its_next_poll(
+    harness: Harness,
+) -> None:
+    harness.timings = harness.timings.model_copy(update={"sprite_wait": 60.0})
+    harness.directory.held_by = "first"
+
+    @harness.backend.program("agent")
+    async def agent(p: FakeProcess) -> None:
+        pass
+
+    harness.start()
+    await harness.until(lambda: harness.status.get("conditions"))
+    assert harness.condition()["reason"] == "SpriteBusy"
+    await asyncio.sleep(0.2)
+    assert harness.phase == "Pending"  # holding: no poll for a minute
+    harness.directory.held_by = None
+    harness.sprite_changed.set()  # the first Run ended: its watch event wakes the waiters
+    await harness.finished(limit=5.0)
     assert harness.phase == "Succeeded"
 
 

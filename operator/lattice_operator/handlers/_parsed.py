@@ -1,0 +1,43 @@
+"""A Run's watch event parsed once for all the indexes that read it.
+
+kopf calls every index function with the same body, one after the other, for each watch
+event; two of them need the whole Run model (the claims on Sprites, the Runs by name that
+the Intent pipeline reads). Validating and copying a Run is most of an index's cost, and
+Runs change often (a status write every `patch_interval` while they run), so the last parse
+is kept and reused while the body's resourceVersion is the same. One entry only: nothing
+accumulates, and a model handed out is never changed by its readers.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import kopf
+from pydantic import ValidationError
+
+from lattice_operator.api.v1alpha1 import Run
+
+_last: tuple[str, str, Run] | None = None
+
+
+def parse_run(body: kopf.Body) -> Run:
+    """The Run of a body (a copy: the model never shares kopf's dictionaries)."""
+    try:
+        return Run.model_validate(copy.deepcopy(dict(body)))
+    except ValidationError as exc:
+        raise kopf.PermanentError(f"invalid Run: {exc}") from exc
+
+
+def indexed_run(body: kopf.Body) -> Run:
+    """`parse_run`, reused for the next index that reads the same version of the Run."""
+    global _last
+    uid = str(body.metadata.uid or "")
+    version = str(body.get("metadata", {}).get("resourceVersion") or "")
+    if version and _last is not None and _last[0] == uid and _last[1] == version:
+        return _last[2]
+    run = parse_run(body)
+    _last = (uid, version, run)
+    return run
+
+
+__all__ = ["indexed_run", "parse_run"]

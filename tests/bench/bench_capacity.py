@@ -1,0 +1,710 @@
+"""Where users wait, and what the operator holds (`make bench`; bench-results/capacity.json,
+printed as a table by `python -m tests.bench.report`).
+
+Every row of issue 17's table, each with its method next to it:
+
+- the API server's ceiling alone: bare custom objects (a CRD nobody watches) created and
+  status-patched at full speed — measured first, in the same run, so the sustained rate is
+  reported as a ratio to it;
+- Run applied → exec started in a warm sprite, and an auto-approved Intent applied → its
+  Run's exec started: open-loop Poisson arrivals at a low rate (what one user waits), and a
+  burst of 100 (what a busy moment looks like). "Exec started" is the Run's
+  `status.startTime`, written when the sprite confirmed the session; "applied" is when the
+  create was due at the client (the generator and the operator share this machine's clock);
+- Intents sustained: Poisson arrivals at 100/s for 60 s over 200 warm sprites, reported per
+  10 s window, with the API server's own counts of the writes made meanwhile (so writes per
+  Intent) and each admission webhook's latency from its
+  `apiserver_admission_webhook_admission_duration_seconds`;
+- an operator crash with 100 active Runs: time from the restart until every Run's status has
+  caught up with what its sprite wrote while no operator ran;
+- operator RSS with 1,000 Sprites and 10,000 finished Runs (a fresh operator that made them
+  all), with what holds it (a census of live Python objects by type, taken in the operator
+  on SIGUSR2 by a bench-only `sitecustomize`);
+- the protocol engine alone (tests/bench/bench_protocol.py's workload, GC-tuned as the operator
+  runs it), events per CPU-second.
+
+The two cores are shared with whatever else runs: each figure carries the 1-minute load
+average before and after it. Measurements, not tests: nothing here asserts a number.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from lattice_adapters.kube import KubeClient, KubeConfig, resource_path
+from tests.support import pyspy
+from tests.support.admission_cases import build
+from tests.support.agents import agent
+from tests.support.cluster import Cluster, wait_for
+from tests.support.loadgen import (
+    PROBE_CRD,
+    Generator,
+    LoadReport,
+    StartWatch,
+    apiserver_metrics,
+    ceiling,
+    webhook_latency,
+    writes_between,
+)
+from tests.support.operator import spawn_operator
+from tests.support.protocol_bench import protocol_workload
+from tests.support.sprites_server import LocalSprites
+from tests.support.stack import Stack, operator_stack
+
+REPO = Path(__file__).resolve().parents[2]
+RESULTS = REPO / "bench-results" / "capacity.json"
+
+# LATTICE_BENCH_SCALE=0.1 runs a tenth of every count and duration (rates stay): a quick look
+# while working, never the figures to quote.
+SCALE = float(os.environ.get("LATTICE_BENCH_SCALE", "1"))
+SUSTAINED_RATE, SUSTAINED_SECONDS, SUSTAINED_SPRITES = 100.0, 60.0 * SCALE, int(200 * SCALE)
+LATENCY_RATE, LATENCY_SECONDS, BURST = 5.0, 30.0 * SCALE, int(100 * SCALE)
+RESTART_RUNS = int(100 * SCALE)
+MEMORY_SPRITES, MEMORY_RUNS, MEMORY_RUN_SPRITES = int(1_000 * SCALE), int(10_000 * SCALE), 250
+CEILING_OBJECTS, CEILING_IN_FLIGHT = int(3_000 * SCALE), 64
+
+SLOW_AGENT = agent(
+    r"""
+for i in range(10**6):
+    emit("INFO", {"message": "beat %d" % i})
+    time.sleep(0.5)
+"""
+)
+
+# Loaded into the memory bench's operator only (PYTHONPATH): on SIGUSR2 it writes a census of
+# live objects by type to $LATTICE_BENCH_CENSUS (with LATTICE_BENCH_TRACEMALLOC=1 also
+# tracemalloc's largest allocation sites, traced from the start). Nothing of it is in the
+# operator's code.
+CENSUS_HOOK = r"""
+import os, signal
+def _census(signum, frame):
+    import gc, json, sys, tracemalloc
+    gc.collect()
+    rows = {}
+    for obj in gc.get_objects():
+        name = type(obj).__module__ + "." + type(obj).__qualname__
+        count, size = rows.get(name, (0, 0))
+        rows[name] = (count + 1, size + sys.getsizeof(obj))
+    top = sorted(rows.items(), key=lambda kv: -kv[1][1])[:25]
+    out = {"gc_objects_by_type": [
+        {"type": k, "count": c, "shallow_bytes": s} for k, (c, s) in top
+    ]}
+    if tracemalloc.is_tracing():
+        snapshot = tracemalloc.take_snapshot()
+        out["tracemalloc_total_bytes"] = sum(s.size for s in snapshot.statistics("filename"))
+        out["tracemalloc_by_line"] = [
+            {"where": str(s.traceback), "bytes": s.size, "blocks": s.count}
+            for s in snapshot.statistics("lineno")[:25]
+        ]
+    with open(os.environ["LATTICE_BENCH_CENSUS"], "w") as f:
+        json.dump(out, f)
+if os.environ.get("LATTICE_BENCH_CENSUS"):
+    signal.signal(signal.SIGUSR2, _census)
+    if os.environ.get("LATTICE_BENCH_TRACEMALLOC"):
+        import tracemalloc
+        tracemalloc.start()
+"""
+
+
+PROFILE = bool(os.environ.get("LATTICE_BENCH_PROFILE"))
+"""LATTICE_BENCH_PROFILE=1: py-spy samples the operator during the latency and sustained
+rows (collapsed stacks in bench-results/profile-*.txt, a summary in the row); the figures
+of a profiled run carry "profiled": true."""
+
+
+@contextmanager
+def profiled(stack: Stack, name: str, into: dict[str, Any]) -> Iterator[None]:
+    if not PROFILE:
+        yield
+        return
+    out = RESULTS.parent / f"profile-{name}.txt"
+    out.parent.mkdir(exist_ok=True)
+    with pyspy.record(stack.operator.proc.pid, out):
+        yield
+    into["profiled"] = True
+    into["profile"] = pyspy.summary(out)
+
+
+def load() -> float:
+    return round(os.getloadavg()[0], 1)
+
+
+@contextmanager
+def loaded(into: dict[str, Any]) -> Iterator[None]:
+    """Record the machine's load average before and after a measurement."""
+    before = load()
+    yield
+    into["load_average_1m_before_after"] = [before, load()]
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def allow_all(namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "lattice.dev/v1alpha1",
+        "kind": "IntentPolicy",
+        "metadata": {"name": "bench", "namespace": namespace},
+        "spec": {
+            "rules": [
+                {
+                    "name": "all-exec",
+                    "risk": "safe",
+                    "outcome": "allow",
+                    "match": "intent.spec.kind == 'sprite_task_exec'",
+                }
+            ]
+        },
+    }
+
+
+def run_body(name: str, sprite: str, command: list[str]) -> dict[str, Any]:
+    doc = build("run.yaml", name, {"spec.command": command, "spec.spriteRef.name": sprite})
+    doc["spec"].pop("timeoutSeconds", None)
+    doc["spec"]["retries"] = 0
+    return doc
+
+
+def intent_body(name: str, sprite: str, command: list[str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "lattice.dev/v1alpha1",
+        "kind": "Intent",
+        "metadata": {"name": name},
+        "spec": {
+            "kind": "sprite_task_exec",
+            "proposedBy": {"type": "system"},
+            "params": {"spriteTaskExec": {"spriteRef": {"name": sprite}, "command": command}},
+        },
+    }
+
+
+def same(name: str) -> str:
+    return name
+
+
+def run_of_intent(name: str) -> str:
+    return f"{name}-run"
+
+
+class Bench:
+    """One event loop and one API client for the whole benchmark."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.config = KubeConfig.load(cluster.kubeconfig)
+        self.loop = asyncio.new_event_loop()
+        self.kube = KubeClient(self.config, user_agent="lattice-bench")
+        self.loop.run_until_complete(self.kube.__aenter__())
+
+    def run(self, coro: Any) -> Any:
+        return self.loop.run_until_complete(coro)
+
+    def close(self) -> None:
+        self.run(self.kube.close())
+        self.loop.close()
+
+    def generator(self, namespace: str, plural: str, in_flight: int = 64) -> Generator:
+        return Generator(self.kube, namespace, plural, in_flight)
+
+    def sprites(self, namespace: str, names: list[str], *, warm: bool) -> None:
+        """Sprites created at once, Ready; warm: each has run a command (the sprite is set up)."""
+        bodies = [build("sprite.yaml", n, {"spec.networkPolicy": {"rules": []}}) for n in names]
+        self.run(self.generator(namespace, "sprites", 32).burst(bodies, same))
+        path = resource_path("lattice.dev", "v1alpha1", "sprites", namespace)
+
+        def ready() -> bool:
+            items = self.run(self.kube.get(path))["items"]
+            return sum(_ready(i) for i in items) >= len(names)
+
+        wait_for(ready, timeout=600, interval=1.0, what=f"{len(names)} Sprites Ready")
+        if warm:
+            warmups = [run_body(f"warm-{n}", n, ["true"]) for n in names]
+            self.loaded_runs(namespace, warmups, same, timeout=600)
+
+    def loaded_runs(
+        self,
+        namespace: str,
+        bodies: list[dict[str, Any]],
+        run_of: Callable[[str], str],
+        *,
+        plural: str = "runs",
+        timeout: float = 300,
+    ) -> LoadReport:
+        """A burst of `bodies`; back once every Run has finished."""
+
+        async def go() -> LoadReport:
+            async with StartWatch(self.config, namespace, plural, timeline=True) as watch:
+                samples = await self.generator(namespace, plural).burst(bodies, run_of)
+                names = {s.run for s in samples}
+                await watch.wait_phases(names, {"Succeeded", "Failed", "Canceled"}, timeout)
+                return LoadReport(samples, dict(watch.started), steps=watch.steps)
+
+        report: LoadReport = self.run(go())
+        return report
+
+    def open_loop(
+        self,
+        namespace: str,
+        plural: str,
+        body_of: Callable[[int], dict[str, Any]],
+        run_of: Callable[[str], str],
+        rate: float,
+        seconds: float,
+    ) -> LoadReport:
+        async def go() -> LoadReport:
+            async with StartWatch(self.config, namespace, plural, timeline=True) as watch:
+                samples = await self.generator(namespace, plural, in_flight=256).open_loop(
+                    body_of, run_of, rate=rate, seconds=seconds
+                )
+                names = {s.run for s in samples if not s.error}
+                await watch.wait(names, within=300)
+                await watch.wait_phases(names, {"Succeeded", "Failed", "Canceled"}, 300)
+                return LoadReport(samples, dict(watch.started), steps=watch.steps)
+
+        report: LoadReport = self.run(go())
+        return report
+
+
+def _ready(item: dict[str, Any]) -> bool:
+    conditions = (item.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+# -- the rows ------------------------------------------------------------------------------
+
+
+def measure_ceiling(bench: Bench, namespace: str) -> dict[str, Any]:
+    bench.cluster.kubectl("apply", "-f", "-", input=json.dumps(PROBE_CRD))
+    bench.cluster.kubectl(
+        "wait", "--for=condition=Established", "crd/probes.bench.lattice.dev", "--timeout=60s"
+    )
+    out: dict[str, Any] = {}
+    try:
+        with loaded(out):
+            runs = [
+                bench.run(
+                    ceiling(
+                        bench.kube, namespace, CEILING_OBJECTS // 3, CEILING_IN_FLIGHT, f"p{i}-"
+                    )
+                )
+                for i in range(3)
+            ]
+    finally:
+        bench.cluster.kubectl("delete", "crd", "probes.bench.lattice.dev", "--wait=false")
+    best = max(r["create_plus_status_patch_per_s"] for r in runs)
+    return {**out, "runs": runs, "best_create_plus_status_patch_per_s": best}
+
+
+def latency_rows(bench: Bench, stack: Stack, runs_ns: str, intents_ns: str) -> dict[str, Any]:
+    """Run and Intent apply → exec started: a low open-loop rate, then a burst of 100."""
+    sprites = [f"w{i}" for i in range(BURST)]
+    out: dict[str, Any] = {
+        "parameters": {"rate": LATENCY_RATE, "seconds": LATENCY_SECONDS, "burst": BURST}
+    }
+    for namespace in (runs_ns, intents_ns):
+        bench.sprites(namespace, sprites, warm=True)
+    bench.cluster.kubectl("apply", "-f", "-", input=json.dumps(allow_all(intents_ns)))
+    time.sleep(6)  # the local sprites go from running to warm after 5 s idle
+
+    def runs(i: int) -> dict[str, Any]:
+        return run_body(f"ol-{i}", sprites[i % BURST], ["true"])
+
+    def intents(i: int) -> dict[str, Any]:
+        return intent_body(f"ol-{i}", sprites[i % BURST], ["true"])
+
+    for key, namespace, plural, body_of, run_of in (
+        ("run", runs_ns, "runs", runs, same),
+        ("intent", intents_ns, "intents", intents, run_of_intent),
+    ):
+        row: dict[str, Any] = {}
+        with loaded(row), profiled(stack, f"{key}-open-loop", row):
+            report = bench.open_loop(
+                namespace, plural, body_of, run_of, LATENCY_RATE, LATENCY_SECONDS
+            )
+        row.update(report.summary())
+        row["timeline"] = report.timeline()
+        out[f"{key}_open_loop"] = row
+        time.sleep(6)
+        burst: dict[str, Any] = {}
+        bodies = [
+            (run_body if key == "run" else intent_body)(f"b-{i}", sprites[i], ["true"])
+            for i in range(BURST)
+        ]
+        with loaded(burst), profiled(stack, f"{key}-burst", burst):
+            report = bench.loaded_runs(namespace, bodies, run_of, plural=plural)
+        burst.update(report.summary())
+        burst["timeline"] = report.timeline()
+        out[f"{key}_burst"] = burst
+        time.sleep(6)
+    return out
+
+
+def sustained(bench: Bench, stack: Stack, namespace: str) -> dict[str, Any]:
+    sprites = [f"s{i}" for i in range(SUSTAINED_SPRITES)]
+    bench.sprites(namespace, sprites, warm=True)
+    bench.cluster.kubectl("apply", "-f", "-", input=json.dumps(allow_all(namespace)))
+    time.sleep(6)
+
+    def body_of(i: int) -> dict[str, Any]:
+        return intent_body(f"sus-{i}", sprites[i % SUSTAINED_SPRITES], ["true"])
+
+    row: dict[str, Any] = {
+        "target_per_s": SUSTAINED_RATE,
+        "seconds": SUSTAINED_SECONDS,
+        "sprites": SUSTAINED_SPRITES,
+    }
+    before = bench.run(apiserver_metrics(bench.config))
+    cpu0 = _cpu_seconds(stack.operator.proc.pid)
+    failures0 = _daemon_failures(stack)
+    with loaded(row), profiled(stack, "sustained", row):
+        report = bench.open_loop(
+            namespace, "intents", body_of, run_of_intent, SUSTAINED_RATE, SUSTAINED_SECONDS
+        )
+    after = bench.run(apiserver_metrics(bench.config))
+    cpu = _cpu_seconds(stack.operator.proc.pid) - cpu0
+    summary = report.summary()
+    started = [report.started[s.run] for s in report.samples if s.run in report.started]
+    first = min(s.due for s in report.samples)
+    # The rate that reached exec: Runs started while Intents arrived (the first 60 s).
+    in_time = sum(1 for t in started if t - first <= SUSTAINED_SECONDS)
+    writes = writes_between(before, after)
+    total_writes = sum(writes.values())
+    row.update(summary)
+    row["arrived"] = len(report.samples)
+    row["exec_started_per_s_during_arrivals"] = round(in_time / SUSTAINED_SECONDS, 1)
+    row["exec_started_per_s_overall"] = (
+        round(len(started) / max(1e-9, max(started) - first), 1) if started else 0.0
+    )
+    row["windows"] = report.windows()
+    row["timeline"] = report.timeline()
+    row["api_writes_by_resource"] = writes
+    row["api_writes_per_intent"] = round(total_writes / max(1, len(started)), 1)
+    row["webhooks"] = webhook_latency(before, after)
+    row["daemon_failures"] = _daemon_failures(stack) - failures0
+    row["operator_cpu_s"] = round(cpu, 1)
+    row["operator_cpu_ms_per_intent"] = round(1000 * cpu / max(1, len(started)), 2)
+    return row
+
+
+def restart(bench: Bench, stack: Stack, namespace: str) -> dict[str, Any]:
+    sprites = [f"r{i}" for i in range(RESTART_RUNS)]
+    bench.sprites(namespace, sprites, warm=False)
+    names = [f"act-{i}" for i in range(RESTART_RUNS)]
+    bodies = [
+        run_body(n, s, ["python3", "-c", SLOW_AGENT]) for n, s in zip(names, sprites, strict=True)
+    ]
+
+    async def start_all() -> None:
+        async with StartWatch(bench.config, namespace) as watch:
+            await bench.generator(namespace, "runs").burst(bodies, same)
+            await watch.wait_phases(set(names), {"Running"}, 300)
+
+    bench.run(start_all())
+    stack.operator.kill()
+    time.sleep(5)  # the sprites keep writing while no operator watches
+    path = resource_path("lattice.dev", "v1alpha1", "sprites", namespace)
+    backend = {
+        i["metadata"]["name"]: i["status"]["spriteName"]
+        for i in bench.run(bench.kube.get(path))["items"]
+    }
+    target = {}
+    for name, sprite in zip(names, sprites, strict=True):
+        outbox = stack.sprites.host_root(backend[sprite]) / ".lattice" / "outbox.jsonl"
+        target[name] = len(outbox.read_bytes().splitlines())
+    row: dict[str, Any] = {"active_runs": RESTART_RUNS, "operator_down_s": 5}
+    runs_path = resource_path("lattice.dev", "v1alpha1", "runs", namespace)
+    with loaded(row):
+        restarted = time.monotonic()
+        stack.start()
+        live = time.monotonic() - restarted
+
+        def caught_up() -> bool:
+            items = bench.run(bench.kube.get(runs_path))["items"]
+            counts = {
+                i["metadata"]["name"]: ((i.get("status") or {}).get("events") or {}).get(
+                    "eventCount", 0
+                )
+                for i in items
+            }
+            return all(counts.get(n, 0) >= target[n] for n in names)
+
+        wait_for(caught_up, timeout=600, interval=0.2, what="every Run to catch up")
+        row["time_to_catch_up_s"] = round(time.monotonic() - restarted, 2)
+        row["of_which_process_start_s"] = round(live, 2)
+    for name in names:
+        bench.run(bench.kube.merge_patch(f"{runs_path}/{name}", {"spec": {"cancel": True}}))
+    return row
+
+
+def memory(
+    bench: Bench, cluster: Cluster, local_sprites: LocalSprites, tmp_path: Path
+) -> dict[str, Any]:
+    """A fresh operator makes 1,000 Sprites and runs 10,000 Runs to the end; then its RSS."""
+    hook = tmp_path / "census-hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(CENSUS_HOOK)
+    census_file = tmp_path / "census.json"
+    namespace = cluster.create_namespace("cap-memory")
+    row: dict[str, Any] = {
+        "sprites": MEMORY_SPRITES,
+        "finished_runs": MEMORY_RUNS,
+        "wave": min(MEMORY_RUN_SPRITES, MEMORY_SPRITES),
+    }
+    settings = {"runs": {**_fast_runs(), "history_limit": 0}}
+    try:
+        with operator_stack(cluster, local_sprites, tmp_path, **settings) as stack:
+            stack.operator.stop()
+            env = {**stack.env, "LATTICE_BENCH_CENSUS": str(census_file)}
+            # Only its namespace: the earlier sections' namespaces may still be terminating,
+            # and their objects (open Intents, queued Runs) are not what this row measures.
+            stack.operator = spawn_operator(
+                cluster.kubeconfig,
+                stack.log_dir,
+                *stack.args,
+                "--namespace",
+                namespace,
+                env=env,
+                extra_path=[hook],
+            )
+            pid = stack.operator.proc.pid
+            row["rss_empty_kib"] = rss_kib(pid)
+            names = [f"m{i}" for i in range(MEMORY_SPRITES)]
+            with loaded(row):
+                bench.sprites(namespace, names, warm=False)
+                row["rss_1000_sprites_kib"] = rss_kib(pid)
+                per_wave = min(MEMORY_RUN_SPRITES, MEMORY_SPRITES)
+                for wave in range(MEMORY_RUNS // per_wave):
+                    bodies = [run_body(f"f{wave}-{i}", names[i], ["true"]) for i in range(per_wave)]
+                    bench.loaded_runs(namespace, bodies, same, timeout=600)
+            time.sleep(5)  # daemons stopped, kopf's idle workers gone
+            row["rss_kib"] = rss_kib(pid)
+            row["rss_mib"] = round(row["rss_kib"] / 1024, 1)
+            row["bytes_per_finished_run_approx"] = round(
+                1024 * (row["rss_kib"] - row["rss_1000_sprites_kib"]) / MEMORY_RUNS
+            )
+            os.kill(pid, signal.SIGUSR2)
+            wait_for(census_file.exists, timeout=120, interval=0.5, what="the census")
+            time.sleep(1)
+            row["census"] = json.loads(census_file.read_text())
+            row["tracemalloc"] = bool(os.environ.get("LATTICE_BENCH_TRACEMALLOC"))
+    finally:
+        cluster.delete_namespace(namespace)
+    return row
+
+
+def _fast_runs() -> dict[str, Any]:
+    from tests.support.stack import FAST_SETTINGS
+
+    runs: dict[str, Any] = dict(FAST_SETTINGS["runs"])
+    return runs
+
+
+def _daemon_failures(stack: Stack) -> int:
+    """Daemon passes that failed (kopf logs each, then starts the daemon again later)."""
+    return stack.operator.log().count("failed with an exception and will try again")
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def engine() -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    with loaded(out):
+        runs = [protocol_workload("engine-gc-tuned", "300000") for _ in range(3)]
+    values = [r["events_per_second_cpu"] for r in runs]
+    return {
+        **out,
+        "events": 300_000,
+        "runs": 3,
+        "median_events_per_cpu_s": statistics.median(values),
+        "range": [min(values), max(values)],
+    }
+
+
+# -- the table -------------------------------------------------------------------------------
+
+
+NOT_MEASURED = "not measured yet (LATTICE_BENCH_ONLY left it out)"
+
+
+def _when(section: dict[str, Any], load_of: dict[str, Any] | None = None) -> str:
+    m = section.get("measured") or {}
+    load = (load_of or section).get("load_average_1m_before_after")
+    scale = "" if m.get("scale", 1) == 1 else f", SCALE {m.get('scale')} (not for quoting)"
+    return f"; load {load}; {m.get('at')} {m.get('commit')}{scale}"
+
+
+def table(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 17's table: every row, with its method (and when, on what, under what load)."""
+    rows = []
+
+    def row(measure: str, figure: str, target: str, method: str) -> None:
+        rows.append({"measure": measure, "figure": figure, "target": target, "method": method})
+
+    lat = results.get("latency")
+    for key, what, target in (
+        ("run", "Run applied → exec started, warm sprite", "≤ 50 ms / ≤ 150 ms"),
+        ("intent", "auto-approved Intent applied → its Run's exec started", "≤ 100 / ≤ 300 ms"),
+    ):
+        if not lat:
+            row(f"{what}, p50 / p99", NOT_MEASURED, target, "")
+            continue
+        p = lat["parameters"]
+        ol = lat[f"{key}_open_loop"]
+        bu = lat[f"{key}_burst"]
+        row(
+            f"{what}, p50 / p99",
+            f"{ol['p50_ms']} / {ol['p99_ms']} ms (burst of {p['burst']}: {bu['p50_ms']} / "
+            f"{bu['p99_ms']} ms, all in {bu['all_started_after_s']} s)",
+            target,
+            f"Poisson {p['rate']:g}/s for {p['seconds']:g} s over {p['burst']} warm sprites; "
+            f"due at the client → status.startTime{_when(lat, ol)}",
+        )
+    sus, ceiling_row = results.get("sustained_intents"), results.get("api_ceiling")
+    ceil = ceiling_row["best_create_plus_status_patch_per_s"] if ceiling_row else None
+    measure = "sustained Intents per second to exec started, 60 s"
+    target = "≥ 100/s or the API server's ceiling"
+    if sus:
+        row(
+            measure,
+            f"{sus['exec_started_per_s_during_arrivals']}/s of {sus['target_per_s']:g}/s offered "
+            f"(p50 {sus['p50_ms']} ms, p99 {sus['p99_ms']} ms); API ceiling {ceil}/s "
+            f"create+status-patch pairs; {sus['api_writes_per_intent']} API writes per Intent",
+            target,
+            f"Poisson {sus['target_per_s']:g}/s for {sus['seconds']:g} s, {sus['sprites']} warm "
+            f"sprites, per-10 s windows in the JSON{_when(sus)}",
+        )
+    else:
+        row(measure, NOT_MEASURED, target, "")
+    if ceiling_row:
+        row(
+            "the API server alone (the ceiling)",
+            f"{ceil} create+status-patch pairs/s",
+            "(reference)",
+            f"bare objects of a CRD nobody watches, {CEILING_IN_FLIGHT} in flight, best of 3"
+            f"{_when(ceiling_row)}",
+        )
+    mem = results.get("memory")
+    measure, target = "operator RSS, 1,000 Sprites + 10,000 finished Runs", "≤ 200 MB"
+    if mem:
+        row(
+            measure,
+            f"{mem['rss_mib']} MiB (empty {round(mem['rss_empty_kib'] / 1024, 1)} MiB, "
+            f"~{mem['bytes_per_finished_run_approx']} B per finished Run)",
+            target,
+            f"{mem['sprites']} Sprites, {mem['finished_runs']} Runs in waves of "
+            f"{mem['wave']}, a fresh operator; VmRSS after{_when(mem)}",
+        )
+    else:
+        row(measure, NOT_MEASURED, target, "")
+    rst = results.get("restart_100_active_runs")
+    measure, target = "restart with 100 active Runs → all caught up", "≤ 10 s"
+    if rst:
+        row(
+            measure,
+            f"{rst['time_to_catch_up_s']} s for {rst['active_runs']} (process start "
+            f"{rst['of_which_process_start_s']} s)",
+            target,
+            "kill -9, 5 s down while sprites write, restart → every status.events.eventCount ≥ "
+            f"the outbox's lines{_when(rst)}",
+        )
+    else:
+        row(measure, NOT_MEASURED, target, "")
+    eng = results.get("protocol_engine")
+    measure, target = "protocol engine alone", "≥ 300k events/CPU-s"
+    if eng:
+        row(
+            measure,
+            f"{eng['median_events_per_cpu_s']:,} events/CPU-s (range {eng['range']})",
+            target,
+            "bench_protocol's workload, GC-tuned, 300,000 events, median of 3 subprocesses"
+            f"{_when(eng)}",
+        )
+    else:
+        row(measure, NOT_MEASURED, target, "")
+    return rows
+
+
+SECTIONS = ("ceiling", "latency", "restart", "sustained", "memory", "engine")
+
+
+def _chosen() -> list[str]:
+    """LATTICE_BENCH_ONLY=latency,sustained runs only those sections (default: all)."""
+    wanted = [w.strip() for w in os.environ.get("LATTICE_BENCH_ONLY", "").split(",") if w.strip()]
+    unknown = sorted(set(wanted) - set(SECTIONS))
+    if unknown:
+        raise ValueError(f"LATTICE_BENCH_ONLY: unknown sections {unknown}; known: {SECTIONS}")
+    return [s for s in SECTIONS if not wanted or s in wanted]
+
+
+def _commit() -> str:
+    """The commit measured (LATTICE_BENCH_COMMIT when the tree is an export, not a clone)."""
+    if os.environ.get("LATTICE_BENCH_COMMIT"):
+        return os.environ["LATTICE_BENCH_COMMIT"]
+    out = subprocess.run(
+        ["git", "describe", "--always", "--dirty"], cwd=REPO, capture_output=True, text=True
+    )
+    return out.stdout.strip() or "unknown"
+
+
+def test_capacity(cluster: Cluster, local_sprites: LocalSprites, tmp_path: Path) -> None:
+    """Each section is written to capacity.json as soon as it is measured, stamped with the
+    time, the commit and the scale; a run of some sections keeps the others' earlier figures
+    (each with its own stamp)."""
+    chosen = _chosen()
+    results: dict[str, Any] = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    results["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version()}
+    stamp = {"commit": _commit(), "scale": SCALE}
+
+    def record(key: str, value: dict[str, Any]) -> None:
+        value["measured"] = {**stamp, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        results[key] = value
+        results["table"] = table(results)
+        RESULTS.parent.mkdir(exist_ok=True)
+        RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+
+    bench = Bench(cluster)
+    try:
+        if "ceiling" in chosen:
+            namespace = cluster.create_namespace("cap-ceiling")
+            record("api_ceiling", measure_ceiling(bench, namespace))
+            cluster.delete_namespace(namespace)
+        if {"latency", "restart", "sustained"} & set(chosen):
+            with operator_stack(cluster, local_sprites, tmp_path) as stack:
+                if "latency" in chosen:
+                    runs_ns = cluster.create_namespace("cap-runs")
+                    intents_ns = cluster.create_namespace("cap-intents")
+                    record("latency", latency_rows(bench, stack, runs_ns, intents_ns))
+                    cluster.delete_namespace(runs_ns)
+                    cluster.delete_namespace(intents_ns)
+                if "restart" in chosen:
+                    namespace = cluster.create_namespace("cap-restart")
+                    record("restart_100_active_runs", restart(bench, stack, namespace))
+                    cluster.delete_namespace(namespace)
+                if "sustained" in chosen:
+                    namespace = cluster.create_namespace("cap-sustained")
+                    record("sustained_intents", sustained(bench, stack, namespace))
+                    cluster.delete_namespace(namespace)
+        if "memory" in chosen:
+            record("memory", memory(bench, cluster, local_sprites, tmp_path))
+        if "engine" in chosen:
+            record("protocol_engine", engine())
+    finally:
+        bench.close()

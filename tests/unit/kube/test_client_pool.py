@@ -1,0 +1,55 @@
+"""The API client under a burst: requests queued behind its connection pool wait for a
+connection (bounded by the total timeout); only connecting to the server is timed as a
+connect."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+from aiohttp import web
+
+from lattice_adapters.kube import KubeClient, KubeConfig
+
+
+@pytest.fixture
+async def slow_server() -> AsyncIterator[str]:
+    """An API-server stand-in on 127.0.0.1 that takes 0.3 s per answer."""
+
+    async def answer(request: web.Request) -> web.Response:
+        await asyncio.sleep(0.3)
+        return web.json_response({"kind": "Thing", "path": request.path})
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", answer)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
+
+
+async def test_requests_queued_behind_the_pool_wait_instead_of_failing(slow_server: str) -> None:
+    # One connection, a connect timeout far shorter than the queue: the 4th request waits
+    # ~0.9 s for the connection, which is not a connect timeout.
+    async with KubeClient(
+        KubeConfig(server=slow_server), connections=1, connect_timeout=0.1, total_timeout=10
+    ) as kube:
+        answers = await asyncio.gather(*(kube.get(f"/api/v1/things/{i}") for i in range(4)))
+    assert [a["path"] for a in answers] == [f"/api/v1/things/{i}" for i in range(4)]
+
+
+async def test_the_total_timeout_still_bounds_a_request(slow_server: str) -> None:
+    async with KubeClient(
+        KubeConfig(server=slow_server), connections=1, connect_timeout=0.1, total_timeout=0.5
+    ) as kube:
+        results = await asyncio.gather(
+            *(kube.get(f"/api/v1/things/{i}") for i in range(3)), return_exceptions=True
+        )
+    assert isinstance(results[0], dict)
+    assert any(isinstance(r, TimeoutError) for r in results[1:])

@@ -1,0 +1,64 @@
+"""The Run indexes: one parse per version of a Run (handlers/_parsed.py), and only the Runs an
+Intent can read kept whole."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, cast
+
+import kopf
+import pytest
+
+from lattice_operator.builders import run_name
+from lattice_operator.handlers._parsed import indexed_run
+from lattice_operator.handlers.intent import runs_by_name
+from tests.support.intent_world import intent
+from tests.support.run_harness import run_doc
+
+
+def _body(doc: dict[str, Any]) -> kopf.Body:
+    return kopf.Body(cast(kopf.RawBody, doc))
+
+
+def _doc(version: str, phase: str | None = None) -> dict[str, Any]:
+    doc = run_doc()
+    doc["metadata"]["resourceVersion"] = version
+    if phase:
+        doc["status"] = {"phase": phase}
+    return doc
+
+
+def test_the_same_version_is_parsed_once() -> None:
+    first = indexed_run(_body(_doc("7")))
+    assert indexed_run(_body(_doc("7"))) is first
+
+
+def test_a_new_version_is_parsed_again() -> None:
+    first = indexed_run(_body(_doc("7")))
+    second = indexed_run(_body(_doc("8", phase="Running")))
+    assert second is not first
+    assert (first.status.phase, second.status.phase) == (None, "Running")
+
+
+def test_the_model_shares_nothing_with_the_body() -> None:
+    doc = _doc("9")
+    doc["spec"]["env"] = [{"name": "A", "value": "1"}]
+    run = indexed_run(_body(doc))
+    doc["spec"]["env"][0]["value"] = "changed"
+    assert run.spec.env[0].value == "1"
+
+
+def test_an_invalid_run_is_a_permanent_error() -> None:
+    doc = copy.deepcopy(_doc("10"))
+    doc["spec"]["command"] = "not a list"
+    with pytest.raises(kopf.PermanentError, match="invalid Run"):
+        indexed_run(_body(doc))
+
+
+async def test_runs_by_name_keeps_only_runs_an_intent_can_read() -> None:
+    theirs = _doc("11")
+    theirs["metadata"]["name"] = run_name(intent())  # a Run made first under an Intent's name
+    mine = _doc("12")
+    mine["metadata"]["name"] = "nightly-build"
+    assert list(await runs_by_name(_body(theirs))) == [("team", theirs["metadata"]["name"])]
+    assert await runs_by_name(_body(mine)) == {}
