@@ -139,6 +139,27 @@ def process_record(raw: object, path: Path) -> ProcessRecord:
     return ProcessRecord(str(name), pid, start, str(raw.get("log") or ""))
 
 
+def spawn_logged(
+    name: str, args: list[str], log_path: Path, *, cwd: Path, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], ProcessRecord | None]:
+    """Start `args` in a session of its own, its output appended to `log_path`; the process
+    and its record (None if it exited at once)."""
+    log: IO[bytes] = open(log_path, "ab")  # noqa: SIM115 - handed to the child
+    try:
+        proc = subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+            cwd=cwd,
+        )
+    finally:
+        log.close()
+    return proc, started_record(proc, name, log_path)
+
+
 def started_record(proc: subprocess.Popen[bytes], name: str, log: Path) -> ProcessRecord | None:
     """The record of a process just started (None if it exited at once)."""
     for _ in range(200):
@@ -406,20 +427,8 @@ class LocalControlPlane:
     def _spawn(self, name: str, args: list[str]) -> None:
         assert self.state is not None
         log_path = self.state_dir / f"{name}.log"
-        log: IO[bytes] = open(log_path, "ab")  # noqa: SIM115 - handed to the child
-        try:
-            proc = subprocess.Popen(
-                args,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                cwd=self.state_dir,
-            )
-        finally:
-            log.close()
+        proc, record = spawn_logged(name, args, log_path, cwd=self.state_dir)
         self._children.append(proc)
-        record = started_record(proc, name, log_path)
         if record is None:
             raise ControlPlaneError(f"{name} exited at once; see {log_path}")
         self.state.processes.append(record)

@@ -26,7 +26,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import yaml
 
@@ -39,7 +39,7 @@ from lattice_adapters.localcluster.controlplane import (
     kubeconfig_document,
     proc_start_time,
     process_record,
-    started_record,
+    spawn_logged,
 )
 
 NODE_STATE_FILE = "node-state.json"
@@ -169,21 +169,10 @@ class NodeCluster:
         """Start a process inside the namespace, recorded in the state file (so that
         stopping the cluster stops it too)."""
         log_path = self.state / f"{name}.log"
-        log: IO[bytes] = open(log_path, "ab")  # noqa: SIM115 - the child's
-        try:
-            proc = subprocess.Popen(
-                self.ns_cmd(*args),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                env={**os.environ, **(env or {})},
-                cwd=self.state,
-            )
-        finally:
-            log.close()
+        proc, record = spawn_logged(
+            name, self.ns_cmd(*args), log_path, cwd=self.state, env={**os.environ, **(env or {})}
+        )
         self._children.append(proc)
-        record = started_record(proc, name, log_path)
         if record is None:
             raise NodeError(f"{name} exited at once:\n{self.log(name)[-3000:]}")
         self.records.append(record)
