@@ -46,6 +46,7 @@ from lattice_adapters.kube import KubeClient, KubeConfig, resource_path
 from tests.support import pyspy
 from tests.support.admission_cases import build
 from tests.support.agents import agent
+from tests.support.bench_ingest import runs_caught_up
 from tests.support.cluster import Cluster, wait_for
 from tests.support.loadgen import (
     PROBE_CRD,
@@ -434,14 +435,7 @@ def restart(bench: Bench, stack: Stack, namespace: str) -> dict[str, Any]:
         live = time.monotonic() - restarted
 
         def caught_up() -> bool:
-            items = bench.run(bench.kube.get(runs_path))["items"]
-            counts = {
-                i["metadata"]["name"]: ((i.get("status") or {}).get("events") or {}).get(
-                    "eventCount", 0
-                )
-                for i in items
-            }
-            return all(counts.get(n, 0) >= target[n] for n in names)
+            return runs_caught_up(bench.run(bench.kube.get(runs_path))["items"], target)
 
         wait_for(caught_up, timeout=600, interval=0.2, what="every Run to catch up")
         row["time_to_catch_up_s"] = round(time.monotonic() - restarted, 2)

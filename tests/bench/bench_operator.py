@@ -23,7 +23,7 @@ from typing import Any
 
 from tests.support.admission_cases import build
 from tests.support.agents import agent
-from tests.support.bench_ingest import bench_fast_run, pct, run_doc
+from tests.support.bench_ingest import bench_fast_run, pct, run_doc, runs_caught_up
 from tests.support.cluster import Cluster, wait_for
 from tests.support.sprites_server import LocalSprites
 from tests.support.stack import Stack, operator_stack
@@ -118,13 +118,7 @@ def bench_restart(stack: Stack, namespace: str, runs: int) -> dict[str, Any]:
         items = stack.cluster.custom.list_namespaced_custom_object(
             "lattice.dev", "v1alpha1", namespace, "runs"
         )["items"]
-        counts = {
-            i["metadata"]["name"]: ((i.get("status") or {}).get("events") or {}).get(
-                "eventCount", 0
-            )
-            for i in items
-        }
-        return all(counts.get(n, 0) >= target[n] for n in names)
+        return runs_caught_up(items, target)
 
     wait_for(caught_up, timeout=600, interval=0.5, what="every Run to catch up")
     elapsed = time.monotonic() - restarted

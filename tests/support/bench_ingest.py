@@ -64,6 +64,15 @@ def metric(stack: Stack, name: str) -> float:
     )
 
 
+def runs_caught_up(items: list[dict[str, Any]], target: dict[str, int]) -> bool:
+    """Every Run named in `target` has at least that many events folded into its status."""
+    counts = {
+        i["metadata"]["name"]: ((i.get("status") or {}).get("events") or {}).get("eventCount", 0)
+        for i in items
+    }
+    return all(counts.get(name, 0) >= least for name, least in target.items())
+
+
 def run_doc(name: str, sprite: str, command: list[str], **spec: Any) -> dict[str, Any]:
     doc = build("run.yaml", name, {"spec.command": command, "spec.spriteRef.name": sprite})
     doc["spec"].pop("timeoutSeconds", None)
