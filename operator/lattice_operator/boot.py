@@ -92,22 +92,33 @@ class KopfThread:
     async def _operate(self) -> None:
         import kopf
 
+        from lattice_operator.handlers._memories import ResourceMemories, keep_lean
+
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         self._started.set()
         memo = kopf.Memo()
         memo.lattice = OperatorContext(settings=self._settings)
         settings = self._settings
-        await kopf.operator(
-            registry=self._registry,
-            clusterwide=not settings.namespaces,
-            namespaces=settings.namespaces,
-            standalone=True,  # one reconciling replica is the Lease's job, not kopf peering's
-            liveness_endpoint=self._liveness,
-            memo=memo,
-            stop_flag=self._stop,
-            ready_flag=self.ready,
-        )
+        # kopf's per-object memories, ours to keep small: finished objects' bodies released.
+        memories = ResourceMemories()
+        lean = asyncio.create_task(keep_lean(memories), name="release-idle-bodies")
+        try:
+            await kopf.operator(
+                registry=self._registry,
+                clusterwide=not settings.namespaces,
+                namespaces=settings.namespaces,
+                standalone=True,  # one reconciling replica is the Lease's job, not kopf peering's
+                liveness_endpoint=self._liveness,
+                memo=memo,
+                memories=memories,
+                stop_flag=self._stop,
+                ready_flag=self.ready,
+            )
+        finally:
+            lean.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await lean
 
     def stop(self) -> None:
         if self._done is None:

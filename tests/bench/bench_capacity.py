@@ -101,8 +101,54 @@ def _census(signum, frame):
     out = {"gc_objects_by_type": [
         {"type": k, "count": c, "shallow_bytes": s} for k, (c, s) in top
     ]}
+    # Who holds the per-object things: asyncio tasks by coroutine, and for a few sampled
+    # objects of the types that grow with the object count, their referrers' types.
+    tasks = {}
+    for obj in gc.get_objects():
+        if type(obj).__name__ == "Task":
+            coro = obj.get_coro()
+            name = getattr(coro, "__qualname__", type(coro).__name__)
+            tasks[name] = tasks.get(name, 0) + 1
+    out["tasks_by_coroutine"] = sorted(tasks.items(), key=lambda kv: -kv[1])[:15]
+    holders = {}
+    for wanted in ("Body", "deque", "set", "Memo"):
+        sample = [o for o in gc.get_objects() if type(o).__name__ == wanted][-200::20]
+        seen = {}
+        for obj in sample:
+            for ref in gc.get_referrers(obj):
+                if ref is sample or type(ref).__name__ == "frame":
+                    continue
+                up = type(ref).__qualname__
+                if isinstance(ref, dict):
+                    owners = [type(r).__qualname__ for r in gc.get_referrers(ref)
+                              if type(r).__name__ not in ("list", "frame")][:2]
+                    up = "dict<" + ",".join(owners) + ">"
+                seen[up] = seen.get(up, 0) + 1
+        holders[wanted] = sorted(seen.items(), key=lambda kv: -kv[1])[:6]
+    out["sampled_holders"] = holders
+    # What the C allocator holds (all arenas): live, and freed but kept from the OS.
+    try:
+        import ctypes
+        class _Info(ctypes.Structure):
+            _fields_ = [(n, ctypes.c_size_t) for n in (
+                "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+                "uordblks", "fordblks", "keepcost")]
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallinfo2.restype = _Info
+        info = libc.mallinfo2()
+        out["malloc"] = {"in_use_bytes": info.uordblks + info.hblkhd,
+                         "freed_but_held_bytes": info.fordblks,
+                         "mmapped_bytes": info.hblkhd}
+    except (OSError, AttributeError):
+        pass
+    out["python_allocated_blocks"] = sys.getallocatedblocks()
     if tracemalloc.is_tracing():
         snapshot = tracemalloc.take_snapshot()
+        out["tracemalloc_by_traceback"] = [
+            {"where": [str(f) for f in s.traceback if "json" not in f.filename][:4],
+             "bytes": s.size, "blocks": s.count}
+            for s in snapshot.statistics("traceback")[:12]
+        ]
         out["tracemalloc_total_bytes"] = sum(s.size for s in snapshot.statistics("filename"))
         out["tracemalloc_by_line"] = [
             {"where": str(s.traceback), "bytes": s.size, "blocks": s.count}
@@ -114,7 +160,7 @@ if os.environ.get("LATTICE_BENCH_CENSUS"):
     signal.signal(signal.SIGUSR2, _census)
     if os.environ.get("LATTICE_BENCH_TRACEMALLOC"):
         import tracemalloc
-        tracemalloc.start()
+        tracemalloc.start(int(os.environ["LATTICE_BENCH_TRACEMALLOC"]))
 """
 
 
@@ -474,6 +520,7 @@ def memory(
                 namespace,
                 env=env,
                 extra_path=[hook],
+                ready_timeout=300,  # tracemalloc slows the imports of start-up several-fold
             )
             pid = stack.operator.proc.pid
             row["rss_empty_kib"] = rss_kib(pid)
@@ -488,6 +535,9 @@ def memory(
             time.sleep(5)  # daemons stopped, kopf's idle workers gone
             row["rss_kib"] = rss_kib(pid)
             row["rss_mib"] = round(row["rss_kib"] / 1024, 1)
+            row["bytes_per_sprite_approx"] = round(
+                1024 * (row["rss_1000_sprites_kib"] - row["rss_empty_kib"]) / MEMORY_SPRITES
+            )
             row["bytes_per_finished_run_approx"] = round(
                 1024 * (row["rss_kib"] - row["rss_1000_sprites_kib"]) / MEMORY_RUNS
             )
@@ -601,7 +651,8 @@ def table(results: dict[str, Any]) -> list[dict[str, Any]]:
         row(
             measure,
             f"{mem['rss_mib']} MiB (empty {round(mem['rss_empty_kib'] / 1024, 1)} MiB, "
-            f"~{mem['bytes_per_finished_run_approx']} B per finished Run)",
+            f"~{mem['bytes_per_finished_run_approx']} B per finished Run, "
+            f"~{mem.get('bytes_per_sprite_approx', '?')} B per Sprite)",
             target,
             f"{mem['sprites']} Sprites, {mem['finished_runs']} Runs in waves of "
             f"{mem['wave']}, a fresh operator; VmRSS after{_when(mem)}",
