@@ -9,12 +9,14 @@ import logging
 from typing import Any, cast
 
 import kopf
+import pytest
 from kopf._cogs.structs import ephemera, patches, references
 from kopf._core.engines.indexing import OperatorIndexers
 from kopf._core.intents import causes
 from kopf._core.reactor import processing
 from kopf._core.reactor.inventory import ResourceMemory
 
+from lattice_operator.handlers import _memories
 from lattice_operator.handlers._memories import ResourceMemories, keep_lean, release_idle_bodies
 
 RUNS = references.Resource("lattice.dev", "v1alpha1", "runs", namespaced=True)
@@ -128,3 +130,22 @@ async def test_the_loop_releases_until_cancelled() -> None:
     with contextlib.suppress(asyncio.CancelledError):
         await lean
     assert memory.daemons_memory.live_fresh_body is None
+
+
+async def test_a_pass_that_released_bodies_trims_the_allocator(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    trims: list[int] = []
+    monkeypatch.setattr(_memories, "trim_allocator", lambda: trims.append(1))
+    memories, registry = ResourceMemories(), _registry()
+    memory = await _event(memories, registry, _raw("r", "Succeeded"))
+    lean = asyncio.create_task(keep_lean(memories, interval=0.01))
+    for _ in range(500):
+        if trims:
+            break
+        await asyncio.sleep(0.01)
+    lean.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await lean
+    assert memory.daemons_memory.live_fresh_body is None
+    assert trims
