@@ -78,6 +78,15 @@ def test_validation_fills_in_nothing_the_line_did_not_hold(event_type: str) -> N
     assert keys_and_strings(data) - keys_and_strings(data["payload"]) == 6 + ENVELOPE_STRINGS
 
 
+@pytest.mark.parametrize("event_type", sorted(MINIMAL))
+def test_every_event_type_takes_the_fast_path(event_type: str) -> None:
+    # Enums (action, adjustment type) are counted as the strings they were read from.
+    raw = ev(event_type, MINIMAL[event_type])
+    event = parse(raw)
+    assert isinstance(event, dict)
+    assert not _maybe_ambiguous(raw, event)
+
+
 def test_the_envelope_strings_are_the_models_string_fields() -> None:
     event_models = ProtocolEvent.__origin__.__args__  # type: ignore[attr-defined]
     for model in event_models:
