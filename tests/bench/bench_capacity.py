@@ -119,8 +119,8 @@ if os.environ.get("LATTICE_BENCH_CENSUS"):
 
 
 PROFILE = bool(os.environ.get("LATTICE_BENCH_PROFILE"))
-"""LATTICE_BENCH_PROFILE=1: py-spy samples the operator during the latency and sustained
-rows (collapsed stacks in bench-results/profile-*.txt, a summary in the row); the figures
+"""LATTICE_BENCH_PROFILE=1: py-spy samples the operator during the latency, restart and
+sustained rows (collapsed stacks in bench-results/profile-*.txt, a summary in the row); the figures
 of a profiled run carry "profiled": true."""
 
 
@@ -437,7 +437,8 @@ def restart(bench: Bench, stack: Stack, namespace: str) -> dict[str, Any]:
         def caught_up() -> bool:
             return runs_caught_up(bench.run(bench.kube.get(runs_path))["items"], target)
 
-        wait_for(caught_up, timeout=600, interval=0.2, what="every Run to catch up")
+        with profiled(stack, "restart", row):
+            wait_for(caught_up, timeout=600, interval=0.2, what="every Run to catch up")
         row["time_to_catch_up_s"] = round(time.monotonic() - restarted, 2)
         row["of_which_process_start_s"] = round(live, 2)
     for name in names:
