@@ -38,11 +38,16 @@ from typing import Any
 import pytest
 import yaml
 
-from lattice_adapters.localcluster.node import NodeCluster, node_cluster
+from lattice_adapters.localcluster.node import NodeCluster, start_node_cluster, stop_node_cluster
 from tests.support.admission_cases import build
-from tests.support.loadgen import ms, pct
 from tests.support.node_image import build_image
-from tests.support.node_runpod import MINIMAL_IMAGE, RUN_VS_POD, minimal_image, run_vs_pod_row
+from tests.support.node_runpod import (
+    MINIMAL_IMAGE,
+    RUN_VS_POD,
+    minimal_image,
+    run_vs_pod_row,
+    summarize,
+)
 from tests.support.stack import FAST_SETTINGS
 
 pytestmark = pytest.mark.node
@@ -159,27 +164,6 @@ def warm_sprite(node: NodeCluster) -> None:
     assert wait(finished, "the warm-up Run") == "Succeeded"
 
 
-def summary(rounds: list[dict[str, Any]], side: str, kind: str) -> dict[str, Any]:
-    lat = [
-        r[side][f"started_{kind}"] - r[side]["applied"]
-        for r in rounds
-        if r[side].get(f"started_{kind}") is not None
-    ]
-    return {
-        "n": len(lat),
-        "p50_ms": ms(pct(lat, 50)),
-        "p90_ms": ms(pct(lat, 90)),
-        "min_ms": ms(min(lat) if lat else None),
-        "max_ms": ms(max(lat) if lat else None),
-    }
-
-
-def ratio(pod: dict[str, Any], run: dict[str, Any]) -> float | None:
-    if not pod["p50_ms"] or not run["p50_ms"]:
-        return None
-    return round(float(pod["p50_ms"]) / float(run["p50_ms"]), 1)
-
-
 def measure(node: NodeCluster, image_path: Path, work: Path) -> dict[str, Any]:
     node.import_image(image_path, IMAGE)
     node.import_image(minimal_image(work))
@@ -209,42 +193,24 @@ def measure(node: NodeCluster, image_path: Path, work: Path) -> dict[str, Any]:
         timeout=ROUNDS * 60 + 120,
     )  # fmt: skip
     row["load_average_1m_before_after"] = [before, load()]
+    (work / "rounds.json").write_text(out.stdout)  # kept (pytest's tmp) whatever follows
     doc = json.loads(out.stdout.strip().splitlines()[-1])
-    rounds = doc["rounds"]
     row["command"] = doc["command"]
-    sides = ("run", *pods)
-    row["phases"] = sorted({f"{side}:{r[side]['phase']}" for r in rounds for side in sides})
-    for kind in ("runtime", "printed"):
-        figures: dict[str, Any] = {side: summary(rounds, side, kind) for side in sides}
-        for side in pods:
-            figures[f"{side}_over_run_p50"] = ratio(figures[side], figures["run"])
-        row[kind] = figures
-    # Where a Pod's time goes: its container's creation (the snapshot of the image's
-    # filesystem: the node's containerd uses the `native` snapshotter, a full copy) and start.
-    for side in pods:
-        created = [
-            r[side]["started_runtime"] - r[side]["created_runtime"]
-            for r in rounds
-            if r[side].get("created_runtime") and r[side].get("started_runtime")
-        ]
-        applied = [
-            r[side]["created_runtime"] - r[side]["applied"]
-            for r in rounds
-            if r[side].get("created_runtime")
-        ]
-        row[f"{side}_breakdown"] = {
-            "applied_to_container_created_p50_ms": ms(pct(applied, 50)),
-            "container_created_to_started_p50_ms": ms(pct(created, 50)),
-        }
-    row["rounds_detail"] = rounds
+    row.update(summarize(doc["rounds"], ["run", *pods]))
+    row["rounds_detail"] = doc["rounds"]
     return row
 
 
 def test_run_vs_pod(tmp_path: Path) -> None:
     image = build_image()
     started = load()
-    with node_cluster(tmp_path / "node", REPO) as node:
+    state = tmp_path / "node"
+    node = start_node_cluster(state, REPO)
+    try:
         row = measure(node, image.path, tmp_path)
+    finally:
+        stop_node_cluster(state)
+        node.reap()
     row["load_average_1m_at_node_start"] = started
     results: dict[str, Any] = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     results.setdefault("machine", {"cpus": os.cpu_count(), "python": platform.python_version()})

@@ -35,7 +35,7 @@ from typing import Any
 import aiohttp
 
 from lattice_adapters.kube import KubeClient, KubeConfig, resource_path
-from tests.support.loadgen import StartWatch, stamp
+from tests.support.loadgen import StartWatch, ms, pct, stamp
 
 COMMAND = ["sh", "-c", "date +%s.%N"]
 FINISHED_RUN = {"Succeeded", "Failed", "Canceled"}
@@ -196,6 +196,50 @@ class Rounds:
             s.get(f"{self.config.server}{self.pods}/{name}/log", headers=headers) as resp,
         ):
             return await resp.text() if resp.status == 200 else ""
+
+
+def _latencies(rounds: list[dict[str, Any]], side: str, end: str, start: str) -> list[float]:
+    """`end - start` of `side` in every round that has both (a side may sit rounds out)."""
+    rows = [r[side] for r in rounds if side in r]
+    return [x[end] - x[start] for x in rows if x.get(end) is not None and x.get(start) is not None]
+
+
+def _stats(lat: list[float]) -> dict[str, Any]:
+    return {
+        "n": len(lat),
+        "p50_ms": ms(pct(lat, 50)),
+        "p90_ms": ms(pct(lat, 90)),
+        "min_ms": ms(min(lat) if lat else None),
+        "max_ms": ms(max(lat) if lat else None),
+    }
+
+
+def summarize(rounds: list[dict[str, Any]], sides: list[str]) -> dict[str, Any]:
+    """Per kind of "started" (the runtime's record, the command's print): each side's
+    p50/p90 from applied, and each Pod side's p50 over the Run's (sides[0], "run"); per Pod
+    side, where its time went (applied → container created → started, from CRI)."""
+    run, pods = sides[0], sides[1:]
+    out: dict[str, Any] = {
+        "phases": sorted({f"{s}:{r[s]['phase']}" for r in rounds for s in sides if s in r})
+    }
+    for kind in ("runtime", "printed"):
+        figures: dict[str, Any] = {
+            s: _stats(_latencies(rounds, s, f"started_{kind}", "applied")) for s in sides
+        }
+        for s in pods:
+            pod_p50, run_p50 = figures[s]["p50_ms"], figures[run]["p50_ms"]
+            figures[f"{s}_over_run_p50"] = (
+                round(pod_p50 / run_p50, 1) if pod_p50 and run_p50 else None
+            )
+        out[kind] = figures
+    for s in pods:
+        created = _latencies(rounds, s, "created_runtime", "applied")
+        started = _latencies(rounds, s, "started_runtime", "created_runtime")
+        out[f"{s}_breakdown"] = {
+            "applied_to_container_created_p50_ms": ms(pct(created, 50)),
+            "container_created_to_started_p50_ms": ms(pct(started, 50)),
+        }
+    return out
 
 
 RUN_VS_POD = "Run vs Pod on the real node, apply → command started, p50 of 20"
