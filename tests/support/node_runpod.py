@@ -4,7 +4,7 @@ Run inside the node cluster's network namespace (where its API server is), by
 tests/bench/bench_node_pod.py: `python -m tests.support.node_runpod ARGS`; prints one JSON
 document. Each round applies a Run (in a warm sprite) and a Pod (on the node, an image already
 imported, imagePullPolicy Never) running the same command, `sh -c 'date +%s.%N'`, one after
-the other (the order alternating), each only once the previous object has finished.
+the other (each side first in turn), each only once the previous object has finished.
 
 "Applied" is the moment just before the create request is sent (this process's clock).
 "Command started" is taken two ways, each the same kind for both:
@@ -122,6 +122,8 @@ def pod_body(name: str, image: str) -> dict[str, Any]:
 
 
 class Rounds:
+    """Applies one object and waits for it to finish; returns its times."""
+
     def __init__(self, kube: KubeClient, config: KubeConfig, args: argparse.Namespace) -> None:
         self.kube = kube
         self.config = config
@@ -132,7 +134,8 @@ class Rounds:
         self.timeout: float = args.timeout
         self.runs = resource_path("lattice.dev", "v1alpha1", "runs", self.namespace)
         self.pods = f"/api/v1/namespaces/{self.namespace}/pods"
-        self.last_exec = 0.0
+        # The caller has just run a warm-up Run in the sprite: the first Run waits too.
+        self.last_exec = time.monotonic()
 
     async def run(self, watch: StartWatch, name: str) -> dict[str, Any]:
         # The sprite idles past warm_after first: every Run starts in a warm sprite.
