@@ -246,7 +246,7 @@ def summarize(rounds: list[dict[str, Any]], sides: list[str]) -> dict[str, Any]:
 
 
 RUN_VS_POD = "Run vs Pod on the real node, apply → command started, p50 of 20"
-RUN_VS_POD_TARGET = "(a ratio: the Run well below the Pod)"
+RUN_VS_POD_TARGET = "(no target: the ratio itself)"
 
 
 def run_vs_pod_row(rvp: dict[str, Any]) -> dict[str, str]:
