@@ -58,6 +58,7 @@ from tests.support.loadgen import (
     webhook_latency,
     writes_between,
 )
+from tests.support.node_runpod import RUN_VS_POD, RUN_VS_POD_TARGET, run_vs_pod_row
 from tests.support.operator import spawn_operator
 from tests.support.protocol_bench import protocol_workload
 from tests.support.sprites_server import LocalSprites
@@ -659,6 +660,16 @@ def table(results: dict[str, Any]) -> list[dict[str, Any]]:
         )
     else:
         row(measure, NOT_MEASURED, target, "")
+    rvp = results.get("run_vs_pod")
+    if rvp:
+        rows.append(run_vs_pod_row(rvp))
+    else:
+        row(
+            RUN_VS_POD,
+            "not measured yet (tests/bench/bench_node_pod.py, root)",
+            RUN_VS_POD_TARGET,
+            "",
+        )
     return rows
 
 
