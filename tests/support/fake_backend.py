@@ -26,6 +26,8 @@ from lattice_operator.ports.sprites import (
 )
 
 OUTBOX = "/workspace/.lattice/outbox.jsonl"
+RESUME = "/workspace/.lattice/resume.json"
+PREVIOUS_RESUME = "/workspace/.lattice/resume.previous.json"
 SHM = "/dev/shm/"
 """Memory at the real service: never in a checkpoint, not brought back by a restore."""
 PREFIX = "LATTICE_EVENT "
@@ -35,6 +37,12 @@ Program = Callable[["FakeProcess"], Awaitable[None]]
 
 def unwrap(command: Sequence[str]) -> tuple[dict[str, str], str, list[str]]:
     """(environment, exit file, argv) of a command the driver wrapped."""
+    env, exit_file, _, argv = unwrap_all(command)
+    return env, exit_file, argv
+
+
+def unwrap_all(command: Sequence[str]) -> tuple[dict[str, str], str, bool, list[str]]:
+    """(environment, exit file, claim, argv) of a command the driver wrapped."""
     assert command[0] == "env", command
     env: dict[str, str] = {}
     i = 1
@@ -43,7 +51,9 @@ def unwrap(command: Sequence[str]) -> tuple[dict[str, str], str, list[str]]:
         env[key] = value
         i += 1
     marker = command.index("lattice-run", i)
-    return env, command[marker + 1], list(command[marker + 2 :])
+    mode = command[marker + 2]
+    assert mode in ("claim", "-"), command
+    return env, command[marker + 1], mode == "claim", list(command[marker + 3 :])
 
 
 class FakeProcess:
@@ -53,7 +63,14 @@ class FakeProcess:
         self.backend = backend
         self.sprite = sprite
         self.session_id = session_id
-        self.env, self.exit_file, self.argv = unwrap(command)
+        self.env, self.exit_file, claim, self.argv = unwrap_all(command)
+        if claim:  # what the wrapper does on a Run's first session, before the command
+            files = backend.files
+            resume = files.pop((sprite, RESUME), None)
+            if resume is not None:
+                files[(sprite, PREVIOUS_RESUME)] = resume
+            length = len(files.get((sprite, OUTBOX), b""))
+            files[(sprite, f"{self.exit_file}.start")] = f"{length}\n".encode()
         self.scrollback: list[bytes] = []
         self.listeners: list[asyncio.Queue[tuple[str, Any]]] = []
         self.exit_code: int | None = None

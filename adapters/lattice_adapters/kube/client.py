@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from typing import Any
@@ -100,6 +101,11 @@ class KubeClient:
         self._connect_timeout = connect_timeout
         self._total_timeout = total_timeout
         self._session: aiohttp.ClientSession | None = None
+        # A request waits here for one of the pool's connections, untimed: under a load the
+        # API server cannot keep up with, requests queue (in order) instead of failing after
+        # the total timeout, which failed whole daemons (kopf then retried them a minute
+        # later). The total timeout bounds each request once it has its connection.
+        self._slots = asyncio.Semaphore(connections)
 
     async def __aenter__(self) -> KubeClient:
         connector = aiohttp.TCPConnector(ssl=self.config.ssl_context(), limit=self._connections)
@@ -107,8 +113,7 @@ class KubeClient:
         # No base_url: it would drop a path prefix of the server (API proxies serve under one).
         # sock_connect, not connect: aiohttp's `connect` also counts the wait for a free pooled
         # connection, so a burst of requests queued behind the pool failed after 10 s as if
-        # the API server were unreachable (hundreds of Intents at once did); the wait is
-        # bounded by the total timeout instead.
+        # the API server were unreachable (hundreds of Intents at once did).
         self._session = aiohttp.ClientSession(
             connector=connector,
             trust_env=False,
@@ -144,9 +149,10 @@ class KubeClient:
             headers["Authorization"] = f"Bearer {token}"
         data = json.dumps(body) if body is not None else None
         url = self.config.server + path
-        async with self._session.request(
-            method, url, data=data, params=params, headers=headers
-        ) as resp:
+        async with (
+            self._slots,
+            self._session.request(method, url, data=data, params=params, headers=headers) as resp,
+        ):
             text = await resp.text(errors="replace")
             parsed: Any = None
             if text.strip().startswith("{"):

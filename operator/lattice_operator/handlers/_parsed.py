@@ -5,12 +5,14 @@ event; two of them need the whole Run model (the claims on Sprites, the Runs by 
 the Intent pipeline reads). Validating and copying a Run is most of an index's cost, and
 Runs change often (a status write every `patch_interval` while they run), so the last parse
 is kept and reused while the body's resourceVersion is the same. One entry only: nothing
-accumulates, and a model handed out is never changed by its readers.
+accumulates, and a model handed out is never changed by its readers. A Run's driver keeps
+its own last parse the same way (`run_view`).
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 
 import kopf
 from pydantic import ValidationError
@@ -40,4 +42,21 @@ def indexed_run(body: kopf.Body) -> Run:
     return run
 
 
-__all__ = ["indexed_run", "parse_run"]
+def run_view(body: kopf.Body) -> Callable[[], Run]:
+    """The Run as kopf's live body has it now, parsed again only when its resourceVersion
+    moved: a Run's driver looks at it after every chunk of output (cancel? timed out?)."""
+    last: tuple[str, Run] | None = None
+
+    def view() -> Run:
+        nonlocal last
+        version = str(body.get("metadata", {}).get("resourceVersion") or "")
+        if version and last is not None and last[0] == version:
+            return last[1]
+        run = parse_run(body)
+        last = (version, run)
+        return run
+
+    return view
+
+
+__all__ = ["indexed_run", "parse_run", "run_view"]

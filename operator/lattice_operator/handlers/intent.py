@@ -223,6 +223,11 @@ async def _drive_intent(
     # After a conflict, the object as the API server has it now (the watch may lag behind).
     fresh: kopf.Body | None = None
     conflicts = 0
+    # Runs this daemon created, by name, until the Run index shows them: a pass woken by the
+    # Intent's own status write (its watch event often comes before the Run's) would
+    # otherwise create the Run again, to be refused as already there, a wasted round trip
+    # through the API server and its admission webhook.
+    created: dict[str, float] = {}
     while not stopped:
         wakeup.clear()
         source, fresh = fresh or body, None
@@ -253,9 +258,13 @@ async def _drive_intent(
                 forge_ready=ctx.forge is not None,
             )
             plan = reconcile_intent(world)
+            if world.run is not None or not run_name:
+                created.clear()
+            elif plan.create and _just_created(plan.create, created, ctx.clock.monotonic()):
+                plan.create = [m for m in plan.create if m["kind"] != "Run"]
             snapshot = plan.status.to_patch()
             if snapshot != written and snapshot != intent.status.to_patch():
-                if await _apply(ctx, intent, plan, body):
+                if await _apply(ctx, intent, plan, body, created):
                     written, conflicts = snapshot, 0
                     if plan.decision is not None:
                         _count_decision(ctx, intent, plan.decision)
@@ -279,7 +288,7 @@ async def _drive_intent(
                     fresh = kopf.Body(cast(kopf.RawBody, stored))
                     continue
             elif plan.create or plan.run_patch:
-                await _apply(ctx, intent, plan, body)
+                await _apply(ctx, intent, plan, body, created)
             elif plan.remediation is not None:
                 # Executing was written by an earlier pass, whose remediation was not
                 # carried out (no backend then, or a restart): do it now.
@@ -354,9 +363,31 @@ def _one(entries: Any) -> Any:
     return next(iter(entries)) if entries else None
 
 
-async def _apply(ctx: OperatorContext, intent: Intent, plan: IntentPlan, body: kopf.Body) -> bool:
+RUN_SEEN_WITHIN = 10.0
+"""Seconds a Run this daemon created may take to reach the Run index before a pass that
+does not see it creates it again (and is told it exists, or makes it anew if it was
+deleted meanwhile)."""
+
+
+def _just_created(manifests: list[dict[str, Any]], created: dict[str, float], now: float) -> bool:
+    """Whether the plan's Run is one this daemon created moments ago."""
+    return any(
+        m["kind"] == "Run"
+        and now - created.get(m["metadata"]["name"], -RUN_SEEN_WITHIN) < RUN_SEEN_WITHIN
+        for m in manifests
+    )
+
+
+async def _apply(
+    ctx: OperatorContext,
+    intent: Intent,
+    plan: IntentPlan,
+    body: kopf.Body,
+    created_runs: dict[str, float],
+) -> bool:
     """Write a pass's plan. False: the Intent changed since the pass read it (nothing written;
-    the next pass decides again on the new version)."""
+    the next pass decides again on the new version). A Run it creates is noted in
+    `created_runs` (name → when)."""
     kube = ctx.require_kube()
     namespace = intent.metadata.namespace or ""
     path = resource_path(*INTENTS.gvp, namespace, intent.metadata.name, "status")
@@ -386,6 +417,8 @@ async def _apply(ctx: OperatorContext, intent: Intent, plan: IntentPlan, body: k
             created = await create_or_exists(kube, collection, manifest)
         except KubeApiError as exc:
             raise kopf.TemporaryError(f"cannot create {manifest['kind']}: {exc}", delay=5) from exc
+        if created and manifest["kind"] == "Run":
+            created_runs[manifest["metadata"]["name"]] = ctx.clock.monotonic()
         if not created and manifest["kind"] == "Run":
             # Already there: ours from a retried pass, or someone else's. Write nothing
             # more until a pass sees it (the reconciler adopts only a Run this Intent owns).

@@ -16,7 +16,7 @@ from lattice_operator.api.v1alpha1 import API_VERSION, TERMINAL_RUN_PHASES, Spri
 from lattice_operator.api.v1alpha1.resources import INTENTS, RUNS, SPRITES
 from lattice_operator.builders import REPORTING_CONTROLLER, notice_event
 from lattice_operator.handlers._context import OperatorContext, context_of
-from lattice_operator.handlers._parsed import indexed_run, parse_run
+from lattice_operator.handlers._parsed import indexed_run, parse_run, run_view
 from lattice_operator.handlers._writes import create_or_exists, delete_if_present
 from lattice_operator.handlers.sprite import IndexedSprites
 from lattice_operator.metrics import RUN_OLDEST_ACTIVITY, RUNS_BY_PHASE, reconcile_timer
@@ -242,7 +242,7 @@ async def _drive_run(
     try:
         driver = RunDriver(
             run,
-            view=lambda: parse_run(body),
+            view=run_view(body),
             backend=ctx.require_backend(),
             sprites=IndexedSprites(sprite_directory, claims),
             writer=KubeRunStatus(ctx),

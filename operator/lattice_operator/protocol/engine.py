@@ -621,6 +621,16 @@ class RunEventEngine:
         self._next_session(outbox_size)
         self._projector.resume()
 
+    def start_outbox_at(self, offset: int) -> None:
+        """Where the Run's outbox lines begin, when that is learned only once its first
+        session has started: before anything was read from the outbox."""
+        if self._line_count or self._outbox_offset:
+            raise EngineStateError(
+                f"the outbox is read from byte {self._outbox_offset} already "
+                f"({self._line_count} lines): too late to start it at {offset}"
+            )
+        self._outbox_offset = offset
+
     def restart_session(self, *, outbox_size: int | None = None) -> None:
         """A new exec session that is not a resume (another attempt after a failed one).
 

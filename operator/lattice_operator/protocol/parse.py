@@ -14,14 +14,20 @@ every line.
 JSON lets an object name a key twice and parsers then disagree (pydantic-core and
 Python keep the last value, others the first): such a line is ambiguous, and is
 refused as `duplicate_key` after it validated, by a second parse with the standard
-library's C scanner that checks each object's keys.
+library's C scanner that checks each object's keys. That second parse would cost
+more than the validation, so it is only done where a count cannot rule a duplicate
+out (`_maybe_ambiguous`): every `"` of a JSON line delimits a string token or is
+escaped inside one, so a line whose `"` are exactly two per key and per string value
+of what it validated into has no token the validation dropped, hence no key named
+twice.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from operator import itemgetter, length_hint
+from itertools import chain, compress, repeat
+from operator import is_, itemgetter, length_hint
 from typing import Any, NamedTuple, cast
 
 import pydantic_core
@@ -30,6 +36,8 @@ from pydantic import ValidationError
 from lattice_operator.protocol.models import (
     EVENT_DATA_ADAPTER,
     PROTOCOL_VERSION,
+    ActionName,
+    AdjustmentType,
     EventData,
     EventType,
 )
@@ -60,6 +68,46 @@ def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 _pairs_decoder = json.JSONDecoder(object_pairs_hook=_unique_pairs)
+
+# Endless, so one of each serves every map().
+_DICT_TYPE = repeat(dict)
+_LIST_TYPE = repeat(list)
+_values = dict.values
+_QUOTE = b'"'
+_payload = itemgetter("payload")
+ENVELOPE_STRINGS = 5
+"""String values beside the payload in every validated event: protocol_version,
+event_type, sprite_id, work_item_id, timestamp (a test checks it against the models)."""
+
+
+def _string_quotes(events: list[EventData]) -> int:
+    """`"` that the keys and string values of validated `events` took in JSON: two each.
+
+    Validation keeps no string it did not read and reads no string twice (strict: a str,
+    enum or datetime comes only from a JSON string; no defaults are filled in), so the
+    lines hold at least this many `"`, and more exactly when one of their string tokens
+    was dropped (an ignored field, the first value of a key named twice) or holds an
+    escaped quote. Walked a level of nesting at a time, in C loops; a string of a type
+    not counted here only sends its line the slow way.
+    """
+    tokens = sum(map(len, events)) + ENVELOPE_STRINGS * len(events)
+    dicts: list[dict[str, Any]] = list(map(_payload, events))
+    lists: list[list[Any]] = []
+    while dicts or lists:
+        tokens += sum(map(len, dicts))
+        values = list(chain.from_iterable(map(_values, dicts)))
+        if lists:
+            values += chain.from_iterable(lists)
+        types = list(map(type, values))
+        tokens += types.count(str) + types.count(ActionName) + types.count(AdjustmentType)
+        dicts = list(compress(values, map(is_, types, _DICT_TYPE))) if dict in types else []
+        lists = list(compress(values, map(is_, types, _LIST_TYPE))) if list in types else []
+    return 2 * tokens
+
+
+def _maybe_ambiguous(raw: bytes, event: EventData) -> bool:
+    """Whether `raw`, which validated into `event`, may name a key twice (False: it cannot)."""
+    return raw.count(_QUOTE) != _string_quotes([event])
 
 
 def duplicate_key(raw: bytes) -> Rejection | None:
@@ -100,9 +148,10 @@ def line_parser(
             event: EventData = _validate(raw)
         except ValidationError as exc:
             return _classify(raw, exc, sprite_id, work_item_id)
-        ambiguous = duplicate_key(raw)
-        if ambiguous is not None:
-            return ambiguous
+        if _maybe_ambiguous(raw, event):
+            ambiguous = duplicate_key(raw)
+            if ambiguous is not None:
+                return ambiguous
         if event["sprite_id"] != sprite_id or event["work_item_id"] != work_item_id:
             return _spoofed(event["sprite_id"], event["work_item_id"], sprite_id, work_item_id)
         # The payload is never larger than the line, so only long lines pay for measuring it.
@@ -152,17 +201,23 @@ def batch_parser(
                 results.append(one(raws[failed]))
                 rejected.append(failed)
         # Lines that validated may still be ambiguous (a key named twice): the same check
-        # as the one-line parser, mapped over the batch.
-        ambiguous = list(map(duplicate_key, raws))
-        if any(ambiguous):
-            for index, rejection in enumerate(ambiguous):
-                if rejection is not None and type(results[index]) is dict:
+        # as the one-line parser, counted over the batch at once (and line by line only
+        # when the batch's count differs).
+        kept = [i for i, r in enumerate(results) if type(r) is dict] if rejected else range(total)
+        valid = cast("list[EventData]", [results[i] for i in kept] if rejected else results)
+        valid_raws = [raws[i] for i in kept] if rejected else raws
+        if b"".join(valid_raws).count(_QUOTE) != _string_quotes(valid):
+            ambiguous = [
+                (index, rejection)
+                for index, raw, event in zip(kept, valid_raws, valid, strict=True)
+                if _maybe_ambiguous(raw, event) and (rejection := duplicate_key(raw))
+            ]
+            if ambiguous:
+                for index, rejection in ambiguous:
                     results[index] = rejection
                     rejected.append(index)
-            rejected.sort()
-        valid = cast(
-            "list[EventData]", [r for r in results if type(r) is dict] if rejected else results
-        )
+                rejected.sort()
+                valid = cast("list[EventData]", [r for r in results if type(r) is dict])
         if not run_identity.issuperset(map(_identity, valid)):
             for index, result in enumerate(results):
                 if type(result) is dict and _identity(result) not in run_identity:

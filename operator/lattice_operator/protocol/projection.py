@@ -469,6 +469,9 @@ class Projector:
             (r.request_id, r) for r in s.action_requests
         )
         self._request_count = s.action_request_count
+        # Requests no longer Pending: eviction looks for one of these first, and most
+        # streams have none (then nothing is scanned).
+        self._resolved = {r.request_id for r in s.action_requests if r.state != "Pending"}
         self._waiting = s.waiting
         self._completion = s.completion
         self._errors: deque[ErrorStatus] = deque(s.errors, maxlen=MAX_ERRORS)
@@ -600,10 +603,12 @@ class Projector:
         requests[f"req-{committed.line}"] = committed
         self._request_count += 1
         while len(requests) > MAX_ACTION_REQUESTS:
-            resolved = next(
-                (k for k, r in requests.items() if _request_state(r) != "Pending"), None
-            )
-            del requests[resolved if resolved is not None else next(iter(requests))]
+            resolved = self._resolved
+            doomed = next((k for k in requests if k in resolved), None) if resolved else None
+            if doomed is None:
+                doomed = next(iter(requests))
+            del requests[doomed]
+            self._resolved.discard(doomed)
 
     def _request(self, request_id: str) -> ActionRequestStatus | None:
         """The request as its model (built once, then kept), or None."""
@@ -718,6 +723,7 @@ class Projector:
         if request.state != "Pending":
             raise UnknownActionRequestError(f"{request_id} is already {request.state}, not {state}")
         request.state = state
+        self._resolved.add(request_id)
         request.resolved_at = at
         request.message = None if message is None else clip(message, MESSAGE_CHARS)
 

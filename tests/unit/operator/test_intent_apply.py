@@ -9,7 +9,7 @@ import kopf
 
 from lattice_adapters.kube import KubeApiError
 from lattice_operator.handlers._context import OperatorContext
-from lattice_operator.handlers.intent import _apply
+from lattice_operator.handlers.intent import _apply, _just_created
 from lattice_operator.reconcilers.intent import reconcile_intent
 from tests.support.intent_world import approval, intent, policy, world
 
@@ -58,7 +58,9 @@ async def test_an_edit_after_the_decision_writes_and_creates_nothing() -> None:
     it, plan = _approved_pass()
     kube = RecordingKube(stored_generation=8)  # someone edited the spec meanwhile
     ctx = OperatorContext(kube=kube)  # type: ignore[arg-type]
-    assert await _apply(ctx, it, plan, kopf.Body({"metadata": {"name": "i"}})) is False
+    created: dict[str, float] = {}
+    assert await _apply(ctx, it, plan, kopf.Body({"metadata": {"name": "i"}}), created) is False
+    assert created == {}
     [(kind, path, ops)] = kube.calls
     assert (kind, ops[0]) == (
         "json-patch",
@@ -71,10 +73,16 @@ async def test_the_decided_version_gets_its_status_first_then_the_run() -> None:
     it, plan = _approved_pass()
     kube = RecordingKube(stored_generation=7)
     ctx = OperatorContext(kube=kube)  # type: ignore[arg-type]
-    assert await _apply(ctx, it, plan, kopf.Body({"metadata": {"name": "i"}})) is True
+    created: dict[str, float] = {}
+    assert await _apply(ctx, it, plan, kopf.Body({"metadata": {"name": "i"}}), created) is True
     assert [c[0] for c in kube.calls] == ["json-patch", "create"]
     assert kube.calls[0][2][1]["value"]["phase"] == "Executing"  # the whole status
     assert kube.calls[1][2]["kind"] == "Run"
+    # noted, so that a pass not seeing it yet does not create it again
+    [(name, at)] = created.items()
+    assert name == kube.calls[1][2]["metadata"]["name"]
+    assert _just_created(plan.create, created, now=at + 1.0)
+    assert not _just_created(plan.create, created, now=at + 11.0)
 
 
 async def test_a_pass_without_a_phase_change_is_not_guarded() -> None:
@@ -84,6 +92,6 @@ async def test_a_pass_without_a_phase_change_is_not_guarded() -> None:
     assert plan.phase == "AwaitingApproval"
     kube = RecordingKube(stored_generation=8)
     ctx = OperatorContext(kube=kube)  # type: ignore[arg-type]
-    assert await _apply(ctx, it, plan, kopf.Body({"metadata": {"name": "i"}})) is True
+    assert await _apply(ctx, it, plan, kopf.Body({"metadata": {"name": "i"}}), {}) is True
     [(kind, _, _)] = kube.calls
     assert kind == "patch"  # a plain merge patch: nothing decided that an edit could undo

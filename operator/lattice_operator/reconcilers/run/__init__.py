@@ -2,12 +2,13 @@
 
 from lattice_operator.reconcilers.run.decisions import (
     FAILURE_CLASSES,
+    OUTBOX_PATH,
+    RESUME_PATH,
     phase_of,
     resume_digest,
     wrapped_command,
 )
 from lattice_operator.reconcilers.run.driver import RunDriver
-from lattice_operator.reconcilers.run.files import OUTBOX_PATH, RESUME_PATH
 from lattice_operator.reconcilers.run.reasons import EndReason, Reason
 
 __all__ = [

@@ -33,12 +33,28 @@ CREDENTIALS_DIR = "/dev/shm/lattice/credentials"
 """Memory, not disk: never captured by a checkpoint, gone when the sprite stops (the operator
 delivers again after a resume restores a checkpoint)."""
 
+OUTBOX_PATH = "/workspace/.lattice/outbox.jsonl"
+RESUME_PATH = "/workspace/.lattice/resume.json"
+PREVIOUS_RESUME_PATH = "/workspace/.lattice/resume.previous.json"
+"""Where a new Run moves the resume file an earlier Run left (never read by the operator)."""
+
 # The wrapper records the command's exit status on disk: the backend cannot tell the
-# exit status of a session that ended while nobody was attached.
+# exit status of a session that ended while nobody was attached. On a Run's first session
+# ("claim") it first makes the protocol files the Run's own, in the sprite, before the
+# command runs, with no round trip of the operator's on the way to the exec: an earlier
+# Run's resume file is moved aside, and the outbox's length is written next to the exit
+# file (`<exit file>.start`), from where this Run's lines begin.
 _WRAPPER = (
-    'f="$1"; shift; mkdir -p "$(dirname "$f")"; "$@"; c=$?; '
+    'f="$1"; k="$2"; shift 2; mkdir -p "$(dirname "$f")"; '
+    'if [ "$k" = claim ]; then '
+    f"if [ -e {RESUME_PATH} ]; then mv -f {RESUME_PATH} {PREVIOUS_RESUME_PATH}; fi; "
+    f"s=0; if [ -f {OUTBOX_PATH} ]; then s=$(wc -c < {OUTBOX_PATH}); fi; "
+    'printf "%s\\n" "$s" > "$f.start.tmp" && mv "$f.start.tmp" "$f.start"; fi; '
+    '"$@"; c=$?; '
     'printf "%s\\n" "$c" > "$f.tmp" && mv "$f.tmp" "$f"; exit "$c"'
 )
+START_SUFFIX = ".start"
+"""`<exit file>.start`: the outbox's length when a Run's first session began."""
 
 # Failure reasons → Lifeloop failure class (one table). Retries happen only where the
 # class's retry posture allows one (safe_retry, retry_after_reread).
@@ -286,10 +302,14 @@ def outbox_start(size: int, tail: bytes, offset: int) -> int:
     return offset + newline + 1 if newline >= 0 or offset == 0 else size
 
 
-def wrapped_command(argv: list[str], env: Mapping[str, str], exit_file: str) -> list[str]:
-    """argv run under `env` (added to the sprite's own environment) and the exit wrapper."""
+def wrapped_command(
+    argv: list[str], env: Mapping[str, str], exit_file: str, *, claim: bool = False
+) -> list[str]:
+    """argv run under `env` (added to the sprite's own environment) and the exit wrapper;
+    `claim`: the Run's first session, which makes the protocol files the Run's own first."""
     assignments = [f"{k}={v}" for k, v in env.items()]
-    return ["env", *assignments, "sh", "-c", _WRAPPER, "lattice-run", exit_file, *argv]
+    mode = "claim" if claim else "-"
+    return ["env", *assignments, "sh", "-c", _WRAPPER, "lattice-run", exit_file, mode, *argv]
 
 
 def resume_context(
@@ -314,7 +334,11 @@ __all__ = [
     "FAILURE_CLASSES",
     "FORGE_ACTIONS",
     "NOT_RETRIED",
+    "OUTBOX_PATH",
+    "PREVIOUS_RESUME_PATH",
+    "RESUME_PATH",
     "RETRYABLE",
+    "START_SUFFIX",
     "ActionDecision",
     "AutoResume",
     "SessionEnd",

@@ -19,6 +19,7 @@ leaves behind. An unknown exit is never a success.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 
 from lattice_operator.api.object_ref import ObjectRef
@@ -29,6 +30,7 @@ from lattice_operator.ports import (
     ActionServices,
     AdapterError,
     Clock,
+    ExecSession,
     ReceiptPublisher,
     RunStatusWriter,
     SpriteBackend,
@@ -52,6 +54,8 @@ from lattice_operator.reconcilers.run.resume import Resumer
 from lattice_operator.reconcilers.run.session import SessionRunner
 from lattice_operator.reconcilers.run.stopping import Stop, Stopper
 from lattice_operator.settings import RunTimings
+
+log = logging.getLogger(__name__)
 
 
 class RunDriver:
@@ -196,21 +200,12 @@ class RunDriver:
             recorder.receipts.for_transition(RunTransition.EXEC_STARTING, key=recorder.tag())
         )
         try:
-            # The sprite's files first, at once, then one status write (the attempt, Starting,
-            # where the outbox starts; then the receipt): nothing has run yet, so a crash
-            # before the write only repeats these steps, and the status is stored before the
-            # session starts, as before.
-            if recorder.status.outbox_start is None:
-                await asyncio.gather(self.files.prepare_workspace(), self.files.claim())
-            else:
-                await self.files.prepare_workspace()
-            await recorder.flush(force=True)
             self._engine(run)
             if attempt.number > 1 or recorder.status.session_segment > 1:
                 recorder.require_engine().restart_session(
                     outbox_size=await self.files.outbox_size()
                 )
-            session = await self.sessions.start(run, list(run.spec.command))
+            session = await self._exec_while_storing(run)
         except AdapterError as exc:
             # Classed by what the adapter said: a dropped connection or a throttled request
             # is retried (safe_retry), a refused or unknown sprite is not.
@@ -221,6 +216,31 @@ class RunDriver:
                 await self._stopper.sleep(self._timings.start_retry_wait)
             return
         await self._session_over(run, await self.sessions.follow(run, session, resumed=False))
+
+    async def _exec_while_storing(self, run: Run) -> ExecSession:
+        """The exec, and the status write of the attempt and `Starting`, at once.
+
+        Nothing waits for the other: the wrapper of a Run's first session makes the
+        protocol files the Run's own in the sprite (`ProtocolFiles.learn_start` reads what
+        it found), and a crash before either is stored starts the attempt again, as a crash
+        between the exec and the next write always did. A failed write does not undo a
+        started session: the `Running` write that follows at once stores both."""
+        recorder = self.recorder
+        claim = recorder.status.outbox_start is None
+        wrote, started = await asyncio.gather(
+            recorder.flush(force=True),
+            self.sessions.start(run, list(run.spec.command), claim=claim),
+            return_exceptions=True,
+        )
+        if isinstance(started, BaseException):
+            raise started
+        if isinstance(wrote, BaseException):
+            if not isinstance(wrote, Exception):
+                raise wrote
+            log.warning(
+                "run %s: the Starting write failed (%s); the next one follows", self.ref.name, wrote
+            )
+        return started
 
     async def _follow(self, run: Run) -> None:
         """After a restart, with the session id known: attach, or recover from disk."""

@@ -3,22 +3,22 @@ file the command wrapper leaves, and the credentials delivered to it."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 
 from lattice_operator.metrics import OUTBOX_LAG
 from lattice_operator.ports import AdapterError, NotFound, SpriteBackend
-from lattice_operator.reconcilers.run.decisions import outbox_start
+from lattice_operator.reconcilers.run.decisions import (
+    OUTBOX_PATH,
+    PREVIOUS_RESUME_PATH,
+    RESUME_PATH,
+    START_SUFFIX,
+    outbox_start,
+)
 from lattice_operator.reconcilers.run.recorder import RunRecorder
 
 log = logging.getLogger(__name__)
 
 LATTICE_DIR = "/workspace/.lattice"
-OUTBOX_PATH = f"{LATTICE_DIR}/outbox.jsonl"
-RESUME_PATH = f"{LATTICE_DIR}/resume.json"
-PREVIOUS_RESUME_PATH = f"{LATTICE_DIR}/resume.previous.json"
-"""Where a new Run moves the resume file an earlier Run left (never read by the operator)."""
 EXIT_DIR = f"{LATTICE_DIR}/exit"
 OUTBOX_TAIL_BYTES = 64 * 1024
 """How much of the outbox's end a new Run reads to find the last complete line."""
@@ -48,38 +48,49 @@ class ProtocolFiles:
     def exit_file(self) -> str:
         return f"{EXIT_DIR}/{self._recorder.ref.uid}-{self._recorder.tag()}"
 
-    async def prepare_workspace(self) -> None:
-        # Creates /workspace/.lattice/ (and its exit/ folder) before the program runs.
-        await self._backend.write_file(
-            self.require_sprite(), f"{EXIT_DIR}/.keep", b"", atomic=False
-        )
+    def start_file(self) -> str:
+        return self.exit_file() + START_SUFFIX
 
-    async def claim(self) -> None:
-        """Make the protocol files this Run's own before its first session (safe to repeat:
-        nothing has run yet). An earlier Run's resume file is moved aside, and the outbox's
-        current length (to its last line end) becomes where this Run's lines begin: the
-        protocol fixes both paths, so they are shared by every Run on the Sprite.
-
-        The start is recorded in the status in memory; the caller writes it (with the rest
-        of the start) before the session starts. The two files are independent: one round
-        trip to the sprite for both."""
+    async def learn_start(self, *, final: bool = False) -> bool:
+        """Where this Run's outbox lines begin, from the outbox length the command wrapper
+        wrote before the Run's first command ran (`wrapped_command(claim=True)`): the end of
+        the last complete line by then. False while the wrapper has not got that far (then
+        nothing of this Run can be in the outbox yet); `final`: the session is over, and a
+        wrapper that never got that far never ran the command either."""
         sprite = self.require_sprite()
-
-        async def move_resume_aside() -> None:
-            with contextlib.suppress(NotFound):
-                await self._backend.rename(sprite, RESUME_PATH, PREVIOUS_RESUME_PATH)
-
-        _, size = await asyncio.gather(move_resume_aside(), self.outbox_size())
+        try:
+            text = await self._backend.read_file(sprite, self.start_file())
+        except NotFound:
+            if not final:
+                return False
+            size = await self.outbox_size()
+        else:
+            written = _length(text)
+            if written is not None:
+                size = written
+            else:  # the sprite's own file, rewritten by its program: its loss
+                log.warning(
+                    "run %s: %s holds no length (%r): the outbox's end is taken instead",
+                    self._recorder.ref.name,
+                    self.start_file(),
+                    text[:40],
+                )
+                size = await self.outbox_size()
         tail, offset = b"", 0
         if size:
             offset = max(0, size - OUTBOX_TAIL_BYTES)
-            tail = await self._backend.read_file(sprite, OUTBOX_PATH, offset=offset)
-            tail = tail[: size - offset]
-        start = outbox_start(size, tail, offset)
+            try:
+                tail = (await self._backend.read_file(sprite, OUTBOX_PATH, offset=offset))[
+                    : size - offset
+                ]
+            except NotFound:
+                size = 0
+        start = outbox_start(size, tail, offset) if size else 0
         status = self._recorder.status
         status.outbox_start = start
-        status.cursor = status.cursor.model_copy(update={"outbox_offset": start})
+        self._recorder.require_engine().start_outbox_at(start)
         self._recorder.changed()
+        return True
 
     async def outbox_size(self) -> int:
         try:
@@ -89,6 +100,8 @@ class ProtocolFiles:
 
     async def read_outbox(self, *, final: bool = False, reread: int = 0) -> None:
         """Consume the outbox from the cursor (from `reread` bytes before it, if given)."""
+        if self._recorder.status.outbox_start is None and not await self.learn_start(final=final):
+            return
         engine = self._recorder.require_engine()
         reread = max(reread, engine.recheck_span())  # the last line again: still there?
         offset = max(0, engine.cursor.outbox_offset - reread)
@@ -133,6 +146,13 @@ class ProtocolFiles:
     def close(self) -> None:
         OUTBOX_LAG.dec(self._outbox_lag)
         self._outbox_lag = 0
+
+
+def _length(text: bytes) -> int | None:
+    value = text.strip()
+    if not value.isdigit() or len(value) > 18:
+        return None
+    return int(value)
 
 
 __all__ = [

@@ -63,9 +63,10 @@ class SessionRunner:
         self._on_outbox = on_outbox
         """Called after each outbox read (the driver answers new action requests)."""
 
-    async def start(self, run: Run, argv: list[str]) -> ExecSession:
+    async def start(self, run: Run, argv: list[str], *, claim: bool = False) -> ExecSession:
         """A new session running `argv` under the protocol's environment and the exit
-        wrapper; its id is in the status at once (a crash from here on re-attaches)."""
+        wrapper (`claim`: the Run's first, see `wrapped_command`); its id is in the status
+        at once (a crash from here on re-attaches)."""
         status = self._recorder.status
         sprite = self._files.require_sprite()
         env = {
@@ -77,7 +78,7 @@ class SessionRunner:
         }
         session = await self._backend.exec(
             sprite,
-            wrapped_command(argv, env, self._files.exit_file()),
+            wrapped_command(argv, env, self._files.exit_file(), claim=claim),
             workdir=run.spec.working_dir,
             tty=run.spec.tty,
             stdin=False,

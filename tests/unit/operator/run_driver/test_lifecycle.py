@@ -103,34 +103,33 @@ async def test_status_is_written_before_its_receipts_are_published(harness: Harn
     assert any(kind == "publish" for kind, _ in order)
 
 
-async def test_the_start_is_one_status_write_stored_before_the_session(
+async def test_the_start_is_the_exec_with_one_status_write_beside_it(
     harness: Harness,
 ) -> None:
-    """Before the command runs, the attempt, Starting and where the Run's outbox lines begin
-    are stored in one write, and the starting receipt is published after it."""
+    """No round trip to the sprite comes before the exec: the exec is the Run's first call
+    to it, issued with the one write that stores the attempt and Starting; the starting
+    receipt is published after that write. Where the Run's outbox lines begin comes from
+    the wrapper (`.start` beside the exit file), written before the command ran, and is
+    stored after: the earlier Run's line is not this Run's."""
     harness.backend.append(BACKEND_SPRITE, OUTBOX, b'{"old": "line"}\n')
-    at_exec: list[tuple[list[dict[str, object]], list[LifecycleEvent]]] = []
-    exec_session = harness.backend.exec
-
-    async def exec_and_look(*args: object, **kwargs: object) -> object:
-        at_exec.append(([dict(w) for w in harness.writes], _events(harness)))
-        return await exec_session(*args, **kwargs)  # type: ignore[arg-type]
-
-    harness.backend.exec = exec_and_look  # type: ignore[method-assign]
 
     @harness.backend.program("agent")
     async def agent(p: FakeProcess) -> None:
         p.event("COMPLETED", {"status": "success"})
 
     harness.start()
-    await harness.finished()
-    [(writes, posted)] = at_exec
-    assert [(w.get("phase"), w.get("outboxStart")) for w in writes] == [("Starting", 16)]
-    [start] = writes
-    assert start["phase"] == "Starting"
-    assert len(start["attempts"]) == 1  # type: ignore[arg-type]
-    assert start["outboxStart"] == len(b'{"old": "line"}\n')
-    assert posted == [LifecycleEvent.SESSION_STARTING]
+    status = await harness.finished()
+    assert harness.backend.calls[0].method == "exec"
+    first = harness.writes[0]
+    assert first["phase"] == "Starting"
+    assert len(first["attempts"]) == 1  # type: ignore[arg-type]
+    assert first.get("outboxStart") is None
+    assert status["outboxStart"] == len(b'{"old": "line"}\n')
+    assert status["events"]["eventCount"] == 1  # type: ignore[index]
+    [exec_call] = harness.backend.called("exec")
+    exit_file = exec_call.args[1][exec_call.args[1].index("lattice-run") + 1]
+    assert harness.backend.read(BACKEND_SPRITE, f"{exit_file}.start") == b"16\n"
+    assert _events(harness)[0] == LifecycleEvent.SESSION_STARTING
 
 
 async def test_a_nonzero_exit_fails_the_run(harness: Harness) -> None:
