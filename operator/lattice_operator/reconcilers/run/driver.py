@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 from lattice_operator.api.object_ref import ObjectRef
 from lattice_operator.api.v1alpha1 import Run
+from lattice_operator.api.v1alpha1.conditions import find_condition
 from lattice_operator.lifeloop.classes import FailureClass
 from lattice_operator.lifeloop.mapping import RunTransition
 from lattice_operator.ports import (
@@ -188,7 +189,15 @@ class RunDriver:
             return
         first = self._sprites.holder(self.ref.namespace, name, self.ref.uid)
         if first is not None:
-            await self._hold(Reason.SPRITE_BUSY, f"waiting for Run {first}, which has the Sprite")
+            # The holder is named once: while a Run waits, the Sprite passes from Run to Run,
+            # and naming each new holder would rewrite the status of every Run queued on it
+            # (and of their Intents) as each one ends: writes growing with the queue's square.
+            current = find_condition(recorder.status.conditions, "Succeeded")
+            busy = current is not None and current.reason == Reason.SPRITE_BUSY
+            message = current.message if current is not None and busy else None
+            await self._hold(
+                Reason.SPRITE_BUSY, message or f"waiting for Run {first}, which has the Sprite"
+            )
             return
         self.files.sprite = sprite.backend_name
         recorder.status.sprite_name = sprite.backend_name

@@ -244,6 +244,34 @@ async def test_a_sprite_held_by_another_run_holds_the_run_pending(harness: Harne
     assert harness.phase == "Succeeded"
 
 
+async def test_a_queued_run_is_not_rewritten_each_time_its_sprite_changes_hands(
+    harness: Harness,
+) -> None:
+    """Runs queued on a Sprite wake whenever it changes hands; the first holder named stays
+    named, so a queue of n Runs costs n writes, not one per Run per hand-over."""
+    harness.directory.held_by = "first"
+
+    @harness.backend.program("agent")
+    async def agent(p: FakeProcess) -> None:
+        pass
+
+    harness.start()
+    await harness.until(lambda: harness.status.get("conditions"))
+    assert "Run first" in harness.condition()["message"]
+    written = len(harness.writes)
+    for holder in ("second", "third"):
+        harness.directory.held_by = holder
+        harness.sprite_changed.set()
+        await asyncio.sleep(0.1)
+        assert harness.phase == "Pending"
+    assert len(harness.writes) == written
+    assert "Run first" in harness.condition()["message"]
+    harness.directory.held_by = None
+    harness.sprite_changed.set()
+    await harness.finished(limit=5.0)
+    assert harness.phase == "Succeeded"
+
+
 async def test_a_run_waiting_for_its_sprite_starts_when_woken_not_at_its_next_poll(
     harness: Harness,
 ) -> None:
