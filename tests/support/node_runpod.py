@@ -26,7 +26,6 @@ import asyncio
 import json
 import re
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -35,6 +34,7 @@ from typing import Any
 import aiohttp
 
 from lattice_adapters.kube import KubeClient, KubeConfig, resource_path
+from lattice_adapters.localcluster.node import oci_archive
 from tests.support.loadgen import StartWatch, ms, pct, stamp
 
 COMMAND = ["sh", "-c", "date +%s.%N"]
@@ -74,27 +74,13 @@ MINIMAL_FILES = (
 
 def minimal_image(work: Path) -> Path:
     """An OCI archive of the smallest image the command runs in: this machine's dash,
-    date and C library (about 2.5 MB), built with umoci as the node's pause image is."""
-    rootfs, layout = work / "minimal-rootfs", work / "minimal-oci"
+    date and C library (about 2.5 MB), built as the node's pause image is."""
+    work = work / "minimal-image"
+    rootfs = work / "rootfs"
     for inside, source in MINIMAL_FILES:
         (rootfs / inside).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(Path(source).resolve(), rootfs / inside)
-    tag = f"{layout}:1"
-    for args in (
-        ["init", "--layout", str(layout)],
-        ["new", "--image", tag],
-        ["insert", "--image", tag, str(rootfs), "/"],
-        ["config", "--image", tag, "--config.env", "PATH=/bin"],
-    ):
-        subprocess.run(["umoci", *args], check=True, capture_output=True)
-    index_path = layout / "index.json"
-    index = json.loads(index_path.read_text())
-    for manifest in index["manifests"]:
-        manifest.setdefault("annotations", {})["io.containerd.image.name"] = MINIMAL_IMAGE
-    index_path.write_text(json.dumps(index))
-    archive = work / "minimal-sh.tar"
-    subprocess.run(["tar", "-cf", str(archive), "-C", str(layout), "."], check=True)
-    return archive
+    return oci_archive(work, MINIMAL_IMAGE, rootfs, "/", ["--config.env", "PATH=/bin"])
 
 
 def run_body(name: str, sprite: str) -> dict[str, Any]:

@@ -363,21 +363,33 @@ def _pause_archive(state: Path, node_bin: Path) -> Path:
     rootfs = work / "rootfs"
     rootfs.mkdir(parents=True)
     shutil.copy2(node_bin / "pause", rootfs / "pause")
+    return oci_archive(
+        work,
+        PAUSE_IMAGE,
+        rootfs / "pause",
+        "/pause",
+        ["--config.entrypoint", "/pause", "--config.user", "65535"],
+    )
+
+
+def oci_archive(work: Path, name: str, source: Path, dest: str, config: list[str]) -> Path:
+    """A one-layer OCI image archive (umoci, no daemon): `source` at `dest` in the image,
+    umoci's `config` options, and the image name containerd imports it under."""
     layout = work / "oci"
     tag = f"{layout}:1"
     for args in (
         ["init", "--layout", str(layout)],
         ["new", "--image", tag],
-        ["insert", "--image", tag, str(rootfs / "pause"), "/pause"],
-        ["config", "--image", tag, "--config.entrypoint", "/pause", "--config.user", "65535"],
+        ["insert", "--image", tag, str(source), dest],
+        ["config", "--image", tag, *config],
     ):
         subprocess.run(["umoci", *args], check=True, capture_output=True)
     index_path = layout / "index.json"
     index = json.loads(index_path.read_text())
     for manifest in index["manifests"]:
-        manifest.setdefault("annotations", {})["io.containerd.image.name"] = PAUSE_IMAGE
+        manifest.setdefault("annotations", {})["io.containerd.image.name"] = name
     index_path.write_text(json.dumps(index))
-    archive = work / "pause.tar"
+    archive = work / "image.tar"
     subprocess.run(["tar", "-cf", str(archive), "-C", str(layout), "."], check=True)
     return archive
 
