@@ -40,6 +40,7 @@ import yaml
 
 from lattice_adapters.localcluster.node import NodeCluster, start_node_cluster, stop_node_cluster
 from tests.support.admission_cases import build
+from tests.support.cluster import wait_for
 from tests.support.node_image import build_image
 from tests.support.node_runpod import (
     MINIMAL_IMAGE,
@@ -65,16 +66,6 @@ NAMESPACE, SPRITE = "rvp", "rvp"
 SPRITES_PORT, LIVENESS_PORT, METRICS_PORT = 8480, 18081, 18090
 SPRITES_TOKEN = "node-bench-token"
 WARM_AFTER = 5.0
-
-
-def wait(predicate: Any, what: str, timeout: float = 120) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = predicate()
-        if found:
-            return found
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def load() -> float:
@@ -109,7 +100,12 @@ def start_sprites(node: NodeCluster, work: Path) -> str:
         ],
         env={**python_env(), "SPRITES_LOCAL_TOKEN": SPRITES_TOKEN},
     )  # fmt: skip
-    wait(lambda: (state / "ready.json").exists(), "the local Sprites server", 60)
+    wait_for(
+        lambda: (state / "ready.json").exists(),
+        timeout=60,
+        interval=0.5,
+        what="the local Sprites server",
+    )
     return f"http://127.0.0.1:{SPRITES_PORT}"
 
 
@@ -134,7 +130,12 @@ def start_operator(node: NodeCluster, work: Path, sprites: str) -> None:
         },
     )  # fmt: skip
     probe = f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{LIVENESS_PORT}/healthz', timeout=1)"  # noqa: E501
-    wait(lambda: node.run(sys.executable, "-c", probe, check=False).returncode == 0, "operator")
+    wait_for(
+        lambda: node.run(sys.executable, "-c", probe, check=False).returncode == 0,
+        timeout=120,
+        interval=0.5,
+        what="operator",
+    )
 
 
 def warm_sprite(node: NodeCluster) -> None:
@@ -147,7 +148,7 @@ def warm_sprite(node: NodeCluster) -> None:
         conditions = (obj.get("status") or {}).get("conditions") or []
         return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
-    wait(ready, "the Sprite Ready")
+    wait_for(ready, timeout=120, interval=0.5, what="the Sprite Ready")
     run = {
         "apiVersion": "lattice.dev/v1alpha1",
         "kind": "Run",
@@ -161,7 +162,7 @@ def warm_sprite(node: NodeCluster) -> None:
         phase = str((obj.get("status") or {}).get("phase") or "")
         return phase if phase in ("Succeeded", "Failed") else ""
 
-    assert wait(finished, "the warm-up Run") == "Succeeded"
+    assert wait_for(finished, timeout=120, interval=0.5, what="the warm-up Run") == "Succeeded"
 
 
 def measure(node: NodeCluster, image_path: Path, work: Path) -> dict[str, Any]:
@@ -171,9 +172,11 @@ def measure(node: NodeCluster, image_path: Path, work: Path) -> dict[str, Any]:
     node.kubectl("create", "namespace", NAMESPACE)
     start_operator(node, work, start_sprites(node, work))
     # The ServiceAccount admission needs the namespace's default account before a Pod.
-    wait(
+    wait_for(
         lambda: node.kubectl("-n", NAMESPACE, "get", "sa", "default", check=False).returncode == 0,
-        "the default ServiceAccount",
+        timeout=120,
+        interval=0.5,
+        what="the default ServiceAccount",
     )
     warm_sprite(node)
     pods = {"pod": MINIMAL_IMAGE, "pod_operator_image": IMAGE}
