@@ -45,4 +45,29 @@ async def delete_if_present(
     return True
 
 
-__all__ = ["create_or_exists", "create_or_patch", "delete_if_present"]
+def not_found_in(exc: BaseException) -> bool:
+    """Whether a 404 from the API server is what raised `exc` (itself or a cause of it)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, KubeApiError) and seen.not_found:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+async def is_gone(kube: KubeClient, path: str, uid: str | None) -> bool:
+    """Whether the object at `path` no longer exists (or is another object of that name now).
+
+    A daemon whose write got 404 asks this before giving up: its own object deleted (a
+    namespace being deleted, say) ends it, anything else is an error to retry.
+    """
+    try:
+        stored = await kube.get(path)
+    except KubeApiError as exc:
+        if exc.not_found:
+            return True
+        raise
+    return bool(uid) and (stored.get("metadata") or {}).get("uid") != uid
+
+
+__all__ = ["create_or_exists", "create_or_patch", "delete_if_present", "is_gone", "not_found_in"]

@@ -31,7 +31,7 @@ from lattice_operator.fileops.executor import for_status as fileops_for_status
 from lattice_operator.forge.context import FORGE_KINDS, agent_of, forge_grant
 from lattice_operator.handlers._context import OperatorContext, context_of
 from lattice_operator.handlers._parsed import indexed_run
-from lattice_operator.handlers._writes import create_or_exists
+from lattice_operator.handlers._writes import create_or_exists, is_gone, not_found_in
 from lattice_operator.handlers.intent_forge import forge_step
 from lattice_operator.handlers.intent_remediation import remediate
 from lattice_operator.metrics import (
@@ -206,6 +206,14 @@ async def intent_daemon(
     wakeup = _wakeups(memo).setdefault(key, asyncio.Event())
     try:
         await _drive_intent(ctx, body, stopped, wakeup, policies, runs, sprites)
+    except Exception as exc:
+        # Deleted under its daemon (its namespace being deleted, say): end here, not fail
+        # and be retried by kopf a minute later for an object that is not there.
+        path = resource_path(*INTENTS.gvp, key[0], key[1])
+        if not_found_in(exc) and await is_gone(ctx.require_kube(), path, body.metadata.uid):
+            log.info("Intent %s/%s is gone; its daemon ends", key[0], key[1])
+            return
+        raise
     finally:
         _wakeups(memo).pop(key, None)
 
