@@ -9,7 +9,7 @@ import os
 import shutil
 import socket
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 import kopf
 
@@ -34,6 +34,43 @@ log = logging.getLogger(__name__)
 SERVING_FINALIZER = "serving.lattice.dev/never-set"
 
 
+WITHOUT_DIFFBASE = frozenset({"Run", "Intent"})
+"""Kinds with no create, update, resume or field handler: nothing of kopf's reads their
+diff-base."""
+
+
+class DiffBase(kopf.AnnotationsDiffBaseStorage):
+    """kopf's annotation diff-base, kept only for the kinds whose handlers read it.
+
+    kopf stores each object's last handled spec in an annotation, to tell an update from a
+    creation, also for kinds none of whose handlers cares: a Run got that annotation in a
+    PATCH of its own after its finalizer (one more write, watch event and admission pass per
+    Run), and every watch event of a Run or an Intent was deep-copied to compare. For those
+    kinds the essence is empty and never stored: kopf sees no change, ever, which is all
+    their handlers (daemons, deletion) need.
+    """
+
+    @staticmethod
+    def _skipped(body: kopf.Body) -> bool:
+        return body.get("kind") in WITHOUT_DIFFBASE and str(body.get("apiVersion", "")).startswith(
+            "lattice.dev/"
+        )
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
+        if self._skipped(body):
+            return cast(kopf.BodyEssence, {})
+        return super().build(body=body, extra_fields=extra_fields)
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        if self._skipped(body):
+            return cast(kopf.BodyEssence, {})
+        return super().fetch(body=body)
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        if not self._skipped(body):
+            super().store(body=body, patch=patch, essence=essence)
+
+
 def _kopf_settings(
     settings: kopf.OperatorSettings, ctx: OperatorContext, *, serving: bool = False
 ) -> None:
@@ -41,7 +78,7 @@ def _kopf_settings(
     settings.posting.reporting_component = ours.component
     settings.persistence.finalizer = SERVING_FINALIZER if serving else ours.finalizer
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="lattice.dev")
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+    settings.persistence.diffbase_storage = DiffBase(
         prefix="lattice.dev", key="last-handled-configuration"
     )
     settings.watching.inactivity_timeout = ours.watch.inactivity_timeout

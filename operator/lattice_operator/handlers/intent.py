@@ -421,6 +421,13 @@ async def _apply(
         status_written = True
     for manifest in plan.create:
         collection = resource_path(*resource_of_kind(manifest["kind"]).gvp, namespace)
+        if manifest["kind"] == "Run":
+            # Born with the finalizer kopf would add: its daemon starts on the first event,
+            # and one PATCH (with its watch event and admission pass) less per Run.
+            manifest = {
+                **manifest,
+                "metadata": {**manifest["metadata"], "finalizers": [ctx.settings.finalizer]},
+            }
         try:
             created = await create_or_exists(kube, collection, manifest)
         except KubeApiError as exc:

@@ -417,7 +417,7 @@ def _through_run(step: _Pass, template: RunTemplate) -> None:
     step.status.run_ref = LocalObjectReference(name=name)
     if run is None:
         step.plan.create.append(manifest)
-        step.set("Succeeded", "Unknown", IntentReason.EXECUTING, f"created Run {name}")
+        step.set("Succeeded", "Unknown", IntentReason.EXECUTING, _executing(name, "Pending"))
         return
     events = run.status.events
     step.status.proposals = list(run.status.proposals)
@@ -462,7 +462,14 @@ def _through_run(step: _Pass, template: RunTemplate) -> None:
         step.status.result = _result("canceled", run, message)
         step.set("Succeeded", "False", IntentReason.CANCELED, f"Run {name} was canceled")
     else:
-        step.set("Succeeded", "Unknown", IntentReason.EXECUTING, f"Run {name} is {phase}")
+        step.set("Succeeded", "Unknown", IntentReason.EXECUTING, _executing(name, phase))
+
+
+def _executing(run: str, phase: str) -> str:
+    """What an executing Intent says of its Run: Pending (created, not started: queued for
+    its Sprite, say) or running. Starting, Running and Resuming read the same, so a Run's
+    start costs its Intent no status write of its own beyond the one that says it runs."""
+    return f"Run {run} is Pending" if phase == "Pending" else f"Run {run} is running"
 
 
 def _forge(step: _Pass) -> None:

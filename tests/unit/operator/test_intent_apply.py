@@ -78,6 +78,9 @@ async def test_the_decided_version_gets_its_status_first_then_the_run() -> None:
     assert [c[0] for c in kube.calls] == ["json-patch", "create"]
     assert kube.calls[0][2][1]["value"]["phase"] == "Executing"  # the whole status
     assert kube.calls[1][2]["kind"] == "Run"
+    # Born with the operator's finalizer: kopf has nothing to add (no PATCH of its own).
+    assert kube.calls[1][2]["metadata"]["finalizers"] == [ctx.settings.finalizer]
+    assert "finalizers" not in plan.create[0]["metadata"]  # the plan itself is left as it was
     # noted, so that a pass not seeing it yet does not create it again
     [(name, at)] = created.items()
     assert name == kube.calls[1][2]["metadata"]["name"]

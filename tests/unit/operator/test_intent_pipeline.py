@@ -98,6 +98,28 @@ def test_run_outcome_flows_up() -> None:
     assert plan.status.result.summary == "all good"
 
 
+def test_a_runs_start_is_one_status_change_of_its_intent() -> None:
+    """Created (Pending) → running → finished: the Run's Starting, Running and Resuming read
+    the same, so its start costs the Intent one status write, not one per Run phase."""
+    it = advance(intent(), reconcile_intent(world(intent(), policies=[policy("allow")])))
+    created = it.status.to_patch()
+
+    def status_with(run: dict[str, Any] | None) -> Any:
+        parsed = Run.model_validate(run) if run is not None else None
+        return reconcile_intent(world(it, policies=[policy("allow")], run=parsed)).status
+
+    pending = {**_run("Pending", ""), "status": {}}
+    assert status_with(pending).to_patch() == created  # a Run not started: nothing to write
+    started = [
+        status_with({**_run(p, ""), "status": {"phase": p}}).to_patch()
+        for p in ("Starting", "Running", "Resuming")
+    ]
+    assert started[0] != created
+    assert started[0] == started[1] == started[2]
+    [cond] = [c for c in status_with(_run("Running", "")).conditions if c.type == "Succeeded"]
+    assert cond.message == f"Run {_run('Running', '')['metadata']['name']} is running"
+
+
 def _run(phase: str, summary: str) -> dict[str, Any]:
     it = intent()
     template = it.spec.kind_params()
