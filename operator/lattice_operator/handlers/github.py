@@ -4,7 +4,6 @@ GitHubRepository index and status, and the webhook server."""
 from __future__ import annotations
 
 import base64
-import copy
 import logging
 import shutil
 import tempfile
@@ -23,6 +22,7 @@ from lattice_operator.api.v1alpha1.healthcheck import HealthCheck
 from lattice_operator.api.v1alpha1.resources import GITHUB_REPOSITORIES, HEALTH_CHECKS
 from lattice_operator.forge.incidents import incident_step
 from lattice_operator.handlers._context import OperatorContext, context_of
+from lattice_operator.handlers._parsed import model_of
 from lattice_operator.handlers.github_webhooks import WebhookReceiver
 from lattice_operator.metrics import FORGE_STEPS
 from lattice_operator.ports import ForgeAccess
@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 @kopf.index(*GITHUB_REPOSITORIES.gvp)
 async def github_repositories(body: kopf.Body, **_: Any) -> dict[tuple[str, str], GitHubRepository]:
     try:
-        repository = GitHubRepository.model_validate(copy.deepcopy(dict(body)))
+        repository = model_of(GitHubRepository, body)
     except ValidationError as exc:
         log.warning("GitHubRepository %s is not used: %s", body.metadata.name, exc)
         return {}
@@ -150,7 +150,7 @@ async def stop_github(memo: kopf.Memo, **_: Any) -> None:
 @kopf.on.resume(*GITHUB_REPOSITORIES.gvp)
 async def repository_status(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
     ctx = context_of(memo)
-    repository = GitHubRepository.model_validate(copy.deepcopy(dict(body)))
+    repository = model_of(GitHubRepository, body)
     ref = repository.spec.webhook_secret_ref
     namespace = repository.metadata.namespace or ""
     status, reason, message = "True", "SecretReadable", f"webhook secret {ref.name} is readable"
@@ -178,7 +178,7 @@ async def incident_issue(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     """Loop 5: a failing HealthCheck's incident as one GitHub issue."""
     ctx = context_of(memo)
     try:
-        check = HealthCheck.model_validate(copy.deepcopy(dict(body)))
+        check = model_of(HealthCheck, body)
     except ValidationError:
         return
     spec = check.spec.issue

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import json
 import logging
 from collections import OrderedDict
@@ -30,7 +29,7 @@ from lattice_operator.fileops.executor import execute as execute_fileops
 from lattice_operator.fileops.executor import for_status as fileops_for_status
 from lattice_operator.forge.context import FORGE_KINDS, agent_of, forge_grant
 from lattice_operator.handlers._context import OperatorContext, context_of
-from lattice_operator.handlers._parsed import indexed_run
+from lattice_operator.handlers._parsed import indexed_run, model_of
 from lattice_operator.handlers._writes import create_or_exists, is_gone, not_found_in
 from lattice_operator.handlers.intent_forge import forge_step
 from lattice_operator.handlers.intent_remediation import remediate
@@ -62,7 +61,7 @@ log = logging.getLogger(__name__)
 
 def parse_intent(body: kopf.Body) -> Intent:
     try:
-        return Intent.model_validate(copy.deepcopy(dict(body)))
+        return model_of(Intent, body)
     except ValidationError as exc:
         raise kopf.PermanentError(f"invalid Intent: {exc}") from exc
 
@@ -74,7 +73,7 @@ def parse_intent(body: kopf.Body) -> Intent:
 async def compiled_policies(body: kopf.Body, **_: Any) -> dict[str, tuple[str, CompiledPolicy]]:
     name = body.metadata.name or ""
     try:
-        policy = IntentPolicy.model_validate(copy.deepcopy(dict(body)))
+        policy = model_of(IntentPolicy, body)
         compiled = compile_policy(name, policy.spec)
     except (ValidationError, PolicyInvalid) as exc:
         log.warning("IntentPolicy %s/%s is not used: %s", body.metadata.namespace, name, exc)
@@ -104,7 +103,7 @@ async def intent_grants(body: kopf.Body, **_: Any) -> dict[tuple[str, str], tupl
     forge = None
     if spec.get("kind") in FORGE_KINDS:
         with contextlib.suppress(ValidationError):
-            forge = forge_grant(Intent.model_validate(copy.deepcopy(dict(body))))
+            forge = forge_grant(model_of(Intent, body))
     grants = Grants(
         intent=body.metadata.name or "",
         allowed_actions=frozenset(spec.get("allowedActions", [])),
@@ -236,12 +235,20 @@ async def _drive_intent(
     # otherwise create the Run again, to be refused as already there, a wasted round trip
     # through the API server and its admission webhook.
     created: dict[str, float] = {}
+    # The Intent as last parsed, by resourceVersion: most passes are woken by its Run or its
+    # Sprite, the Intent itself unchanged (a model handed out is never changed by its readers).
+    parsed: tuple[str, Intent] | None = None
     while not stopped:
         wakeup.clear()
         source, fresh = fresh or body, None
         # Each pass is one kind="Intent" reconcile in the metrics.
         with reconcile_timer("Intent", blocked=(kopf.PermanentError,)):
-            intent = parse_intent(source)
+            version = str(source.get("metadata", {}).get("resourceVersion") or "")
+            if version and parsed is not None and parsed[0] == version:
+                intent = parsed[1]
+            else:
+                intent = parse_intent(source)
+                parsed = (version, intent)
             namespace = intent.metadata.namespace or ""
             status = intent.status
             # Before runRef is set, by the deterministic name: a Run someone else made under
@@ -463,7 +470,7 @@ async def _apply(
 @kopf.on.resume(*INTENT_POLICIES.gvp)
 async def policy_status(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
     ctx = context_of(memo)
-    policy = IntentPolicy.model_validate(copy.deepcopy(dict(body)))
+    policy = model_of(IntentPolicy, body)
     valid: Literal["True", "False"] = "True"
     reason, message = "Compiled", f"{len(policy.spec.rules)} rule(s) compiled"
     try:

@@ -8,9 +8,11 @@ from typing import Any, cast
 
 import kopf
 import pytest
+from pydantic import ValidationError
 
+from lattice_operator.api.v1alpha1 import Run
 from lattice_operator.builders import run_name
-from lattice_operator.handlers._parsed import indexed_run
+from lattice_operator.handlers._parsed import indexed_run, model_of
 from lattice_operator.handlers.intent import runs_by_name
 from tests.support.intent_world import intent
 from tests.support.run_harness import run_doc
@@ -62,3 +64,15 @@ async def test_runs_by_name_keeps_only_runs_an_intent_can_read() -> None:
     mine["metadata"]["name"] = "nightly-build"
     assert list(await runs_by_name(_body(theirs))) == [("team", theirs["metadata"]["name"])]
     assert await runs_by_name(_body(mine)) == {}
+
+
+def test_a_parse_reads_the_same_as_pydantic_and_skips_managed_fields() -> None:
+    doc = _doc("10", phase="Running")
+    doc["metadata"]["managedFields"] = [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}]
+    body = _body(doc)
+    assert model_of(Run, body) == Run.model_validate(copy.deepcopy(doc))
+    assert "managedFields" in body["metadata"]  # kopf's body is left as it was
+    broken = copy.deepcopy(doc)
+    broken["spec"]["command"] = "not a list"
+    with pytest.raises(ValidationError, match=r"spec\.command"):
+        model_of(Run, _body(broken))
