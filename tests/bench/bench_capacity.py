@@ -78,6 +78,7 @@ SUSTAINED_ALSO = [
 server's bound, say), each kept as `sustained_intents_at_<rate>`."""
 LATENCY_RATE, LATENCY_SECONDS, BURST = 5.0, 30.0 * SCALE, int(100 * SCALE)
 RESTART_RUNS = int(100 * SCALE)
+COST_INTENTS = max(1, int(40 * SCALE))
 MEMORY_SPRITES, MEMORY_RUNS, MEMORY_RUN_SPRITES = int(1_000 * SCALE), int(10_000 * SCALE), 250
 CEILING_OBJECTS, CEILING_IN_FLIGHT = int(3_000 * SCALE), 64
 
@@ -462,6 +463,34 @@ def sustained(
     return row
 
 
+def intent_cost(bench: Bench, stack: Stack, namespace: str) -> dict[str, Any]:
+    """What one auto-approved Intent costs with nothing else to do: Intents one after the
+    other, each to its end; the API server's own count of the writes (by resource,
+    subresource, verb and code) and the operator's CPU time, per Intent. The sustained rate
+    is bounded by these two: the API server's ceiling over the writes, a core over the CPU."""
+    sprites = [f"c{i}" for i in range(COST_INTENTS)]
+    bench.sprites(namespace, sprites, warm=True)
+    bench.cluster.kubectl("apply", "-f", "-", input=json.dumps(allow_all(namespace)))
+    time.sleep(6)
+    row: dict[str, Any] = {"intents": COST_INTENTS}
+    before = bench.run(apiserver_metrics(bench.config))
+    cpu0 = _cpu_seconds(stack.operator.proc.pid)
+    with loaded(row):
+        for i, sprite in enumerate(sprites):
+            body = intent_body(f"cost-{i}", sprite, ["true"])
+            bench.loaded_runs(namespace, [body], run_of_intent, plural="intents")
+        time.sleep(2)  # the last Intent's finalizer removed, its receipts posted
+    after = bench.run(apiserver_metrics(bench.config))
+    cpu = _cpu_seconds(stack.operator.proc.pid) - cpu0
+    writes = writes_between(before, after, detailed=True)
+    row["api_writes_per_intent"] = round(sum(writes.values()) / COST_INTENTS, 2)
+    row["api_writes_per_intent_by_kind"] = {
+        k: round(v / COST_INTENTS, 2) for k, v in sorted(writes.items())
+    }
+    row["operator_cpu_ms_per_intent"] = round(1000 * cpu / COST_INTENTS, 1)
+    return row
+
+
 def restart(bench: Bench, stack: Stack, namespace: str) -> dict[str, Any]:
     sprites = [f"r{i}" for i in range(RESTART_RUNS)]
     bench.sprites(namespace, sprites, warm=False)
@@ -672,6 +701,19 @@ def table(results: dict[str, Any]) -> list[dict[str, Any]]:
             )
     else:
         row(measure, NOT_MEASURED, target, "")
+    cost = results.get("intent_cost")
+    if cost:
+        per_core = round(1000 / cost["operator_cpu_ms_per_intent"], 1)
+        api = f", the API server's ceiling {round(2 * ceil / cost['api_writes_per_intent'], 1)}/s"
+        row(
+            "… what one Intent costs (bounds the sustained rate)",
+            f"{cost['api_writes_per_intent']} API writes, {cost['operator_cpu_ms_per_intent']} "
+            f"operator CPU-ms → one core of the operator carries {per_core} Intents/s"
+            f"{api if ceil else ''}",
+            "(what bounds the row above)",
+            f"{cost['intents']} Intents one after the other on warm sprites, each to its end; "
+            f"the API server's request counts, the operator's /proc CPU time{_when(cost)}",
+        )
     if ceiling_row:
         row(
             "the API server alone (the ceiling)",
@@ -732,7 +774,7 @@ def table(results: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-SECTIONS = ("ceiling", "latency", "restart", "sustained", "memory", "engine")
+SECTIONS = ("ceiling", "latency", "cost", "restart", "sustained", "memory", "engine")
 
 
 def _chosen() -> list[str]:
@@ -776,7 +818,7 @@ def test_capacity(cluster: Cluster, local_sprites: LocalSprites, tmp_path: Path)
             namespace = cluster.create_namespace("cap-ceiling")
             record("api_ceiling", measure_ceiling(bench, namespace))
             cluster.delete_namespace(namespace)
-        if {"latency", "restart", "sustained"} & set(chosen):
+        if {"latency", "cost", "restart", "sustained"} & set(chosen):
             with operator_stack(cluster, local_sprites, tmp_path, backend=PRODUCT_FLEET) as stack:
                 if "latency" in chosen:
                     runs_ns = cluster.create_namespace("cap-runs")
@@ -784,6 +826,10 @@ def test_capacity(cluster: Cluster, local_sprites: LocalSprites, tmp_path: Path)
                     record("latency", latency_rows(bench, stack, runs_ns, intents_ns))
                     cluster.delete_namespace(runs_ns)
                     cluster.delete_namespace(intents_ns)
+                if "cost" in chosen:
+                    namespace = cluster.create_namespace("cap-cost")
+                    record("intent_cost", intent_cost(bench, stack, namespace))
+                    cluster.delete_namespace(namespace)
                 if "restart" in chosen:
                     namespace = cluster.create_namespace("cap-restart")
                     record("restart_100_active_runs", restart(bench, stack, namespace))

@@ -421,18 +421,29 @@ async def apiserver_metrics(config: KubeConfig) -> dict[tuple[str, str], float]:
 WRITE_VERBS = ("POST", "PATCH", "PUT", "DELETE")
 
 
+def _label(labels: str, name: str) -> str:
+    found = re.search(rf'{name}="([^"]*)"', labels)
+    return found.group(1) if found else ""
+
+
 def writes_between(
-    before: dict[tuple[str, str], float], after: dict[tuple[str, str], float]
+    before: dict[tuple[str, str], float],
+    after: dict[tuple[str, str], float],
+    *,
+    detailed: bool = False,
 ) -> dict[str, int]:
-    """Write requests the API server served between two scrapes, by resource."""
+    """Write requests the API server served between two scrapes, by resource (`detailed`:
+    by resource, subresource, verb and status code, as `runs/status PATCH 200`)."""
     counts: dict[str, int] = {}
     for (name, labels), value in after.items():
         if name != "apiserver_request_total" or not any(
             f'verb="{v}"' in labels for v in WRITE_VERBS
         ):
             continue
-        found = re.search(r'resource="([^"]*)"', labels)
-        resource = found.group(1) if found else "?"
+        resource = _label(labels, "resource") or "?"
+        if detailed:
+            sub, verb, code = (_label(labels, k) for k in ("subresource", "verb", "code"))
+            resource = f"{resource}/{sub} {verb} {code}" if sub else f"{resource} {verb} {code}"
         delta = value - before.get((name, labels), 0.0)
         if delta:
             counts[resource] = counts.get(resource, 0) + int(delta)
