@@ -6,6 +6,7 @@ registry (run by the leader), the admission ones with `_registry.SERVING` (every
 
 from lattice_operator.handlers import (
     _startup,
+    _wakeups,
     admission,
     github,
     healthcheck,
@@ -18,6 +19,7 @@ from lattice_operator.handlers import (
 
 __all__ = [
     "_startup",
+    "_wakeups",
     "admission",
     "github",
     "healthcheck",

@@ -20,10 +20,9 @@ from lattice_operator.api.v1alpha1.resources import (
     INTENT_POLICIES,
     INTENTS,
     RUNS,
-    SPRITES,
     resource_of_kind,
 )
-from lattice_operator.builders import INTENT_LABEL, may_be_an_intents_run
+from lattice_operator.builders import may_be_an_intents_run
 from lattice_operator.builders import run_name as run_name_of
 from lattice_operator.fileops.executor import execute as execute_fileops
 from lattice_operator.fileops.executor import for_status as fileops_for_status
@@ -160,33 +159,6 @@ def _wakeups(memo: kopf.Memo) -> dict[tuple[str, str], asyncio.Event]:
     # kopf gives every object its own (shallow) copy of the memo: the table lives in the
     # operator-wide context that all the copies share.
     return context_of(memo).intent_wakeups
-
-
-def _wake(memo: kopf.Memo, namespace: str | None, name: str | None) -> None:
-    event = _wakeups(memo).get((namespace or "", name or ""))
-    if event is not None:
-        event.set()
-
-
-# kopf calls index functions for every watch event, before any handler, and without a log
-# line per call: the right place for a wake-up. They index nothing.
-@kopf.index(*INTENTS.gvp)
-async def wake_on_intent(body: kopf.Body, memo: kopf.Memo, **_: Any) -> dict[str, str]:
-    _wake(memo, body.metadata.namespace, body.metadata.name)
-    return {}
-
-
-@kopf.index(*RUNS.gvp)
-async def wake_on_run(body: kopf.Body, memo: kopf.Memo, **_: Any) -> dict[str, str]:
-    ref = body.get("spec", {}).get("intentRef") or {}
-    _wake(memo, body.metadata.namespace, ref.get("name"))
-    return {}
-
-
-@kopf.index(*SPRITES.gvp)
-async def wake_on_sprite(body: kopf.Body, memo: kopf.Memo, **_: Any) -> dict[str, str]:
-    _wake(memo, body.metadata.namespace, body.metadata.labels.get(INTENT_LABEL))
-    return {}
 
 
 def _open(body: kopf.Body, **_: Any) -> bool:

@@ -13,7 +13,7 @@ import kopf
 from lattice_adapters.kube import KubeApiError, resource_path
 from lattice_operator.api.object_ref import ObjectRef
 from lattice_operator.api.v1alpha1 import API_VERSION, TERMINAL_RUN_PHASES, Sprite
-from lattice_operator.api.v1alpha1.resources import INTENTS, RUNS, SPRITES
+from lattice_operator.api.v1alpha1.resources import INTENTS, RUNS
 from lattice_operator.builders import REPORTING_CONTROLLER, notice_event
 from lattice_operator.handlers._context import OperatorContext, context_of
 from lattice_operator.handlers._parsed import indexed_run, parse_run, run_view
@@ -58,28 +58,6 @@ async def run_claims(body: kopf.Body, **_: Any) -> dict[tuple[str, str], RunClai
         from_intent=any(r.controller and r.kind == "Intent" for r in run.metadata.owner_references),
     )
     return {(run.metadata.namespace or "", run.spec.sprite_ref.name): claim}
-
-
-def _wake_sprite_waiters(memo: kopf.Memo, namespace: str | None, sprite: str | None) -> None:
-    for event in context_of(memo).sprite_waiters.get((namespace or "", sprite or ""), ()):
-        event.set()
-
-
-# Index functions see every watch event first, before any handler: the place for a wake-up
-# (they index nothing). A Sprite changes (Ready, deleted), or a Run on it ends: the Runs
-# waiting for that Sprite look again at once.
-@kopf.index(*RUNS.gvp)
-async def wake_runs_on_run_end(body: kopf.Body, memo: kopf.Memo, **_: Any) -> dict[str, str]:
-    if body.get("status", {}).get("phase") in TERMINAL_RUN_PHASES:
-        sprite = (body.get("spec", {}).get("spriteRef") or {}).get("name")
-        _wake_sprite_waiters(memo, body.metadata.namespace, sprite)
-    return {}
-
-
-@kopf.index(*SPRITES.gvp)
-async def wake_runs_on_sprite(body: kopf.Body, memo: kopf.Memo, **_: Any) -> dict[str, str]:
-    _wake_sprite_waiters(memo, body.metadata.namespace, body.metadata.name)
-    return {}
 
 
 @kopf.on.startup()
