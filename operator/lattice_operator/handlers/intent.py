@@ -118,32 +118,41 @@ async def intent_grants(body: kopf.Body, **_: Any) -> dict[tuple[str, str], tupl
 
 
 @kopf.index(*INTENTS.gvp)
-async def intent_phases(body: kopf.Body, **_: Any) -> dict[tuple[str, str], str]:
-    phase = str(body.get("status", {}).get("phase") or "Proposed")
-    return {(phase, str(body.get("spec", {}).get("kind", ""))): str(body.metadata.uid)}
-
-
-@kopf.index(*INTENTS.gvp)
-async def intents_awaiting(body: kopf.Body, **_: Any) -> dict[str, float]:
-    """Since when each Intent in AwaitingApproval waits (Unix time), for the alert on the
-    longest wait."""
+async def intent_phases(
+    body: kopf.Body, **_: Any
+) -> dict[tuple[str, str], tuple[str, float | None]]:
+    """Intents by phase and kind (uid), with since when each in AwaitingApproval waits (Unix
+    time), for the alert on the longest wait: one index, one handler call per watch event."""
     status = body.get("status", {})
+    phase = str(status.get("phase") or "Proposed")
     since = status.get("awaitingSince")
-    if status.get("phase") != "AwaitingApproval" or not since:
-        return {}
-    return {"awaiting": datetime.fromisoformat(str(since).replace("Z", "+00:00")).timestamp()}
+    waiting = (
+        datetime.fromisoformat(str(since).replace("Z", "+00:00")).timestamp()
+        if phase == "AwaitingApproval" and since
+        else None
+    )
+    key = (phase, str(body.get("spec", {}).get("kind", "")))
+    return {key: (str(body.metadata.uid), waiting)}
 
 
 @kopf.on.startup()
 async def register_intent_metrics(**kwargs: Any) -> None:
-    phases: kopf.Index[tuple[str, str], str] = kwargs["intent_phases"]
-    awaiting: kopf.Index[str, float] = kwargs["intents_awaiting"]
+    phases: kopf.Index[tuple[str, str], tuple[str, float | None]] = kwargs["intent_phases"]
 
     def counts() -> dict[tuple[str, ...], int]:
-        return {key: len(uids) for key, uids in phases.items()}
+        return {key: len(entries) for key, entries in phases.items()}
+
+    def awaiting() -> list[float]:
+        return [
+            since
+            for (phase, _), entries in phases.items()
+            if phase == "AwaitingApproval"
+            for _, since in entries
+            if since is not None
+        ]
 
     INTENTS_BY_PHASE.bind(counts)
-    INTENT_OLDEST_AWAITING.bind(lambda: list(awaiting.get("awaiting", [])))
+    INTENT_OLDEST_AWAITING.bind(awaiting)
 
 
 # -- the pipeline ------------------------------------------------------------------------------
