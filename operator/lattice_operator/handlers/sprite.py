@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import weakref
 from collections import Counter
 from typing import Any
 
@@ -48,12 +49,33 @@ def parse_sprite(body: kopf.Body) -> Sprite:
         raise kopf.PermanentError(f"invalid Sprite: {exc}") from exc
 
 
+# Both operators (serving and reconciling, each in its own thread) index every Sprite: one
+# model per version of a Sprite serves both indexes. Weak: a version no index holds any more
+# is gone. The models are never changed by their readers.
+_shared_sprites: weakref.WeakValueDictionary[tuple[str, str], Sprite] = (
+    weakref.WeakValueDictionary()
+)
+
+
+def shared_sprite(body: kopf.Body) -> Sprite:
+    """The Sprite of a body: the model already parsed for this uid and resourceVersion, if
+    the other operator's index still holds it."""
+    version = str(body.get("metadata", {}).get("resourceVersion") or "")
+    key = (str(body.metadata.uid or ""), version)
+    sprite = _shared_sprites.get(key) if version else None
+    if sprite is None:
+        sprite = Sprite.model_validate(dict(body))
+        if version:
+            _shared_sprites[key] = sprite
+    return sprite
+
+
 @kopf.index(*SPRITES.gvp, registry=SERVING)  # the Run policy webhook reads it too
 @kopf.index(*SPRITES.gvp)
 async def sprite_directory(body: kopf.Body, **_: Any) -> dict[tuple[str, str], Sprite]:
     """Every Sprite in memory, by (namespace, name): Runs, the fleet observer and the Run
     policy webhook read it."""
-    sprite = Sprite.model_validate(dict(body))
+    sprite = shared_sprite(body)
     return {(sprite.metadata.namespace or "", sprite.metadata.name): sprite}
 
 
