@@ -456,6 +456,7 @@ def sustained(
     row["windows"] = report.windows()
     row["timeline"] = report.timeline()
     row["api_writes_by_resource"] = writes
+    row["api_writes_by_kind"] = writes_between(before, after, detailed=True)
     row["api_writes_per_intent"] = round(total_writes / max(1, len(started)), 1)
     row["webhooks"] = webhook_latency(before, after)
     row["daemon_failures"] = _daemon_failures(stack) - failures0
