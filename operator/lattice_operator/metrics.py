@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
-from typing import get_args
+from typing import TypeVar, get_args
 
 from prometheus_client import (
     CollectorRegistry,
@@ -310,9 +310,28 @@ class PhaseCollector(Collector):
 
     def collect(self) -> Iterable[GaugeMetricFamily]:
         family = GaugeMetricFamily(self._name, self._doc, labels=self._labels)
-        for label_values, count in sorted(self._source().items()):
+        for label_values, count in sorted(read_settled(lambda: dict(self._source())).items()):
             family.add_metric(list(label_values), count)
         yield family
+
+
+T = TypeVar("T")
+
+READ_ATTEMPTS = 5
+
+
+def read_settled(read: Callable[[], T]) -> T:
+    """`read()`, again while it fails because the collection it walks changed under it.
+
+    Scrapes run on the metrics server's thread while kopf's loop updates the indexes they
+    read: a walk that meets a change raises RuntimeError; the next one usually does not.
+    """
+    for _ in range(READ_ATTEMPTS - 1):
+        try:
+            return read()
+        except RuntimeError:
+            continue
+    return read()
 
 
 def _no_stamps() -> Iterable[float]:
@@ -348,7 +367,7 @@ class OldestCollector(Collector):
 
     def collect(self) -> Iterable[GaugeMetricFamily]:
         # Copies: scrapes run on another thread.
-        stamps = [*list(self._stamps.values()), *self._source()]
+        stamps = [*list(self._stamps.values()), *read_settled(lambda: list(self._source()))]
         if stamps:
             yield GaugeMetricFamily(self._name, self._doc, value=min(stamps))
 

@@ -73,6 +73,24 @@ def test_phase_collector_counts_from_its_bound_view() -> None:
     assert registry.get_sample_value("unit_things", {"phase": "Pending"}) == 1
 
 
+def test_a_view_changed_during_a_scrape_is_read_again() -> None:
+    """kopf's loop changes the indexes while the metrics thread walks them."""
+    registry = CollectorRegistry()
+    collector = PhaseCollector("unit_moving", "Things.", ["phase"])
+    registry.register(collector)
+    walks = []
+
+    def moving() -> dict[tuple[str, ...], int]:
+        walks.append(1)
+        if len(walks) < 3:
+            raise RuntimeError("dictionary changed size during iteration")
+        return {("Ready",): 2}
+
+    collector.bind(moving)
+    assert registry.get_sample_value("unit_moving", {"phase": "Ready"}) == 2
+    assert len(walks) == 3
+
+
 def test_oldest_collector_reports_the_least_recent_and_nothing_when_empty() -> None:
     registry = CollectorRegistry()
     oldest = OldestCollector("unit_oldest_timestamp_seconds", "Oldest.")
