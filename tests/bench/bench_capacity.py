@@ -415,13 +415,18 @@ def latency_rows(bench: Bench, stack: Stack, runs_ns: str, intents_ns: str) -> d
     return out
 
 
+def warm_for_intents(bench: Bench, namespace: str, sprites: list[str]) -> list[str]:
+    """Warm `sprites` and a policy that allows their exec Intents; back once they idle."""
+    bench.sprites(namespace, sprites, warm=True)
+    bench.cluster.kubectl("apply", "-f", "-", input=json.dumps(allow_all(namespace)))
+    time.sleep(6)  # the local sprites go from running to warm after 5 s idle
+    return sprites
+
+
 def sustained(
     bench: Bench, stack: Stack, namespace: str, rate: float = SUSTAINED_RATE
 ) -> dict[str, Any]:
-    sprites = [f"s{i}" for i in range(SUSTAINED_SPRITES)]
-    bench.sprites(namespace, sprites, warm=True)
-    bench.cluster.kubectl("apply", "-f", "-", input=json.dumps(allow_all(namespace)))
-    time.sleep(6)
+    sprites = warm_for_intents(bench, namespace, [f"s{i}" for i in range(SUSTAINED_SPRITES)])
 
     def body_of(i: int) -> dict[str, Any]:
         return intent_body(f"sus-{i}", sprites[i % SUSTAINED_SPRITES], ["true"])
@@ -470,10 +475,7 @@ def intent_cost(bench: Bench, stack: Stack, namespace: str) -> dict[str, Any]:
     other, each to its end; the API server's own count of the writes (by resource,
     subresource, verb and code) and the operator's CPU time, per Intent. The sustained rate
     is bounded by these two: the API server's ceiling over the writes, a core over the CPU."""
-    sprites = [f"c{i}" for i in range(COST_INTENTS)]
-    bench.sprites(namespace, sprites, warm=True)
-    bench.cluster.kubectl("apply", "-f", "-", input=json.dumps(allow_all(namespace)))
-    time.sleep(6)
+    sprites = warm_for_intents(bench, namespace, [f"c{i}" for i in range(COST_INTENTS)])
     row: dict[str, Any] = {"intents": COST_INTENTS}
     before = bench.run(apiserver_metrics(bench.config))
     cpu0 = _cpu_seconds(stack.operator.proc.pid)

@@ -422,7 +422,8 @@ WRITE_VERBS = ("POST", "PATCH", "PUT", "DELETE")
 
 
 def _label(labels: str, name: str) -> str:
-    found = re.search(rf'{name}="([^"]*)"', labels)
+    # Not the end of a longer label's name ("resource" in "subresource").
+    found = re.search(rf'(?<![\w]){name}="([^"]*)"', labels)
     return found.group(1) if found else ""
 
 
@@ -460,8 +461,7 @@ def webhook_latency(
     for (name, labels), value in after.items():
         if name != f"{base}_count":
             continue
-        found = re.search(r'name="([^"]*)"', labels)
-        hook = found.group(1) if found else "?"
+        hook = _label(labels, "name") or "?"
         calls = value - before.get((name, labels), 0.0)
         total = after.get((f"{base}_sum", labels), 0.0) - before.get((f"{base}_sum", labels), 0.0)
         if calls:

@@ -60,21 +60,28 @@ def indexed_run(body: kopf.Body) -> Run:
     return run
 
 
-def run_view(body: kopf.Body) -> Callable[[], Run]:
-    """The Run as kopf's live body has it now, parsed again only when its resourceVersion
-    moved: a Run's driver looks at it after every chunk of output (cancel? timed out?)."""
-    last: tuple[str, Run] | None = None
+def per_version(parse: Callable[[kopf.Body], M]) -> Callable[[kopf.Body], M]:
+    """`parse`, called again only when the body's resourceVersion moved since the last call
+    (a model handed out is never changed by its readers)."""
+    last: tuple[str, M] | None = None
 
-    def view() -> Run:
+    def parsed(body: kopf.Body) -> M:
         nonlocal last
         version = str(body.get("metadata", {}).get("resourceVersion") or "")
         if version and last is not None and last[0] == version:
             return last[1]
-        run = parse_run(body)
-        last = (version, run)
-        return run
+        model = parse(body)
+        last = (version, model)
+        return model
 
-    return view
+    return parsed
 
 
-__all__ = ["indexed_run", "model_of", "parse_run", "run_view"]
+def run_view(body: kopf.Body) -> Callable[[], Run]:
+    """The Run as kopf's live body has it now, parsed again only when its resourceVersion
+    moved: a Run's driver looks at it after every chunk of output (cancel? timed out?)."""
+    parse = per_version(parse_run)
+    return lambda: parse(body)
+
+
+__all__ = ["indexed_run", "model_of", "parse_run", "per_version", "run_view"]

@@ -70,4 +70,18 @@ async def is_gone(kube: KubeClient, path: str, uid: str | None) -> bool:
     return bool(uid) and (stored.get("metadata") or {}).get("uid") != uid
 
 
-__all__ = ["create_or_exists", "create_or_patch", "delete_if_present", "is_gone", "not_found_in"]
+async def deleted_under(kube: KubeClient, exc: BaseException, path: str, uid: str | None) -> bool:
+    """Whether `exc`, raised by a daemon's pass, means its own object was deleted under it
+    (its namespace being deleted, say): then the daemon ends, instead of failing and being
+    retried by kopf a minute later for an object that is not there."""
+    return not_found_in(exc) and await is_gone(kube, path, uid)
+
+
+__all__ = [
+    "create_or_exists",
+    "create_or_patch",
+    "delete_if_present",
+    "deleted_under",
+    "is_gone",
+    "not_found_in",
+]

@@ -28,8 +28,8 @@ from lattice_operator.fileops.executor import execute as execute_fileops
 from lattice_operator.fileops.executor import for_status as fileops_for_status
 from lattice_operator.forge.context import FORGE_KINDS, agent_of, forge_grant
 from lattice_operator.handlers._context import OperatorContext, context_of
-from lattice_operator.handlers._parsed import indexed_run, model_of
-from lattice_operator.handlers._writes import create_or_exists, is_gone, not_found_in
+from lattice_operator.handlers._parsed import indexed_run, model_of, per_version
+from lattice_operator.handlers._writes import create_or_exists, deleted_under
 from lattice_operator.handlers.intent_forge import forge_step
 from lattice_operator.handlers.intent_remediation import remediate
 from lattice_operator.metrics import (
@@ -187,10 +187,8 @@ async def intent_daemon(
     try:
         await _drive_intent(ctx, body, stopped, wakeup, policies, runs, sprites)
     except Exception as exc:
-        # Deleted under its daemon (its namespace being deleted, say): end here, not fail
-        # and be retried by kopf a minute later for an object that is not there.
         path = resource_path(*INTENTS.gvp, key[0], key[1])
-        if not_found_in(exc) and await is_gone(ctx.require_kube(), path, body.metadata.uid):
+        if await deleted_under(ctx.require_kube(), exc, path, body.metadata.uid):
             log.info("Intent %s/%s is gone; its daemon ends", key[0], key[1])
             return
         raise
@@ -216,20 +214,14 @@ async def _drive_intent(
     # otherwise create the Run again, to be refused as already there, a wasted round trip
     # through the API server and its admission webhook.
     created: dict[str, float] = {}
-    # The Intent as last parsed, by resourceVersion: most passes are woken by its Run or its
-    # Sprite, the Intent itself unchanged (a model handed out is never changed by its readers).
-    parsed: tuple[str, Intent] | None = None
+    # Parsed again only when it changed: most passes are woken by its Run or its Sprite.
+    parse = per_version(parse_intent)
     while not stopped:
         wakeup.clear()
         source, fresh = fresh or body, None
         # Each pass is one kind="Intent" reconcile in the metrics.
         with reconcile_timer("Intent", blocked=(kopf.PermanentError,)):
-            version = str(source.get("metadata", {}).get("resourceVersion") or "")
-            if version and parsed is not None and parsed[0] == version:
-                intent = parsed[1]
-            else:
-                intent = parse_intent(source)
-                parsed = (version, intent)
+            intent = parse(source)
             namespace = intent.metadata.namespace or ""
             status = intent.status
             # Before runRef is set, by the deterministic name: a Run someone else made under

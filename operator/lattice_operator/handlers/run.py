@@ -18,12 +18,7 @@ from lattice_operator.api.v1alpha1.resources import INTENTS, RUNS
 from lattice_operator.builders import REPORTING_CONTROLLER, notice_event
 from lattice_operator.handlers._context import OperatorContext, context_of
 from lattice_operator.handlers._parsed import indexed_run, parse_run, run_view
-from lattice_operator.handlers._writes import (
-    create_or_exists,
-    delete_if_present,
-    is_gone,
-    not_found_in,
-)
+from lattice_operator.handlers._writes import create_or_exists, delete_if_present, deleted_under
 from lattice_operator.handlers.sprite import IndexedSprites
 from lattice_operator.metrics import RUN_OLDEST_ACTIVITY, RUNS_BY_PHASE, reconcile_timer
 from lattice_operator.ports import ForgeAccess, Grants
@@ -197,11 +192,9 @@ async def run_daemon(
         with reconcile_timer("Run", blocked=(kopf.PermanentError,)):
             await _drive_run(ctx, body, stopped, kwargs)
     except Exception as exc:
-        # The Run deleted under its daemon (its namespace being deleted, say): the daemon
-        # ends here instead of failing and being retried by kopf a minute later, for nothing.
         namespace, name = body.metadata.namespace, body.metadata.name
         path = resource_path(*RUNS.gvp, namespace, name)
-        if not_found_in(exc) and await is_gone(ctx.require_kube(), path, body.metadata.uid):
+        if await deleted_under(ctx.require_kube(), exc, path, body.metadata.uid):
             log.info("Run %s/%s is gone; its daemon ends", namespace, name)
             return
         raise

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from lattice_operator.api.v1alpha1 import Run
 from lattice_operator.builders import run_name
-from lattice_operator.handlers._parsed import indexed_run, model_of
+from lattice_operator.handlers._parsed import indexed_run, model_of, per_version
 from lattice_operator.handlers.intent import runs_by_name
 from tests.support.intent_world import intent
 from tests.support.run_harness import run_doc
@@ -76,3 +76,17 @@ def test_a_parse_reads_the_same_as_pydantic_and_skips_managed_fields() -> None:
     broken["spec"]["command"] = "not a list"
     with pytest.raises(ValidationError, match=r"spec\.command"):
         model_of(Run, _body(broken))
+
+
+def test_a_view_parses_again_only_when_the_version_moved() -> None:
+    calls: list[str] = []
+
+    def parse(body: kopf.Body) -> Run:
+        calls.append(body["metadata"]["resourceVersion"])
+        return model_of(Run, body)
+
+    view = per_version(parse)
+    first = view(_body(_doc("11")))
+    assert view(_body(_doc("11"))) is first
+    assert view(_body(_doc("12", phase="Running"))).status.phase == "Running"
+    assert calls == ["11", "12"]
