@@ -112,8 +112,11 @@ class RunTimings(_Settings):
     patch_interval: float = Field(default=1.0, gt=0)
     """At most one status patch per Run per this many seconds (phase changes go at once)."""
     sprite_wait: float = Field(default=1.0, gt=0)
-    """Seconds between checks while waiting for the Sprite (Ready, free of other Runs); a
-    change of the Sprite or the end of a Run on it wakes the waiting Runs at once."""
+    """Seconds before a Run waiting for its Sprite (Ready, free of other Runs) looks again,
+    doubling at each further look up to `sprite_wait_max`: only a safety poll, since a change
+    of the Sprite, the end of the Run before it or a change of its own spec wakes it at once."""
+    sprite_wait_max: float = Field(default=30.0, gt=0)
+    """The longest a waiting Run goes without looking again by itself."""
     reattach_deadline: float = Field(default=60.0, gt=0)
     """How long to keep trying to re-attach a lost session before giving up on it."""
     events_per_second: float = Field(default=5.0, gt=0)

@@ -60,11 +60,14 @@ class Directory:
     def __init__(self) -> None:
         self.view: SpriteView | None = SpriteView(ready=True, backend_name=BACKEND_SPRITE)
         self.held_by: str | None = None
+        self.looks = 0
+        """How often a Run asked who holds the Sprite."""
 
     def lookup(self, namespace: str, name: str) -> SpriteView | None:
         return self.view if name == SPRITE else None
 
     def holder(self, namespace: str, sprite: str, run_uid: str) -> str | None:
+        self.looks += 1
         return self.held_by
 
 

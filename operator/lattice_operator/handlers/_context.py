@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lattice_operator.clock import Clock, SystemClock
+from lattice_operator.reconcilers.sprite_waiters import SpriteWaiters
 from lattice_operator.settings import OperatorSettings
 
 if TYPE_CHECKING:
@@ -39,9 +40,10 @@ class OperatorContext:
     """Loops started at start-up (certificate reload and rotation): cancelled at clean-up."""
     intent_wakeups: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
     """Open Intents' daemons, woken when what they read changes."""
-    sprite_waiters: dict[tuple[str, str], set[asyncio.Event]] = field(default_factory=dict)
-    """Runs' daemons by (namespace, Sprite): woken when the Sprite changes or a Run on it ends,
-    so a Run waiting for its Sprite starts at once instead of at its next poll."""
+    sprite_waiters: SpriteWaiters = field(default_factory=SpriteWaiters)
+    """Runs' daemons by (namespace, Sprite): woken when the Sprite changes or, the one next in
+    line, when a Run on it ends, so a Run waiting for its Sprite starts at once instead of at
+    its next poll."""
     forge: ForgeAccess | None = None
     """GitHub, with the operator's own credential (None: not configured)."""
     forge_problem: str = (

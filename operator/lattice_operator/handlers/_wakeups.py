@@ -1,34 +1,36 @@
 """Wake-ups: a daemon asleep until what it reads changes is woken by the watch event itself.
 
 kopf calls index functions for every watch event, before any handler, and without a log line
-per call: the place for a wake-up (these index nothing). One function per kind, however many
-sleepers it wakes: each index function costs kopf a handler invocation on every event.
+per call: the place for a wake-up that needs nothing but the event (these index nothing). One
+function per kind, however many sleepers it wakes: each index function costs kopf a handler
+invocation on every event.
 
 - An open Intent's daemon sleeps until the Intent, its Run or its Sprite changes.
-- A Run waiting for a busy or unready Sprite looks again when the Sprite changes or a Run
-  on it ends.
+- A Run waiting for its Sprite looks again when the Sprite changes (every Run on it), when a
+  Run on it ends (the one next in line only) or when its own spec changes (a cancel).
+
+A Run's event wakes from the Runs' `on.event` handler (`run_changed`), not from an index
+function: kopf calls it after every index has taken the event (so the one woken reads claims
+that include it) and for a deletion too, which index functions never see.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import kopf
 
 from lattice_operator.api.v1alpha1 import TERMINAL_RUN_PHASES
-from lattice_operator.api.v1alpha1.resources import INTENTS, RUNS, SPRITES
+from lattice_operator.api.v1alpha1.resources import INTENTS, SPRITES
 from lattice_operator.builders import INTENT_LABEL
 from lattice_operator.handlers._context import OperatorContext, context_of
+from lattice_operator.reconcilers.sprite_claims import RunClaim, next_in_line
 
 
 def _wake_intent(ctx: OperatorContext, namespace: str | None, name: str | None) -> None:
     event = ctx.intent_wakeups.get((namespace or "", name or ""))
     if event is not None:
-        event.set()
-
-
-def _wake_sprite_waiters(ctx: OperatorContext, namespace: str | None, sprite: str | None) -> None:
-    for event in ctx.sprite_waiters.get((namespace or "", sprite or ""), ()):
         event.set()
 
 
@@ -38,23 +40,34 @@ async def wake_on_intent(body: kopf.Body, memo: kopf.Memo, **_: Any) -> dict[str
     return {}
 
 
-@kopf.index(*RUNS.gvp)
-async def wake_on_run(body: kopf.Body, memo: kopf.Memo, **_: Any) -> dict[str, str]:
-    ctx = context_of(memo)
-    spec = body.get("spec", {})
-    _wake_intent(ctx, body.metadata.namespace, (spec.get("intentRef") or {}).get("name"))
-    if body.get("status", {}).get("phase") in TERMINAL_RUN_PHASES:
-        sprite = (spec.get("spriteRef") or {}).get("name")
-        _wake_sprite_waiters(ctx, body.metadata.namespace, sprite)
-    return {}
-
-
 @kopf.index(*SPRITES.gvp)
 async def wake_on_sprite(body: kopf.Body, memo: kopf.Memo, **_: Any) -> dict[str, str]:
     ctx = context_of(memo)
-    _wake_sprite_waiters(ctx, body.metadata.namespace, body.metadata.name)
-    _wake_intent(ctx, body.metadata.namespace, body.metadata.labels.get(INTENT_LABEL))
+    namespace = body.metadata.namespace or ""
+    ctx.sprite_waiters.wake_all((namespace, body.metadata.name or ""))
+    _wake_intent(ctx, namespace, body.metadata.labels.get(INTENT_LABEL))
     return {}
 
 
-__all__ = ["wake_on_intent", "wake_on_run", "wake_on_sprite"]
+def wake_for_run(
+    ctx: OperatorContext,
+    event_type: str,
+    body: kopf.Body,
+    claims: Mapping[tuple[str, str], Iterable[RunClaim]] | None,
+) -> None:
+    """What a Run's watch event wakes: its Intent; on its end (or deletion) the Run next in
+    line on its Sprite; on a change of its spec its own daemon, if it waits."""
+    namespace = body.metadata.namespace or ""
+    spec = body.get("spec") or {}
+    status = body.get("status") or {}
+    _wake_intent(ctx, namespace, (spec.get("intentRef") or {}).get("name"))
+    sprite = (namespace, (spec.get("spriteRef") or {}).get("name") or "")
+    if event_type == "DELETED" or status.get("phase") in TERMINAL_RUN_PHASES:
+        following = next_in_line(claims.get(sprite, ()) if claims is not None else ())
+        if following is not None:
+            ctx.sprite_waiters.wake(sprite, following.uid)
+    elif body.metadata.get("generation") != status.get("observedGeneration"):
+        ctx.sprite_waiters.wake(sprite, body.metadata.uid or "")
+
+
+__all__ = ["wake_for_run", "wake_on_intent", "wake_on_sprite"]

@@ -212,9 +212,9 @@ async def _drive_run(
     grants: kopf.Index[tuple[str, str], tuple[str, Grants]] = kwargs["intent_grants"]
     run = parse_run(body)
     stop = asyncio.Event()
-    sprite_changed = asyncio.Event()
     waiting_key = (run.metadata.namespace or "", run.spec.sprite_ref.name)
-    ctx.sprite_waiters.setdefault(waiting_key, set()).add(sprite_changed)
+    uid = run.metadata.uid or ""
+    sprite_changed = ctx.sprite_waiters.add(waiting_key, uid)
 
     async def watch_stop() -> None:
         await stopped.wait()
@@ -237,11 +237,7 @@ async def _drive_run(
         )
         await driver.drive()
     finally:
-        waiters = ctx.sprite_waiters.get(waiting_key)
-        if waiters is not None:
-            waiters.discard(sprite_changed)
-            if not waiters:
-                del ctx.sprite_waiters[waiting_key]
+        ctx.sprite_waiters.remove(waiting_key, uid)
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await watcher

@@ -12,6 +12,7 @@ from aiohttp import web
 from lattice_adapters.kube import KubeApiError, KubeClient, resource_path
 from lattice_operator.api.v1alpha1.resources import GROUP, INTENTS, RUNS, SPRITES
 from lattice_operator.handlers._context import context_of
+from lattice_operator.handlers._wakeups import wake_for_run
 from lattice_operator.stream.access import AccessCache, Identity
 from lattice_operator.stream.changes import ChangeFeed
 from lattice_operator.stream.envelope import Subject
@@ -141,7 +142,11 @@ async def intent_changed(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> Non
 
 
 @kopf.on.event(*RUNS.gvp)
-async def run_changed(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+async def run_changed(
+    event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **kwargs: Any
+) -> None:
+    # Also the Runs' wake-ups: here kopf's indexes have taken the event, deletions included.
+    wake_for_run(context_of(memo), str(event.get("type") or ""), body, kwargs.get("run_claims"))
     _publish(memo, RUNS.plural, dict(event))
 
 

@@ -44,5 +44,14 @@ def holder(claims: Iterable[RunClaim], me: str) -> RunClaim | None:
     return pending[0]
 
 
+def next_in_line(claims: Iterable[RunClaim]) -> RunClaim | None:
+    """The Run that goes next on a Sprite nobody holds (None while one holds it): the one a
+    Run's end should wake, rather than every Run queued behind it."""
+    active = [c for c in claims if c.phase not in DONE]
+    if any(c.phase in IN_SESSION for c in active):
+        return None
+    return min(active, key=_order, default=None)
+
+
 def _order(claim: RunClaim) -> tuple[float, str]:
     return (claim.created.timestamp() if claim.created else 0.0, claim.name)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from lattice_operator.reconcilers.sprite_claims import RunClaim, holder
+from lattice_operator.reconcilers.sprite_claims import RunClaim, holder, next_in_line
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -46,3 +46,17 @@ def test_finished_runs_release_the_sprite() -> None:
         )
     ]
     assert holder(claims, "n") is None
+
+
+def test_next_in_line_is_the_oldest_pending_run_once_nobody_holds_the_sprite() -> None:
+    claims = [claim("done", "Succeeded", 0), claim("b", "Pending", 2), claim("a", "Pending", 1)]
+    following = next_in_line(claims)
+    assert following is not None
+    assert following.uid == "a"
+
+
+def test_nobody_is_next_while_a_run_holds_the_sprite_or_none_waits() -> None:
+    assert next_in_line([claim("w", "Waiting", 0), claim("n", "Pending", 1)]) is None
+    assert next_in_line([claim("r", "Starting", 3), claim("n", "Pending", 1)]) is None
+    assert next_in_line([claim("done", "Failed", 0)]) is None
+    assert next_in_line([]) is None

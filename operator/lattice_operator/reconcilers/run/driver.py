@@ -78,8 +78,8 @@ class RunDriver:
         sprite_changed: asyncio.Event | None = None,
     ) -> None:
         """`sprite_changed`: set when the Run's Sprite (or a Run's claim on it) may have
-        changed; a Run waiting for its Sprite then looks again at once, and otherwise only
-        every `sprite_wait` (without it, every `sprite_wait`)."""
+        changed; a Run waiting for its Sprite then looks again at once, and otherwise after
+        `sprite_wait`, doubling up to `sprite_wait_max` (without it, every `sprite_wait`)."""
         meta = run.metadata
         self.ref = ObjectRef(
             api_version=run.api_version,
@@ -94,6 +94,7 @@ class RunDriver:
         self._timings = timings
         self._stopper = Stopper(stopped)
         self._sprite_changed = sprite_changed
+        self._hold_wait = timings.sprite_wait
         self.recorder = RunRecorder(
             run,
             ref=self.ref,
@@ -167,9 +168,24 @@ class RunDriver:
         self.recorder.engine_for(self.files.sprite, run.work_item_id())
 
     async def _hold(self, reason: Reason, message: str) -> None:
-        self.recorder.set("Unknown", reason, message)
-        await self.recorder.flush()
-        await self._stopper.sleep(self._timings.sprite_wait, wake=self._sprite_changed)
+        current = find_condition(self.recorder.status.conditions, "Succeeded")
+        wanted = ("Unknown", str(reason), message[:1024], self.recorder.generation)
+        if current is None or wanted != (
+            current.status,
+            current.reason,
+            current.message,
+            current.observed_generation,
+        ):
+            self.recorder.set("Unknown", reason, message)
+            await self.recorder.flush()
+        if self._sprite_changed is None:
+            await self._stopper.sleep(self._timings.sprite_wait)
+            return
+        # Wake-ups end a wait; the poll is a safety net, longer at each look, so a long queue
+        # on one Sprite costs next to nothing while it waits.
+        wait = self._hold_wait
+        self._hold_wait = min(2 * wait, max(self._timings.sprite_wait_max, wait))
+        await self._stopper.sleep(wait, wake=self._sprite_changed)
 
     # -- phases ---------------------------------------------------------------------------
 
@@ -199,6 +215,7 @@ class RunDriver:
                 Reason.SPRITE_BUSY, message or f"waiting for Run {first}, which has the Sprite"
             )
             return
+        self._hold_wait = self._timings.sprite_wait
         self.files.sprite = sprite.backend_name
         recorder.status.sprite_name = sprite.backend_name
         attempt = recorder.begin_attempt()

@@ -293,6 +293,29 @@ async def test_a_run_waiting_for_its_sprite_starts_when_woken_not_at_its_next_po
     assert harness.phase == "Succeeded"
 
 
+async def test_a_run_waiting_unwoken_looks_again_less_and_less_often(harness: Harness) -> None:
+    """The poll is only a safety net behind the wake-ups: 30 Runs queued on a Sprite must not
+    each look every `sprite_wait` while it is busy."""
+    harness.timings = harness.timings.model_copy(
+        update={"sprite_wait": 0.02, "sprite_wait_max": 0.16}
+    )
+    harness.directory.held_by = "first"
+
+    @harness.backend.program("agent")
+    async def agent(p: FakeProcess) -> None:
+        pass
+
+    harness.start()
+    await harness.until(lambda: harness.status.get("conditions"))
+    await asyncio.sleep(1.0)
+    # 0.02 s apart it would have looked ~50 times; doubling to 0.16 s, 3 + ~6
+    assert 4 <= harness.directory.looks <= 15
+    harness.directory.held_by = None
+    harness.sprite_changed.set()
+    await harness.finished(limit=5.0)
+    assert harness.phase == "Succeeded"
+
+
 async def test_an_intent_only_sprite_refuses_a_hand_made_run(harness: Harness) -> None:
     harness.directory.view = SpriteView(
         ready=True, backend_name=BACKEND_SPRITE, run_policy="IntentOnly"
