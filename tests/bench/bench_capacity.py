@@ -46,10 +46,11 @@ from lattice_adapters.kube import KubeClient, KubeConfig, resource_path
 from tests.support import pyspy
 from tests.support.admission_cases import build
 from tests.support.agents import agent
-from tests.support.bench_ingest import runs_caught_up
+from tests.support.bench_ingest import calls_between, cpu_seconds, runs_caught_up, sprite_calls
 from tests.support.cluster import Cluster, wait_for
 from tests.support.loadgen import (
     PROBE_CRD,
+    READ_VERBS,
     Generator,
     LoadReport,
     StartWatch,
@@ -437,14 +438,15 @@ def sustained(
         "sprites": SUSTAINED_SPRITES,
     }
     before = bench.run(apiserver_metrics(bench.config))
-    cpu0 = _cpu_seconds(stack.operator.proc.pid)
+    cpu0 = cpu_seconds(stack.operator.proc.pid)
     failures0 = _daemon_failures(stack)
-    with loaded(row), profiled(stack, "sustained", row):
+    calls0 = sprite_calls(stack)
+    with loaded(row), profiled(stack, "sustained", row), cpu_shares(bench, stack, row):
         report = bench.open_loop(
             namespace, "intents", body_of, run_of_intent, rate, SUSTAINED_SECONDS
         )
     after = bench.run(apiserver_metrics(bench.config))
-    cpu = _cpu_seconds(stack.operator.proc.pid) - cpu0
+    cpu = cpu_seconds(stack.operator.proc.pid) - cpu0
     summary = report.summary()
     started = [report.started[s.run] for s in report.samples if s.run in report.started]
     first = min(s.due for s in report.samples)
@@ -463,6 +465,8 @@ def sustained(
     row["api_writes_by_resource"] = writes
     row["api_writes_by_kind"] = writes_between(before, after, detailed=True)
     row["api_writes_per_intent"] = round(total_writes / max(1, len(started)), 1)
+    row["api_reads_by_kind"] = writes_between(before, after, detailed=True, verbs=READ_VERBS)
+    row["sprite_calls_by_operation"] = calls_between(calls0, sprite_calls(stack))
     row["webhooks"] = webhook_latency(before, after)
     row["daemon_failures"] = _daemon_failures(stack) - failures0
     row["operator_cpu_s"] = round(cpu, 1)
@@ -478,14 +482,15 @@ def intent_cost(bench: Bench, stack: Stack, namespace: str) -> dict[str, Any]:
     sprites = warm_for_intents(bench, namespace, [f"c{i}" for i in range(COST_INTENTS)])
     row: dict[str, Any] = {"intents": COST_INTENTS}
     before = bench.run(apiserver_metrics(bench.config))
-    cpu0 = _cpu_seconds(stack.operator.proc.pid)
-    with loaded(row):
+    cpu0 = cpu_seconds(stack.operator.proc.pid)
+    calls0 = sprite_calls(stack)
+    with loaded(row), cpu_shares(bench, stack, row):
         for i, sprite in enumerate(sprites):
             body = intent_body(f"cost-{i}", sprite, ["true"])
             bench.loaded_runs(namespace, [body], run_of_intent, plural="intents")
         time.sleep(2)  # the last Intent's finalizer removed, its receipts posted
     after = bench.run(apiserver_metrics(bench.config))
-    cpu = _cpu_seconds(stack.operator.proc.pid) - cpu0
+    cpu = cpu_seconds(stack.operator.proc.pid) - cpu0
     writes = writes_between(before, after, detailed=True)
     # The Intents' own (their writes, their Runs', their receipts); the rest (the fleet
     # observer's Sprite status, the Lease) is background, listed but not counted.
@@ -495,6 +500,9 @@ def intent_cost(bench: Bench, stack: Stack, namespace: str) -> dict[str, Any]:
         k: round(v / COST_INTENTS, 2) for k, v in sorted(writes.items())
     }
     row["operator_cpu_ms_per_intent"] = round(1000 * cpu / COST_INTENTS, 1)
+    row["sprite_calls_per_intent"] = {
+        k: round(v / COST_INTENTS, 2) for k, v in calls_between(calls0, sprite_calls(stack)).items()
+    }
     return row
 
 
@@ -614,9 +622,34 @@ def _daemon_failures(stack: Stack) -> int:
     return stack.operator.log().count("failed with an exception and will try again")
 
 
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def _processes(bench: Bench, stack: Stack) -> dict[str, int]:
+    """Who shares the cores during a row: the control plane's processes (when this suite
+    started them: under another KUBECONFIG they are not ours to see), the operator, the
+    Sprites server and the load generator (this process)."""
+    local = bench.cluster.local
+    plane = {p.name: p.pid for p in local.state.processes} if local and local.state else {}
+    return {
+        **plane,
+        "operator": stack.operator.proc.pid,
+        "sprites-server": stack.sprites.process.pid,
+        "load-generator": os.getpid(),
+    }
+
+
+@contextmanager
+def cpu_shares(bench: Bench, stack: Stack, into: dict[str, Any]) -> Iterator[None]:
+    """Each process's CPU over the block, in cores (1.0: one core all the time): which one
+    bounds the row. The machine has os.cpu_count() of them."""
+    pids = _processes(bench, stack)
+    start = time.monotonic()
+    before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    yield
+    seconds = max(1e-9, time.monotonic() - start)
+    cores = {
+        name: round((cpu_seconds(pid) - before[name]) / seconds, 2) for name, pid in pids.items()
+    }
+    into["cpu_cores_by_process"] = dict(sorted(cores.items(), key=lambda kv: -kv[1]))
+    into["cpu_busiest"] = max(cores, key=lambda name: cores[name])
 
 
 def engine() -> dict[str, Any]:
@@ -644,6 +677,15 @@ def _when(section: dict[str, Any], load_of: dict[str, Any] | None = None) -> str
     load = (load_of or section).get("load_average_1m_before_after")
     scale = "" if m.get("scale", 1) == 1 else f", SCALE {m.get('scale')} (not for quoting)"
     return f"; load {load}; {m.get('at')} {m.get('commit')}{scale}"
+
+
+def _busiest(section: dict[str, Any]) -> str:
+    """Which process bounded a row, in cores of the machine's."""
+    cores = section.get("cpu_cores_by_process")
+    if not cores:
+        return ""
+    top = ", ".join(f"{name} {value}" for name, value in list(cores.items())[:4])
+    return f"; CPU in cores of {os.cpu_count()}: {top}"
 
 
 def table(results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -689,7 +731,7 @@ def table(results: dict[str, Any]) -> list[dict[str, Any]]:
             f"{sus['exec_started_per_s_during_arrivals']}/s of {sus['target_per_s']:g}/s offered "
             f"(p50 {sus['p50_ms']} ms, p99 {sus['p99_ms']} ms); API ceiling {ceil}/s "
             f"create+status-patch pairs, {sus['api_writes_per_intent']} API writes per "
-            f"Intent{bound}",
+            f"Intent{bound}{_busiest(sus)}",
             target,
             f"Poisson {sus['target_per_s']:g}/s for {sus['seconds']:g} s, {sus['sprites']} warm "
             f"sprites, per-10 s windows in the JSON{_when(sus)}",
@@ -702,7 +744,7 @@ def table(results: dict[str, Any]) -> list[dict[str, Any]]:
                 f"{also['exec_started_per_s_overall']}/s overall, {also['started']} of "
                 f"{also['arrived']} started (p50 {also['p50_ms']} ms, p99 {also['p99_ms']} ms), "
                 f"{also['api_writes_per_intent']} API writes per Intent, operator "
-                f"{also['operator_cpu_ms_per_intent']} CPU-ms per Intent",
+                f"{also['operator_cpu_ms_per_intent']} CPU-ms per Intent{_busiest(also)}",
                 "(below the API server's bound)",
                 f"as above{_when(also)}",
             )

@@ -64,6 +64,23 @@ def metric(stack: Stack, name: str) -> float:
     )
 
 
+def sprite_calls(stack: Stack) -> dict[str, int]:
+    """The operator's calls to the Sprites backend so far, by operation (its own count,
+    `lattice_backend_call_duration_seconds_count`)."""
+    text = httpx.get(f"http://127.0.0.1:{stack.metrics_port}/metrics", trust_env=False).text
+    prefix = 'lattice_backend_call_duration_seconds_count{operation="'
+    counts: dict[str, int] = {}
+    for line in text.splitlines():
+        if line.startswith(prefix):
+            operation = line[len(prefix) :].split('"', 1)[0]
+            counts[operation] = counts.get(operation, 0) + int(float(line.split()[-1]))
+    return counts
+
+
+def calls_between(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    return {k: v - before.get(k, 0) for k, v in sorted(after.items()) if v != before.get(k, 0)}
+
+
 def runs_caught_up(items: list[dict[str, Any]], target: dict[str, int]) -> bool:
     """Every Run named in `target` has at least that many events folded into its status."""
     counts = {

@@ -111,7 +111,10 @@ def cluster_session(state_dir: Path) -> Iterator[Cluster]:
         cluster.apply_crds()
         yield cluster
         return
-    plane = LocalControlPlane(bin_dir, state_dir / "plane")
+    # LATTICE_APISERVER_PROFILING=1: its CPU profile for a benchmark
+    # (`kubectl get --raw '/debug/pprof/profile?seconds=30'`).
+    profiling = os.environ.get("LATTICE_APISERVER_PROFILING") == "1"
+    plane = LocalControlPlane(bin_dir, state_dir / "plane", profiling=profiling)
     state = plane.start()
     try:
         cluster = Cluster(Path(state.kubeconfig), bin_dir, plane)

@@ -418,6 +418,7 @@ async def apiserver_metrics(config: KubeConfig) -> dict[tuple[str, str], float]:
     return values
 
 
+READ_VERBS = ("GET", "LIST", "WATCH")
 WRITE_VERBS = ("POST", "PATCH", "PUT", "DELETE")
 
 
@@ -432,14 +433,14 @@ def writes_between(
     after: dict[tuple[str, str], float],
     *,
     detailed: bool = False,
+    verbs: tuple[str, ...] = WRITE_VERBS,
 ) -> dict[str, int]:
-    """Write requests the API server served between two scrapes, by resource (`detailed`:
-    by resource, subresource, verb and status code, as `runs/status PATCH 200`)."""
+    """Write requests (or requests of `verbs`) the API server served between two scrapes, by
+    resource (`detailed`: by resource, subresource, verb and status code, as
+    `runs/status PATCH 200`)."""
     counts: dict[str, int] = {}
     for (name, labels), value in after.items():
-        if name != "apiserver_request_total" or not any(
-            f'verb="{v}"' in labels for v in WRITE_VERBS
-        ):
+        if name != "apiserver_request_total" or not any(f'verb="{v}"' in labels for v in verbs):
             continue
         resource = _label(labels, "resource") or "?"
         if detailed:

@@ -250,10 +250,19 @@ class LocalControlPlane:
     `stop_from_state` from another process) ends exactly those.
     """
 
-    def __init__(self, bin_dir: Path, state_dir: Path, *, controller_manager: bool = True) -> None:
+    def __init__(
+        self,
+        bin_dir: Path,
+        state_dir: Path,
+        *,
+        controller_manager: bool = True,
+        profiling: bool = False,
+    ) -> None:
+        """`profiling`: the API server serves /debug/pprof (to its admins), for benchmarks."""
         self.bin_dir = bin_dir
         self.state_dir = state_dir
         self.controller_manager = controller_manager
+        self.profiling = profiling
         self.state: ControlPlaneState | None = None
         # Kept so the children are reaped by us (and Python does not warn about them).
         self._children: list[subprocess.Popen[bytes]] = []
@@ -401,7 +410,7 @@ class LocalControlPlane:
             "--endpoint-reconciler-type=none",
             "--service-cluster-ip-range=10.0.0.0/24",
             "--allow-privileged=true",
-            "--profiling=false",
+            f"--profiling={'true' if self.profiling else 'false'}",
             "--v=0",
         ]
 

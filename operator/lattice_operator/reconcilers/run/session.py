@@ -136,7 +136,7 @@ class SessionRunner:
         recorder.set("Unknown", Reason.RUNNING, f"session {session.session_id} is running")
         await recorder.flush(force=True)
         try:
-            return await self._stream(run, session)
+            return await self._stream(run, session, fresh=not attached)
         except SessionLostError as exc:
             log.info("run %s: session lost: %s", recorder.ref.name, exc)
             return SessionEnd(None, lost=True)
@@ -151,16 +151,22 @@ class SessionRunner:
         key = f"{recorder.tag()}:{self._clock.monotonic()}"
         recorder.emit(recorder.receipts.for_transition(transition, key=key, evidence=evidence))
 
-    async def _stream(self, run: Run, session: ExecSession) -> SessionEnd:
-        """Follow one session to its end, re-attaching when the socket drops."""
+    async def _stream(self, run: Run, session: ExecSession, *, fresh: bool) -> SessionEnd:
+        """Follow one session to its end, re-attaching when the socket drops.
+
+        `fresh`: a session just started, whose command cannot have written to the outbox yet:
+        its first outbox read waits `outbox_interval` (or an event line on stdout, or its end),
+        where a re-attached one catches up at once. A short command then costs the sprite one
+        outbox read, at its end."""
         engine = self._recorder.require_engine()
+        first_read_in = self._timings.outbox_interval if fresh else 0.0
         while True:
             queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue(maxsize=QUEUE_SIZE)
             pump = asyncio.create_task(
                 _pump(session, queue), name=f"pump-{self._recorder.ref.name}"
             )
             try:
-                end = await self._consume(run, session, queue)
+                end = await self._consume(run, session, queue, first_read_in)
             finally:
                 pump.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -174,6 +180,7 @@ class SessionRunner:
                 RunTransition.STDOUT_LOST, "the exec socket closed without an exit frame"
             )
             await self._files.read_outbox()
+            first_read_in = 0.0
             reattached = await self.reattach()
             if reattached is None:
                 return SessionEnd(await self._files.read_exit_code())
@@ -188,12 +195,16 @@ class SessionRunner:
             await self._recorder.flush()
 
     async def _consume(
-        self, run: Run, session: ExecSession, queue: asyncio.Queue[tuple[str, Any]]
+        self,
+        run: Run,
+        session: ExecSession,
+        queue: asyncio.Queue[tuple[str, Any]],
+        first_read_in: float,
     ) -> SessionEnd | None:
         """Feed output and the outbox until exit (an end) or socket loss (None)."""
         recorder = self._recorder
         engine = recorder.require_engine()
-        next_outbox = self._clock.monotonic()
+        next_outbox = self._clock.monotonic() + first_read_in
         waiting_since: float | None = None
         while True:
             if self._stopper.stopped:
@@ -211,8 +222,7 @@ class SessionRunner:
             elif kind == "replay":
                 recorder.absorb(engine.feed_stdout(value, replay=True))
             elif kind == "exit":
-                await self._files.read_outbox()
-                return SessionEnd(int(value))
+                return SessionEnd(int(value))  # the end reads the outbox (final)
             elif kind == "lost":
                 return None
             if engine.outbox_behind or self._clock.monotonic() >= next_outbox:
@@ -238,8 +248,7 @@ class SessionRunner:
 
     async def _stop(self, session: ExecSession, why: str) -> SessionEnd:
         await self.kill(session.session_id)
-        await self._files.read_outbox()
-        return SessionEnd(None, killed_for=why)
+        return SessionEnd(None, killed_for=why)  # the end reads the outbox (final)
 
 
 async def _pump(session: ExecSession, queue: asyncio.Queue[tuple[str, Any]]) -> None:

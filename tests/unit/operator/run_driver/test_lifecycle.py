@@ -316,6 +316,22 @@ async def test_a_run_waiting_unwoken_looks_again_less_and_less_often(harness: Ha
     assert harness.phase == "Succeeded"
 
 
+async def test_a_short_command_costs_one_outbox_read_at_its_end(harness: Harness) -> None:
+    """A session just started cannot have written to the outbox: the first read waits for
+    `outbox_interval`, an event line or the end, whichever comes first."""
+    harness.timings = harness.timings.model_copy(update={"outbox_interval": 5.0})
+
+    @harness.backend.program("agent")
+    async def agent(p: FakeProcess) -> None:
+        pass
+
+    harness.start()
+    await harness.finished(limit=5.0)
+    assert harness.phase == "Succeeded"
+    outbox_reads = [c for c in harness.backend.called("read_file") if c.args[1] == OUTBOX]
+    assert len(outbox_reads) == 1
+
+
 async def test_an_intent_only_sprite_refuses_a_hand_made_run(harness: Harness) -> None:
     harness.directory.view = SpriteView(
         ready=True, backend_name=BACKEND_SPRITE, run_policy="IntentOnly"
