@@ -18,6 +18,19 @@ def _events(h: Harness) -> list[LifecycleEvent]:
     return [r.event for r in h.publisher.posted]
 
 
+async def queued_behind(harness: Harness, holder: str) -> None:
+    """Start a Run (a command that exits at once) on a Sprite `holder` has; back once the Run
+    says it waits."""
+    harness.directory.held_by = holder
+
+    @harness.backend.program("agent")
+    async def agent(p: FakeProcess) -> None:
+        pass
+
+    harness.start()
+    await harness.until(lambda: harness.status.get("conditions"))
+
+
 async def test_a_command_that_completes_succeeds_with_its_summary(harness: Harness) -> None:
     @harness.backend.program("agent")
     async def agent(p: FakeProcess) -> None:
@@ -229,14 +242,7 @@ async def test_a_sprite_that_is_not_ready_holds_the_run_pending(harness: Harness
 
 
 async def test_a_sprite_held_by_another_run_holds_the_run_pending(harness: Harness) -> None:
-    harness.directory.held_by = "first"
-
-    @harness.backend.program("agent")
-    async def agent(p: FakeProcess) -> None:
-        pass
-
-    harness.start()
-    await harness.until(lambda: harness.status.get("conditions"))
+    await queued_behind(harness, "first")
     assert harness.condition()["reason"] == "SpriteBusy"
     assert "Run first" in harness.condition()["message"]
     harness.directory.held_by = None
@@ -249,14 +255,7 @@ async def test_a_queued_run_is_not_rewritten_each_time_its_sprite_changes_hands(
 ) -> None:
     """Runs queued on a Sprite wake whenever it changes hands; the first holder named stays
     named, so a queue of n Runs costs n writes, not one per Run per hand-over."""
-    harness.directory.held_by = "first"
-
-    @harness.backend.program("agent")
-    async def agent(p: FakeProcess) -> None:
-        pass
-
-    harness.start()
-    await harness.until(lambda: harness.status.get("conditions"))
+    await queued_behind(harness, "first")
     assert "Run first" in harness.condition()["message"]
     written = len(harness.writes)
     for holder in ("second", "third"):
@@ -276,14 +275,7 @@ async def test_a_run_waiting_for_its_sprite_starts_when_woken_not_at_its_next_po
     harness: Harness,
 ) -> None:
     harness.timings = harness.timings.model_copy(update={"sprite_wait": 60.0})
-    harness.directory.held_by = "first"
-
-    @harness.backend.program("agent")
-    async def agent(p: FakeProcess) -> None:
-        pass
-
-    harness.start()
-    await harness.until(lambda: harness.status.get("conditions"))
+    await queued_behind(harness, "first")
     assert harness.condition()["reason"] == "SpriteBusy"
     await asyncio.sleep(0.2)
     assert harness.phase == "Pending"  # holding: no poll for a minute
@@ -299,14 +291,7 @@ async def test_a_run_waiting_unwoken_looks_again_less_and_less_often(harness: Ha
     harness.timings = harness.timings.model_copy(
         update={"sprite_wait": 0.02, "sprite_wait_max": 0.16}
     )
-    harness.directory.held_by = "first"
-
-    @harness.backend.program("agent")
-    async def agent(p: FakeProcess) -> None:
-        pass
-
-    harness.start()
-    await harness.until(lambda: harness.status.get("conditions"))
+    await queued_behind(harness, "first")
     await asyncio.sleep(1.0)
     # 0.02 s apart it would have looked ~50 times; doubling to 0.16 s, 3 + ~6
     assert 4 <= harness.directory.looks <= 15
