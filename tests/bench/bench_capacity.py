@@ -342,6 +342,20 @@ class Bench:
         return report
 
 
+def cleared(cluster: Cluster, *namespaces: str, timeout: float = 600) -> None:
+    """Delete `namespaces` and wait until they are gone: the deletion of a row's objects (their
+    finalizers removed by the operator, their receipts and Sprites deleted) must not be
+    counted in the next row's writes and CPU."""
+    for name in namespaces:
+        cluster.delete_namespace(name)
+
+    def gone() -> bool:
+        left = {n.metadata.name for n in cluster.core.list_namespace().items}
+        return not left & set(namespaces)
+
+    wait_for(gone, timeout=timeout, interval=1.0, what=f"namespaces {namespaces} deleted")
+
+
 def _ready(item: dict[str, Any]) -> bool:
     conditions = (item.get("status") or {}).get("conditions") or []
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
@@ -870,34 +884,33 @@ def test_capacity(cluster: Cluster, local_sprites: LocalSprites, tmp_path: Path)
         if "ceiling" in chosen:
             namespace = cluster.create_namespace("cap-ceiling")
             record("api_ceiling", measure_ceiling(bench, namespace))
-            cluster.delete_namespace(namespace)
+            cleared(cluster, namespace)
         if {"latency", "cost", "restart", "sustained"} & set(chosen):
             with operator_stack(cluster, local_sprites, tmp_path, backend=PRODUCT_FLEET) as stack:
                 if "latency" in chosen:
                     runs_ns = cluster.create_namespace("cap-runs")
                     intents_ns = cluster.create_namespace("cap-intents")
                     record("latency", latency_rows(bench, stack, runs_ns, intents_ns))
-                    cluster.delete_namespace(runs_ns)
-                    cluster.delete_namespace(intents_ns)
+                    cleared(cluster, runs_ns, intents_ns)
                 if "cost" in chosen:
                     namespace = cluster.create_namespace("cap-cost")
                     record("intent_cost", intent_cost(bench, stack, namespace))
-                    cluster.delete_namespace(namespace)
+                    cleared(cluster, namespace)
                 if "restart" in chosen:
                     namespace = cluster.create_namespace("cap-restart")
                     record("restart_100_active_runs", restart(bench, stack, namespace))
-                    cluster.delete_namespace(namespace)
+                    cleared(cluster, namespace)
                 if "sustained" in chosen:
                     namespace = cluster.create_namespace("cap-sustained")
                     record("sustained_intents", sustained(bench, stack, namespace))
-                    cluster.delete_namespace(namespace)
+                    cleared(cluster, namespace)
                     for rate in SUSTAINED_ALSO:
                         namespace = cluster.create_namespace(f"cap-sustained-{rate:g}")
                         record(
                             f"sustained_intents_at_{rate:g}",
                             sustained(bench, stack, namespace, rate),
                         )
-                        cluster.delete_namespace(namespace)
+                        cleared(cluster, namespace)
         if "memory" in chosen:
             record("memory", memory(bench, cluster, local_sprites, tmp_path))
         if "engine" in chosen:
