@@ -371,7 +371,7 @@ def measure_ceiling(bench: Bench, namespace: str) -> dict[str, Any]:
     )
     out: dict[str, Any] = {}
     try:
-        with loaded(out):
+        with loaded(out), cpu_shares(bench, None, out):
             runs = [
                 bench.run(
                     ceiling(
@@ -383,6 +383,9 @@ def measure_ceiling(bench: Bench, namespace: str) -> dict[str, Any]:
     finally:
         bench.cluster.kubectl("delete", "crd", "probes.bench.lattice.dev", "--wait=false")
     best = max(r["create_plus_status_patch_per_s"] for r in runs)
+    out["apiserver_cpu_ms_per_write"] = apiserver_ms_per_write(
+        out, sum(2 * r["objects"] for r in runs)
+    )
     return {**out, "runs": runs, "best_create_plus_status_patch_per_s": best}
 
 
@@ -479,6 +482,7 @@ def sustained(
     row["api_writes_by_resource"] = writes
     row["api_writes_by_kind"] = writes_between(before, after, detailed=True)
     row["api_writes_per_intent"] = round(total_writes / max(1, len(started)), 1)
+    row["apiserver_cpu_ms_per_write"] = apiserver_ms_per_write(row, total_writes)
     row["api_reads_by_kind"] = writes_between(before, after, detailed=True, verbs=READ_VERBS)
     row["sprite_calls_by_operation"] = calls_between(calls0, sprite_calls(stack))
     row["webhooks"] = webhook_latency(before, after)
@@ -514,6 +518,7 @@ def intent_cost(bench: Bench, stack: Stack, namespace: str) -> dict[str, Any]:
         k: round(v / COST_INTENTS, 2) for k, v in sorted(writes.items())
     }
     row["operator_cpu_ms_per_intent"] = round(1000 * cpu / COST_INTENTS, 1)
+    row["apiserver_cpu_ms_per_write"] = apiserver_ms_per_write(row, sum(writes.values()))
     row["sprite_calls_per_intent"] = {
         k: round(v / COST_INTENTS, 2) for k, v in calls_between(calls0, sprite_calls(stack)).items()
     }
@@ -636,22 +641,22 @@ def _daemon_failures(stack: Stack) -> int:
     return stack.operator.log().count("failed with an exception and will try again")
 
 
-def _processes(bench: Bench, stack: Stack) -> dict[str, int]:
+def _processes(bench: Bench, stack: Stack | None) -> dict[str, int]:
     """Who shares the cores during a row: the control plane's processes (when this suite
-    started them: under another KUBECONFIG they are not ours to see), the operator, the
-    Sprites server and the load generator (this process)."""
+    started them: under another KUBECONFIG they are not ours to see), the operator and the
+    Sprites server (when the row has them) and the load generator (this process)."""
     local = bench.cluster.local
     plane = {p.name: p.pid for p in local.state.processes} if local and local.state else {}
-    return {
-        **plane,
-        "operator": stack.operator.proc.pid,
-        "sprites-server": stack.sprites.process.pid,
-        "load-generator": os.getpid(),
-    }
+    ours = (
+        {"operator": stack.operator.proc.pid, "sprites-server": stack.sprites.process.pid}
+        if stack is not None
+        else {}
+    )
+    return {**plane, **ours, "load-generator": os.getpid()}
 
 
 @contextmanager
-def cpu_shares(bench: Bench, stack: Stack, into: dict[str, Any]) -> Iterator[None]:
+def cpu_shares(bench: Bench, stack: Stack | None, into: dict[str, Any]) -> Iterator[None]:
     """Each process's CPU over the block, in cores (1.0: one core all the time): which one
     bounds the row. The machine has os.cpu_count() of them."""
     pids = _processes(bench, stack)
@@ -659,11 +664,17 @@ def cpu_shares(bench: Bench, stack: Stack, into: dict[str, Any]) -> Iterator[Non
     before = {name: cpu_seconds(pid) for name, pid in pids.items()}
     yield
     seconds = max(1e-9, time.monotonic() - start)
-    cores = {
-        name: round((cpu_seconds(pid) - before[name]) / seconds, 2) for name, pid in pids.items()
-    }
+    spent = {name: cpu_seconds(pid) - before[name] for name, pid in pids.items()}
+    cores = {name: round(value / seconds, 2) for name, value in spent.items()}
     into["cpu_cores_by_process"] = dict(sorted(cores.items(), key=lambda kv: -kv[1]))
+    into["cpu_seconds_by_process"] = {name: round(value, 1) for name, value in spent.items()}
     into["cpu_busiest"] = max(cores, key=lambda name: cores[name])
+
+
+def apiserver_ms_per_write(row: dict[str, Any], writes: int) -> float | None:
+    """The API server's CPU over a row (every request it served) per write in it."""
+    spent = row.get("cpu_seconds_by_process", {}).get("kube-apiserver")
+    return round(1000 * spent / writes, 2) if spent is not None and writes else None
 
 
 def engine() -> dict[str, Any]:
