@@ -748,9 +748,18 @@ def table(results: dict[str, Any]) -> list[dict[str, Any]]:
         # Intent costs (its own, its Run's, their receipts and finalizers).
         bound = (
             f" → at most {round(2 * ceil / sus['api_writes_per_intent'], 1)} Intents/s"
+            " at bare objects' cost"
             if ceil and sus["api_writes_per_intent"] and sus["started"] == sus["arrived"]
             else " (per started Intent: most had not finished, so not a per-Intent cost)"
         )
+        per_write = sus.get("apiserver_cpu_ms_per_write")
+        if per_write and sus["api_writes_per_intent"]:
+            # What the API server's measured CPU per write of ours allows, per core of it.
+            per_core = 1000 / (per_write * sus["api_writes_per_intent"])
+            bound += (
+                f"; the API server spent {per_write} CPU-ms per write: "
+                f"{round(per_core, 1)} Intents/s per core of it"
+            )
         row(
             measure,
             f"{sus['exec_started_per_s_during_arrivals']}/s of {sus['target_per_s']:g}/s offered "
@@ -780,9 +789,17 @@ def table(results: dict[str, Any]) -> list[dict[str, Any]]:
         per_core = round(1000 / cost["operator_cpu_ms_per_intent"], 1)
         api = (
             f", the API server's ceiling {round(2 * ceil / cost['api_writes_per_intent'], 1)}/s"
+            " at bare objects' cost"
             if ceil
             else ""
         )
+        per_write = cost.get("apiserver_cpu_ms_per_write")
+        if per_write:
+            per_api_core = 1000 / (per_write * cost["api_writes_per_intent"])
+            api += (
+                f"; the API server spent {per_write} CPU-ms per write: "
+                f"{round(per_api_core, 1)} Intents/s per core of it"
+            )
         row(
             "… what one Intent costs (bounds the sustained rate)",
             f"{cost['api_writes_per_intent']} API writes, {cost['operator_cpu_ms_per_intent']} "
