@@ -9,7 +9,12 @@ import kopf
 
 from lattice_adapters.kube import KubeApiError
 from lattice_operator.handlers._context import OperatorContext
-from lattice_operator.handlers.intent import _apply, _just_created
+from lattice_operator.handlers.intent import (
+    RUN_FOUND_WAIT,
+    RUN_SEEN_WITHIN,
+    _apply,
+    _just_created,
+)
 from lattice_operator.reconcilers.intent import reconcile_intent
 from tests.support.intent_world import approval, intent, policy, world
 
@@ -21,6 +26,8 @@ class RecordingKube:
     def __init__(self, stored_generation: int) -> None:
         self.stored_generation = stored_generation
         self.calls: list[tuple[str, str, Any]] = []
+        self.existing: set[str] = set()
+        """Names whose create is refused as already there."""
 
     async def merge_patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         self.calls.append(("patch", path, body))
@@ -40,6 +47,8 @@ class RecordingKube:
 
     async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         self.calls.append(("create", path, body))
+        if body["metadata"]["name"] in self.existing:
+            raise KubeApiError(409, "AlreadyExists", "already exists", {})
         return body
 
 
@@ -81,11 +90,29 @@ async def test_the_decided_version_gets_its_status_first_then_the_run() -> None:
     # Born with the operator's finalizer: kopf has nothing to add (no PATCH of its own).
     assert kube.calls[1][2]["metadata"]["finalizers"] == [ctx.settings.finalizer]
     assert "finalizers" not in plan.create[0]["metadata"]  # the plan itself is left as it was
-    # noted, so that a pass not seeing it yet does not create it again
-    [(name, at)] = created.items()
+    # noted, so that a pass not seeing it yet does not create it again for RUN_SEEN_WITHIN
+    [(name, until)] = created.items()
     assert name == kube.calls[1][2]["metadata"]["name"]
-    assert _just_created(plan.create, created, now=at + 1.0)
-    assert not _just_created(plan.create, created, now=at + 11.0)
+    now = ctx.clock.monotonic()
+    assert _just_created(plan.create, created, now=now + 1.0)
+    assert not _just_created(plan.create, created, now=until + 0.1)
+    assert until - now <= RUN_SEEN_WITHIN
+
+
+async def test_a_run_found_already_there_is_not_created_again_while_the_index_lags() -> None:
+    """Under an overload the Run index can be behind the API server for longer than
+    RUN_SEEN_WITHIN: a pass that is told its Run exists waits longer before trying again, not
+    a create (and an admission webhook call) at every wake-up."""
+    it, plan = _approved_pass()
+    kube = RecordingKube(stored_generation=7)
+    kube.existing = {plan.create[0]["metadata"]["name"]}
+    ctx = OperatorContext(kube=kube)  # type: ignore[arg-type]
+    created: dict[str, float] = {}
+    assert await _apply(ctx, it, plan, kopf.Body({"metadata": {"name": "i"}}), created) is True
+    assert [c[0] for c in kube.calls] == ["json-patch", "create"]
+    now = ctx.clock.monotonic()
+    assert _just_created(plan.create, created, now=now + RUN_SEEN_WITHIN + 1.0)
+    assert not _just_created(plan.create, created, now=now + RUN_FOUND_WAIT + 1.0)
 
 
 async def test_a_pass_without_a_phase_change_is_not_guarded() -> None:
