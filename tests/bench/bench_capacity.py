@@ -342,10 +342,12 @@ class Bench:
         return report
 
 
-def cleared(cluster: Cluster, *namespaces: str, timeout: float = 600) -> None:
+def cleared(cluster: Cluster, *namespaces: str, timeout: float = 600) -> float | None:
     """Delete `namespaces` and wait until they are gone: the deletion of a row's objects (their
     finalizers removed by the operator, their receipts and Sprites deleted) must not be
-    counted in the next row's writes and CPU."""
+    counted in the next row's writes and CPU. The seconds it took; None if they were not gone
+    within `timeout` (a row after it then shares the machine with the deletion)."""
+    began = time.monotonic()
     for name in namespaces:
         cluster.delete_namespace(name)
 
@@ -353,7 +355,11 @@ def cleared(cluster: Cluster, *namespaces: str, timeout: float = 600) -> None:
         left = {n.metadata.name for n in cluster.core.list_namespace().items}
         return not left & set(namespaces)
 
-    wait_for(gone, timeout=timeout, interval=1.0, what=f"namespaces {namespaces} deleted")
+    try:
+        wait_for(gone, timeout=timeout, interval=1.0, what=f"namespaces {namespaces} deleted")
+    except AssertionError:
+        return None
+    return round(time.monotonic() - began, 1)
 
 
 def _ready(item: dict[str, Any]) -> bool:
@@ -930,8 +936,12 @@ def test_capacity(cluster: Cluster, local_sprites: LocalSprites, tmp_path: Path)
                     cleared(cluster, namespace)
                 if "sustained" in chosen:
                     namespace = cluster.create_namespace("cap-sustained")
-                    record("sustained_intents", sustained(bench, stack, namespace))
-                    cleared(cluster, namespace)
+                    row = sustained(bench, stack, namespace)
+                    record("sustained_intents", row)
+                    # What deleting the row's open Intents and Runs took (a user's namespace
+                    # deleted under load): kept with the row.
+                    row["namespace_deleted_after_s"] = cleared(cluster, namespace)
+                    record("sustained_intents", row)
                     for rate in SUSTAINED_ALSO:
                         namespace = cluster.create_namespace(f"cap-sustained-{rate:g}")
                         record(
