@@ -56,8 +56,8 @@ from tests.support.loadgen import (
     StartWatch,
     apiserver_metrics,
     ceiling,
+    requests_between,
     webhook_latency,
-    writes_between,
 )
 from tests.support.node_runpod import RUN_VS_POD, RUN_VS_POD_TARGET, run_vs_pod_row
 from tests.support.operator import spawn_operator
@@ -475,7 +475,7 @@ def sustained(
     first = min(s.due for s in report.samples)
     # The rate that reached exec: Runs started while Intents arrived (the first 60 s).
     in_time = sum(1 for t in started if t - first <= SUSTAINED_SECONDS)
-    writes = writes_between(before, after)
+    writes = requests_between(before, after)
     total_writes = sum(writes.values())
     row.update(summary)
     row["arrived"] = len(report.samples)
@@ -486,10 +486,10 @@ def sustained(
     row["windows"] = report.windows()
     row["timeline"] = report.timeline()
     row["api_writes_by_resource"] = writes
-    row["api_writes_by_kind"] = writes_between(before, after, detailed=True)
+    row["api_writes_by_kind"] = requests_between(before, after, detailed=True)
     row["api_writes_per_intent"] = round(total_writes / max(1, len(started)), 1)
     row["apiserver_cpu_ms_per_write"] = apiserver_ms_per_write(row, total_writes)
-    row["api_reads_by_kind"] = writes_between(before, after, detailed=True, verbs=READ_VERBS)
+    row["api_reads_by_kind"] = requests_between(before, after, detailed=True, verbs=READ_VERBS)
     row["sprite_calls_by_operation"] = calls_between(calls0, sprite_calls(stack))
     row["webhooks"] = webhook_latency(before, after)
     row["daemon_failures"] = _daemon_failures(stack) - failures0
@@ -515,7 +515,7 @@ def intent_cost(bench: Bench, stack: Stack, namespace: str) -> dict[str, Any]:
         time.sleep(2)  # the last Intent's finalizer removed, its receipts posted
     after = bench.run(apiserver_metrics(bench.config))
     cpu = cpu_seconds(stack.operator.proc.pid) - cpu0
-    writes = writes_between(before, after, detailed=True)
+    writes = requests_between(before, after, detailed=True)
     # The Intents' own (their writes, their Runs', their receipts); the rest (the fleet
     # observer's Sprite status, the Lease) is background, listed but not counted.
     own = sum(v for k, v in writes.items() if k.split()[0].split("/")[0] in INTENT_WRITES)
@@ -710,6 +710,18 @@ def _when(section: dict[str, Any], load_of: dict[str, Any] | None = None) -> str
     return f"; load {load}; {m.get('at')} {m.get('commit')}{scale}"
 
 
+def _per_api_core(section: dict[str, Any]) -> str:
+    """What the API server's measured CPU per write of ours allows, per core of it."""
+    per_write, writes = section.get("apiserver_cpu_ms_per_write"), section["api_writes_per_intent"]
+    if not per_write or not writes:
+        return ""
+    per_core = 1000 / (per_write * writes)
+    return (
+        f"; the API server spent {per_write} CPU-ms per write: "
+        f"{round(per_core, 1)} Intents/s per core of it"
+    )
+
+
 def _busiest(section: dict[str, Any]) -> str:
     """Which process bounded a row, in cores of the machine's."""
     cores = section.get("cpu_cores_by_process")
@@ -758,14 +770,7 @@ def table(results: dict[str, Any]) -> list[dict[str, Any]]:
             if ceil and sus["api_writes_per_intent"] and sus["started"] == sus["arrived"]
             else " (per started Intent: most had not finished, so not a per-Intent cost)"
         )
-        per_write = sus.get("apiserver_cpu_ms_per_write")
-        if per_write and sus["api_writes_per_intent"]:
-            # What the API server's measured CPU per write of ours allows, per core of it.
-            per_core = 1000 / (per_write * sus["api_writes_per_intent"])
-            bound += (
-                f"; the API server spent {per_write} CPU-ms per write: "
-                f"{round(per_core, 1)} Intents/s per core of it"
-            )
+        bound += _per_api_core(sus)
         row(
             measure,
             f"{sus['exec_started_per_s_during_arrivals']}/s of {sus['target_per_s']:g}/s offered "
@@ -799,13 +804,7 @@ def table(results: dict[str, Any]) -> list[dict[str, Any]]:
             if ceil
             else ""
         )
-        per_write = cost.get("apiserver_cpu_ms_per_write")
-        if per_write:
-            per_api_core = 1000 / (per_write * cost["api_writes_per_intent"])
-            api += (
-                f"; the API server spent {per_write} CPU-ms per write: "
-                f"{round(per_api_core, 1)} Intents/s per core of it"
-            )
+        api += _per_api_core(cost)
         row(
             "… what one Intent costs (bounds the sustained rate)",
             f"{cost['api_writes_per_intent']} API writes, {cost['operator_cpu_ms_per_intent']} "

@@ -55,8 +55,12 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / HZ
 
 
+def _metrics_text(stack: Stack) -> str:
+    return httpx.get(f"http://127.0.0.1:{stack.metrics_port}/metrics", trust_env=False).text
+
+
 def metric(stack: Stack, name: str) -> float:
-    text = httpx.get(f"http://127.0.0.1:{stack.metrics_port}/metrics", trust_env=False).text
+    text = _metrics_text(stack)
     return sum(
         float(line.split()[-1])
         for line in text.splitlines()
@@ -67,7 +71,7 @@ def metric(stack: Stack, name: str) -> float:
 def sprite_calls(stack: Stack) -> dict[str, int]:
     """The operator's calls to the Sprites backend so far, by operation (its own count,
     `lattice_backend_call_duration_seconds_count`)."""
-    text = httpx.get(f"http://127.0.0.1:{stack.metrics_port}/metrics", trust_env=False).text
+    text = _metrics_text(stack)
     prefix = 'lattice_backend_call_duration_seconds_count{operation="'
     counts: dict[str, int] = {}
     for line in text.splitlines():

@@ -428,7 +428,7 @@ def _label(labels: str, name: str) -> str:
     return found.group(1) if found else ""
 
 
-def writes_between(
+def requests_between(
     before: dict[tuple[str, str], float],
     after: dict[tuple[str, str], float],
     *,
@@ -489,6 +489,6 @@ __all__ = [
     "ceiling",
     "kube_config",
     "pct",
+    "requests_between",
     "webhook_latency",
-    "writes_between",
 ]

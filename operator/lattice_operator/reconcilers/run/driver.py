@@ -178,13 +178,11 @@ class RunDriver:
         ):
             self.recorder.set("Unknown", reason, message)
             await self.recorder.flush()
-        if self._sprite_changed is None:
-            await self._stopper.sleep(self._timings.sprite_wait)
-            return
-        # Wake-ups end a wait; the poll is a safety net, longer at each look, so a long queue
-        # on one Sprite costs next to nothing while it waits.
         wait = self._hold_wait
-        self._hold_wait = min(2 * wait, max(self._timings.sprite_wait_max, wait))
+        if self._sprite_changed is not None:
+            # Wake-ups end a wait; the poll is a safety net, longer at each look, so a long
+            # queue on one Sprite costs next to nothing while it waits.
+            self._hold_wait = min(2 * wait, max(self._timings.sprite_wait_max, wait))
         await self._stopper.sleep(wait, wake=self._sprite_changed)
 
     # -- phases ---------------------------------------------------------------------------
