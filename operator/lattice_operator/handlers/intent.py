@@ -28,8 +28,9 @@ from lattice_operator.fileops.executor import execute as execute_fileops
 from lattice_operator.fileops.executor import for_status as fileops_for_status
 from lattice_operator.forge.context import FORGE_KINDS, agent_of, forge_grant
 from lattice_operator.handlers._context import OperatorContext, context_of
-from lattice_operator.handlers._parsed import indexed_run, model_of, per_version
-from lattice_operator.handlers._writes import create_or_exists, deleted_under
+from lattice_operator.handlers._created_runs import CreatedRuns
+from lattice_operator.handlers._parsed import indexed_run, model_of, parse_run, per_version
+from lattice_operator.handlers._writes import create_or_exists, create_or_read, deleted_under
 from lattice_operator.handlers.intent_forge import forge_step
 from lattice_operator.handlers.intent_remediation import remediate
 from lattice_operator.metrics import (
@@ -209,11 +210,10 @@ async def _drive_intent(
     # After a conflict, the object as the API server has it now (the watch may lag behind).
     fresh: kopf.Body | None = None
     conflicts = 0
-    # Runs this daemon created, by name, until the Run index shows them: a pass woken by the
-    # Intent's own status write (its watch event often comes before the Run's) would
-    # otherwise create the Run again, to be refused as already there, a wasted round trip
-    # through the API server and its admission webhook.
-    created: dict[str, float] = {}
+    # Runs this daemon created, as the API server answered, until the Run index shows them:
+    # a pass woken by the Intent's own status write (its watch event often comes before the
+    # Run's) would otherwise create the Run again, to be refused as already there.
+    created = CreatedRuns()
     # Parsed again only when it changed: most passes are woken by its Run or its Sprite.
     parse = per_version(parse_intent)
     while not stopped:
@@ -235,21 +235,18 @@ async def _drive_intent(
             agent = agent_of(intent)
             if sprite_name is None and agent is not None:
                 sprite_name = agent.sprite_ref.name
+            indexed = _one(runs.get((namespace, run_name))) if run_name else None
             world = IntentWorld(
                 intent=intent,
                 policies=[p for _, p in sorted(policies.get(namespace, []), key=lambda x: x[0])],
                 default_policy=ctx.default_policy,
                 approvals=parse_records(dict(source.metadata.annotations)),
-                run=_one(runs.get((namespace, run_name))) if run_name else None,
+                run=created.view(run_name, indexed, ctx.clock.monotonic()) if run_name else None,
                 sprite=_one(sprites.get((namespace, sprite_name))) if sprite_name else None,
                 now=ctx.clock.now(),
                 forge_ready=ctx.forge is not None,
             )
             plan = reconcile_intent(world)
-            if world.run is not None or not run_name:
-                created.clear()
-            elif plan.create and _just_created(plan.create, created, ctx.clock.monotonic()):
-                plan.create = [m for m in plan.create if m["kind"] != "Run"]
             snapshot = plan.status.to_patch()
             if snapshot != written and snapshot != intent.status.to_patch():
                 if await _apply(ctx, intent, plan, body, created):
@@ -351,36 +348,18 @@ def _one(entries: Any) -> Any:
     return next(iter(entries)) if entries else None
 
 
-RUN_SEEN_WITHIN = 10.0
-"""Seconds a Run this daemon created may take to reach the Run index before a pass that
-does not see it creates it again (and is told it exists, or makes it anew if it was
-deleted meanwhile)."""
-RUN_FOUND_WAIT = 60.0
-"""Seconds a pass that found its Run already there (the Run index behind the API server)
-waits for the index before creating it again. At 100/s offered over 200 sprites such creates
-were 2,605 of 6,057 without this wait and 2,398 with it: most have another source, not found
-yet."""
-
-
-def _just_created(manifests: list[dict[str, Any]], created: dict[str, float], now: float) -> bool:
-    """Whether the plan's Run is one this daemon created (or found there) moments ago:
-    `created` holds, by name, until when not to create it again."""
-    return any(
-        m["kind"] == "Run" and now < created.get(m["metadata"]["name"], now) for m in manifests
-    )
-
-
 async def _apply(
     ctx: OperatorContext,
     intent: Intent,
     plan: IntentPlan,
     body: kopf.Body,
-    created_runs: dict[str, float],
+    created_runs: CreatedRuns,
 ) -> bool:
     """Write a pass's plan. False: the Intent changed since the pass read it (nothing written;
     the next pass decides again on the new version). A Run it creates (or finds there) is
-    noted in `created_runs` (name → until when not to create it again)."""
+    noted in `created_runs`, for the passes before the Run index shows it."""
     kube = ctx.require_kube()
+    now = ctx.clock.monotonic()
     namespace = intent.metadata.namespace or ""
     path = resource_path(*INTENTS.gvp, namespace, intent.metadata.name, "status")
     status_written = False
@@ -413,17 +392,19 @@ async def _apply(
                 "metadata": {**manifest["metadata"], "finalizers": [ctx.settings.finalizer]},
             }
         try:
-            created = await create_or_exists(kube, collection, manifest)
+            if manifest["kind"] != "Run":
+                # A Sprite already there is a retried pass's: that is success.
+                await create_or_exists(kube, collection, manifest)
+                continue
+            stored, created = await create_or_read(kube, collection, manifest)
         except KubeApiError as exc:
             raise kopf.TemporaryError(f"cannot create {manifest['kind']}: {exc}", delay=5) from exc
-        if manifest["kind"] == "Run":
-            wait = RUN_SEEN_WITHIN if created else RUN_FOUND_WAIT
-            created_runs[manifest["metadata"]["name"]] = ctx.clock.monotonic() + wait
-            if not created:
-                # Already there: ours from a retried pass, or someone else's. Write nothing
-                # more until a pass sees it (the reconciler adopts only a Run this Intent
-                # owns). A Sprite already there is a retried pass's: that is success.
-                return status_written
+        if stored is not None:
+            created_runs.note(parse_run(kopf.Body(cast(kopf.RawBody, stored))), now)
+        if not created:
+            # Already there: ours from a retried pass, or someone else's. Write nothing more
+            # until a pass decides on it (the reconciler adopts only a Run this Intent owns).
+            return status_written
     if plan.run_patch is not None and plan.status.run_ref is not None:
         path = resource_path(*RUNS.gvp, namespace, plan.status.run_ref.name)
         with contextlib.suppress(KubeApiError):
