@@ -249,6 +249,11 @@ class StartWatch:
         ) as session:
             while True:
                 async with session.get(self._config.server + path, headers=headers) as resp:
+                    if resp.status != 200:
+                        # The API server under the row's load can time its LIST out (504):
+                        # list again shortly rather than end the row.
+                        await asyncio.sleep(1.0)
+                        continue
                     listed = await resp.json()
                 for item in listed["items"]:
                     self._see(plural, item)
