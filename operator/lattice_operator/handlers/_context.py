@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from lattice_operator.clock import Clock, SystemClock
 from lattice_operator.reconcilers.sprite_waiters import SpriteWaiters
+from lattice_operator.reconcilers.sprite_writers import SpriteWriters
 from lattice_operator.settings import OperatorSettings
 
 if TYPE_CHECKING:
@@ -44,6 +45,9 @@ class OperatorContext:
     """Runs' daemons by (namespace, Sprite): woken when the Sprite changes or, the one next in
     line, when a Run on it ends, so a Run waiting for its Sprite starts at once instead of at
     its next poll."""
+    sprite_writers: SpriteWriters = field(default_factory=SpriteWriters)
+    """Held by whoever converges a backend sprite (Sprite handlers, the fleet observer, a
+    remediation): one at a time per Sprite, each deciding from the newest view."""
     forge: ForgeAccess | None = None
     """GitHub, with the operator's own credential (None: not configured)."""
     forge_problem: str = (

@@ -64,16 +64,17 @@ async def _recreate(ctx: OperatorContext, work: RemediationWork) -> IntentResult
     sprite = work.sprite
     name = sprite.backend_name()
     before = sprite.status.sprite_id
-    with contextlib.suppress(NotFound):  # already gone: what a broken sprite may look like
-        await backend.delete_sprite(name)
-    forced = sprite.model_copy(update={"spec": sprite.spec.model_copy(update={"recreate": True})})
-    outcome = await reconcile_sprite(
-        forced,
-        backend,
-        ctx.clock.now(),
-        default_policy=ctx.settings.sprites.default_network_policy,
-    )
     namespace = sprite.metadata.namespace or ""
+    async with ctx.sprite_writers.hold((namespace, sprite.metadata.name)):
+        with contextlib.suppress(NotFound):  # already gone: what a broken sprite may look like
+            await backend.delete_sprite(name)
+        spec = sprite.spec.model_copy(update={"recreate": True})
+        outcome = await reconcile_sprite(
+            sprite.model_copy(update={"spec": spec}),
+            backend,
+            ctx.clock.now(),
+            default_policy=ctx.settings.sprites.default_network_policy,
+        )
     status: dict[str, Any] = outcome.status.to_patch()
     await ctx.require_kube().merge_patch(
         resource_path(*SPRITES.gvp, namespace, sprite.metadata.name, "status"), {"status": status}

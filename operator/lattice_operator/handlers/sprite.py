@@ -128,6 +128,11 @@ class IndexedSprites:
             return SpriteView(False, sprite.status.sprite_name, why, policy)
         return SpriteView(True, sprite.status.sprite_name or sprite.backend_name(), "", policy)
 
+    def current(self, key: tuple[str, str]) -> Sprite | None:
+        """The newest version of a Sprite this operator has seen."""
+        entries = self._index.get(key)
+        return next(iter(entries)) if entries else None
+
     def all(self) -> list[Sprite]:
         return [next(iter(v)) for v in self._index.values() if v]
 
@@ -158,12 +163,13 @@ async def sprite_reconcile(
         )
         raise kopf.TemporaryError(ctx.backend_problem, delay=30)
     try:
-        result = await reconcile_sprite(
-            sprite,
-            ctx.backend,
-            now,
-            default_policy=ctx.settings.sprites.default_network_policy,
-        )
+        async with ctx.sprite_writers.hold(_key(sprite)):
+            result = await reconcile_sprite(
+                sprite,
+                ctx.backend,
+                now,
+                default_policy=ctx.settings.sprites.default_network_policy,
+            )
     except SpriteReconcileError as exc:
         patch.status.update(error_status(sprite, exc, now).to_patch())
         RECONCILES.labels(kind="Sprite", outcome="blocked").inc()
@@ -192,7 +198,8 @@ async def sprite_delete(
         return  # never reconciled against a backend: nothing of ours there
     name = sprite.backend_name()
     try:
-        await delete_backend_sprite(sprite, ctx.require_backend())
+        async with ctx.sprite_writers.hold(_key(sprite)):
+            await delete_backend_sprite(sprite, ctx.require_backend())
     except AdapterError as exc:
         timings = ctx.settings.sprites
         if retry + 1 < timings.delete_attempts:
@@ -234,6 +241,10 @@ async def _patch_status(ctx: OperatorContext, sprite: Sprite, status: dict[str, 
     STATUS_PATCHES.labels(kind="Sprite").inc()
 
 
+def _key(sprite: Sprite) -> tuple[str, str]:
+    return (sprite.metadata.namespace or "", sprite.metadata.name)
+
+
 def _retry_delay(exc: AdapterError) -> float:
     retry_after = getattr(exc, "retry_after", None)
     return float(retry_after) if retry_after else 10.0
@@ -248,9 +259,12 @@ async def start_fleet_observer(memo: kopf.Memo, **kwargs: Any) -> None:
     sprite_directory: kopf.Index[tuple[str, str], Sprite] = kwargs["sprite_directory"]
     if ctx.backend is None:
         return
+    indexed = IndexedSprites(sprite_directory)
     observer = FleetObserver(
         backend=ctx.require_backend(),
-        sprites=IndexedSprites(sprite_directory).all,
+        sprites=indexed.all,
+        current=indexed.current,
+        writers=ctx.sprite_writers,
         patch_status=lambda sprite, status: _patch_status(ctx, sprite, status),
         clock=ctx.clock,
         settings=ctx.settings.backend,

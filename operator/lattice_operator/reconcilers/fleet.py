@@ -28,6 +28,7 @@ from lattice_operator.reconcilers.sprite import (
     owns,
     reconcile_sprite,
 )
+from lattice_operator.reconcilers.sprite_writers import SpriteKey, SpriteWriters
 from lattice_operator.settings import BackendSettings
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,9 @@ class FleetObservation:
     listed: int = 0
     patched: int = 0
     recreated: int = 0
+    deferred: int = 0
+    """Sprites left to their handler this pass: changed since the pass began (a new
+    generation not reconciled yet, deleted or gone)."""
     missing: int = 0
     resynced: int = 0
     """Sprites re-read in full this pass."""
@@ -60,8 +64,14 @@ class FleetObserver:
         clock: Clock,
         settings: BackendSettings,
         default_policy: NetworkPolicy | None = None,
+        current: Callable[[SpriteKey], Sprite | None] | None = None,
+        writers: SpriteWriters | None = None,
     ) -> None:
+        """`current` is the newest view of a Sprite (the index the handlers run from);
+        `writers` the lock the handlers hold while they write a backend sprite."""
         self._default_policy = default_policy
+        self._current = current
+        self._writers = writers if writers is not None else SpriteWriters()
         self._backend = backend
         self._sprites = sprites
         self._patch = patch_status
@@ -130,16 +140,27 @@ class FleetObserver:
     async def _resync(self, sprites: list[Sprite], result: FleetObservation) -> None:
         """Converge a window of Sprites in full: what someone changed at the backend behind
         the operator (a network policy, a service) is put back as the spec says."""
-        now = self._clock.now()
-        for sprite in self.resync_window(sprites):
-            result.resynced += 1
-            try:
-                outcome = await reconcile_sprite(
-                    sprite, self._backend, now, default_policy=self._default_policy
-                )
-            except (SpriteReconcileError, SpriteBackendError) as exc:
-                log.warning("resync of %s failed: %s", sprite.backend_name(), exc)
-                continue
+        for seen in self.resync_window(sprites):
+            async with self._writers.hold(_key(seen)):
+                sprite = self._latest(seen)
+                if (
+                    sprite is None
+                    or sprite.status.phase != "Ready"
+                    or sprite.status.observed_generation != sprite.metadata.generation
+                ):
+                    result.deferred += 1  # a spec change is its handler's to converge
+                    continue
+                result.resynced += 1
+                try:
+                    outcome = await reconcile_sprite(
+                        sprite,
+                        self._backend,
+                        self._clock.now(),
+                        default_policy=self._default_policy,
+                    )
+                except (SpriteReconcileError, SpriteBackendError) as exc:
+                    log.warning("resync of %s failed: %s", sprite.backend_name(), exc)
+                    continue
             if outcome.writes:
                 result.repaired += 1
                 log.info(
@@ -149,6 +170,16 @@ class FleetObserver:
                 )
                 await self._patch(sprite, outcome.status.to_patch())
                 result.patched += 1
+
+    def _latest(self, seen: Sprite) -> Sprite | None:
+        """The newest view of a Sprite the pass began with; None when it is being deleted
+        or gone. Read under the Sprite's writer lock: a handler that converged a newer
+        spec did so after that spec reached the index (kopf indexes an event before its
+        handlers run), so the view read here is never older than what the backend has."""
+        sprite = seen if self._current is None else self._current(_key(seen))
+        if sprite is None or sprite.metadata.deletion_timestamp is not None:
+            return None
+        return sprite
 
     async def _observed(self, sprite: Sprite, info: SpriteInfo, result: FleetObservation) -> None:
         now = self._clock.now()
@@ -194,15 +225,25 @@ class FleetObserver:
                 result.patched += 1
             result.missing += 1
             return
-        log.info("backend sprite %s vanished: recreating it", sprite.backend_name())
-        try:
-            outcome = await reconcile_sprite(
-                sprite, self._backend, now, default_policy=self._default_policy
-            )
-        except (SpriteReconcileError, SpriteBackendError) as exc:
-            await self._patch(sprite, error_status(sprite, exc, now).to_patch())
-            result.patched += 1
-            return
+        async with self._writers.hold(_key(sprite)):
+            latest = self._latest(sprite)
+            if latest is None or not latest.spec.recreate:
+                result.deferred += 1
+                return
+            sprite = latest
+            log.info("backend sprite %s vanished: recreating it", sprite.backend_name())
+            try:
+                outcome = await reconcile_sprite(
+                    sprite, self._backend, now, default_policy=self._default_policy
+                )
+            except (SpriteReconcileError, SpriteBackendError) as exc:
+                await self._patch(sprite, error_status(sprite, exc, now).to_patch())
+                result.patched += 1
+                return
         await self._patch(sprite, outcome.status.to_patch())
         result.patched += 1
         result.recreated += 1
+
+
+def _key(sprite: Sprite) -> SpriteKey:
+    return (sprite.metadata.namespace or "", sprite.metadata.name)

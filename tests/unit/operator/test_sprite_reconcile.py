@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -21,6 +22,7 @@ from lattice_operator.reconcilers.sprite import (
     owner_label,
     reconcile_sprite,
 )
+from lattice_operator.reconcilers.sprite_writers import SpriteWriters
 from lattice_operator.settings import BackendSettings
 from tests.support.admission_cases import sample
 from tests.support.clock import FakeClock
@@ -438,3 +440,115 @@ async def test_fleet_records_a_recreated_sprite_s_new_id_not_the_view_s_old_one(
     )
     await observer.observe_once()
     assert all(p["spriteId"] == old for p in patches)
+
+
+def _next_generation(sprite: Sprite, **spec: Any) -> Sprite:
+    """The Sprite after `kubectl patch` of its spec: a new generation, the status unchanged."""
+    changed = sprite.model_copy(deep=True)
+    changed.spec = changed.spec.model_copy(update=spec)
+    changed.metadata.generation = (sprite.metadata.generation or 0) + 1
+    return changed
+
+
+async def test_a_resync_from_a_view_older_than_a_spec_change_does_not_undo_it() -> None:
+    """What failed end to end: a fleet pass took its view, the user changed urlAuth, the
+    handler set it at the backend, and the pass's resync put the old value back."""
+    fake = FakeBackend()
+    old, _ = await _reconcile(_sprite(), fake)
+    assert fake.sprites["team-a-box"].url_auth == "sprite"
+    new, error = await _reconcile(_next_generation(old, url_auth="public"), fake)
+    assert error is None
+    assert fake.sprites["team-a-box"].url_auth == "public"
+    index = {("team-a", "box"): new}
+    patches: list[dict[str, Any]] = []
+
+    async def patch(_: Sprite, status: dict[str, Any]) -> None:
+        patches.append(status)
+
+    observer = FleetObserver(
+        backend=_backend(fake),
+        sprites=lambda: [old],  # the pass's view, taken before the change
+        patch_status=patch,
+        clock=FakeClock(NOW),
+        settings=BackendSettings(resync_per_pass=10),
+        current=index.get,
+    )
+    fake.calls.clear()
+    result = await observer.observe_once()
+    assert result.resynced == 1
+    assert fake.sprites["team-a-box"].url_auth == "public"
+    assert not [m for m, _ in fake.calls if m.startswith(("update", "set", "put", "delete"))]
+    assert patches == []
+
+
+async def test_a_resync_waits_for_the_handler_writing_the_sprite_and_reads_after_it() -> None:
+    fake = FakeBackend()
+    old, _ = await _reconcile(_sprite(), fake)
+    key = ("team-a", "box")
+    index = {key: old}
+    writers = SpriteWriters()
+
+    async def patch(_: Sprite, status: dict[str, Any]) -> None:
+        pass
+
+    observer = FleetObserver(
+        backend=_backend(fake),
+        sprites=lambda: [old],
+        patch_status=patch,
+        clock=FakeClock(NOW),
+        settings=BackendSettings(resync_per_pass=10),
+        current=index.get,
+        writers=writers,
+    )
+    async with writers.hold(key):  # the handler, converging a new generation
+        pass_task = asyncio.create_task(observer.observe_once())
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not pass_task.done()  # the resync waits for the handler
+        changed = _next_generation(old, url_auth="public", labels=["changed"])
+        index[key] = changed  # kopf indexes the event before its handler runs
+        converged, _ = await _reconcile(changed, fake)
+    # The handler returned; its status write has not reached the index yet.
+    result = await pass_task
+    assert result.deferred == 1
+    assert result.resynced == 0
+    assert fake.sprites["team-a-box"].url_auth == "public"
+    # Once the handler's status is in, the next pass resyncs from that view: nothing to do.
+    index[key] = converged
+    fake.calls.clear()
+    result = await observer.observe_once()
+    assert result.resynced == 1
+    assert result.repaired == 0
+    assert fake.sprites["team-a-box"].url_auth == "public"
+    assert len(writers) == 0  # no lock kept once nobody holds it
+
+
+async def test_a_vanished_sprite_is_recreated_from_the_newest_view_and_not_when_deleted() -> None:
+    fake = FakeBackend()
+    old, _ = await _reconcile(_sprite(), fake)
+    key = ("team-a", "box")
+    newer = _next_generation(old, url_auth="public")
+    index: dict[tuple[str, str], Sprite] = {key: newer}
+
+    async def patch(_: Sprite, status: dict[str, Any]) -> None:
+        pass
+
+    observer = FleetObserver(
+        backend=_backend(fake),
+        sprites=lambda: [old],
+        patch_status=patch,
+        clock=FakeClock(NOW),
+        settings=BackendSettings(resync_per_pass=0),
+        current=index.get,
+    )
+    del fake.sprites["team-a-box"]
+    result = await observer.observe_once()
+    assert result.recreated == 1
+    assert fake.sprites["team-a-box"].url_auth == "public"
+    # Deleted since the pass began: the finalizer's handler owns it, nothing is recreated.
+    del fake.sprites["team-a-box"]
+    del index[key]
+    fake.calls.clear()
+    result = await observer.observe_once()
+    assert (result.recreated, result.deferred) == (0, 1)
+    assert "create_sprite" not in [m for m, _ in fake.calls]
