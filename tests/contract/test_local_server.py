@@ -148,6 +148,47 @@ async def test_checkpoint_from_inside_the_sprite(
     assert await driver.read(sprite, "/workspace/s.txt") == b"state\n"
 
 
+CHURN = """
+import os, time
+for i in range(300):
+    open("/workspace/keep%d" % i, "w").write("x" * 100)
+open("/workspace/churning", "w").close()
+end = time.monotonic() + 60
+while time.monotonic() < end and not os.path.exists("/workspace/stop"):
+    for i in range(50):
+        path = "/workspace/tmp%d" % i
+        open(path, "w").write("y" * 1000)
+        os.unlink(path)
+"""
+
+
+async def test_a_checkpoint_taken_while_files_come_and_go_succeeds(
+    driver: Driver, sprite: str
+) -> None:
+    """What a WAITING agent meets: the operator's git bundles the branch in the same sprite
+    while the agent checkpoints, and git's temporary files vanish under the copy."""
+    churn = asyncio.create_task(driver.run(sprite, ["python3", "-c", CHURN]))
+    try:
+        for _ in range(200):
+            if (await driver.run(sprite, ["test", "-e", "/workspace/churning"])).exit_code == 0:
+                break
+            await asyncio.sleep(0.05)
+        result = await driver.run(
+            sprite,
+            ["sh", "-c", "for i in 1 2 3 4 5 6 7 8; do sprite-checkpoint -m c$i || exit 1; done"],
+        )
+        assert result.exit_code == 0, result.stderr
+        assert len(result.stdout.decode().split()) == 8
+    finally:
+        await driver.run(sprite, ["touch", "/workspace/stop"])
+        assert (await churn).exit_code == 0
+    # The files that stayed are in the snapshot.
+    newest = (await driver.list_checkpoints(sprite))[0]
+    await driver.run(sprite, ["rm", "/workspace/keep7"])
+    await driver.restore(sprite, newest)
+    assert await driver.read(sprite, "/workspace/keep7") == b"x" * 100
+
+
 async def test_in_sprite_tasks_api_holds_the_sprite(driver: Driver, sprite: str) -> None:
     result = await driver.run(
         sprite,

@@ -69,9 +69,9 @@ class CheckpointStore:
         partial = self._base / f".{checkpoint_id}.partial"
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir()
-        await copy_tree(root, partial / "root")
+        await copy_tree(root, partial / "root", live=True)
         if layer is not None and _is_dir(layer):
-            await copy_tree(layer, partial / "layer")
+            await copy_tree(layer, partial / "layer", live=True)
         (partial / "extras.json").write_text(json.dumps(extras))
         source = self.current()
         parent = self.get(source) if source else None
@@ -132,8 +132,13 @@ def _read_extras(snapshot: Path) -> dict[str, str]:
     return extras
 
 
-async def copy_tree(source: Path, dest: Path) -> None:
-    """`cp -a source dest` without blocking the loop (reflinks where possible)."""
+async def copy_tree(source: Path, dest: Path, *, live: bool = False) -> None:
+    """`cp -a source dest` without blocking the loop (reflinks where possible).
+
+    `live`: `source` is in use (a checkpoint of a sprite whose programs run). A file removed
+    while cp walks the tree (a git lock, a temporary file renamed into place) is left out
+    instead of failing the copy: the snapshot then holds the tree as it was once that file
+    was gone, as an atomic filesystem snapshot taken a moment later would."""
     proc = await asyncio.create_subprocess_exec(
         "cp",
         "-a",
@@ -143,10 +148,25 @@ async def copy_tree(source: Path, dest: Path) -> None:
         str(dest),
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "LC_ALL": "C"},  # its messages are read below
     )
     _, err = await proc.communicate()
-    if proc.returncode != 0:
-        raise CheckpointError(f"copy failed: {err.decode(errors='replace').strip()}")
+    if proc.returncode == 0:
+        return
+    problems = err.decode(errors="replace").strip()
+    if live and only_vanished(problems):
+        return
+    raise CheckpointError(f"copy failed: {problems}")
+
+
+def only_vanished(cp_errors: str) -> bool:
+    """Whether every one of cp's complaints is a source file gone before it was read."""
+    lines = [line for line in cp_errors.splitlines() if line.strip()]
+    return bool(lines) and all(
+        line.startswith(("cp: cannot stat '", "cp: cannot open '"))
+        and line.endswith(": No such file or directory")
+        for line in lines
+    )
 
 
 async def remove_tree(path: Path) -> None:
@@ -157,4 +177,4 @@ async def remove_tree(path: Path) -> None:
     await proc.wait()
 
 
-__all__ = ["CheckpointError", "CheckpointStore", "copy_tree", "remove_tree"]
+__all__ = ["CheckpointError", "CheckpointStore", "copy_tree", "only_vanished", "remove_tree"]
