@@ -450,6 +450,31 @@ def _next_generation(sprite: Sprite, **spec: Any) -> Sprite:
     return changed
 
 
+def _stale_pass_observer(
+    fake: FakeBackend,
+    view: Sprite,
+    index: dict[tuple[str, str], Sprite],
+    patches: list[dict[str, Any]],
+    *,
+    resync: int = 10,
+    writers: SpriteWriters | None = None,
+) -> FleetObserver:
+    """An observer whose passes begin from `view` while the index holds `index`."""
+
+    async def patch(_: Sprite, status: dict[str, Any]) -> None:
+        patches.append(status)
+
+    return FleetObserver(
+        backend=_backend(fake),
+        sprites=lambda: [view],
+        patch_status=patch,
+        clock=FakeClock(NOW),
+        settings=BackendSettings(resync_per_pass=resync),
+        current=index.get,
+        writers=writers,
+    )
+
+
 async def test_a_resync_from_a_view_older_than_a_spec_change_does_not_undo_it() -> None:
     """What failed end to end: a fleet pass took its view, the user changed urlAuth, the
     handler set it at the backend, and the pass's resync put the old value back."""
@@ -459,20 +484,9 @@ async def test_a_resync_from_a_view_older_than_a_spec_change_does_not_undo_it() 
     new, error = await _reconcile(_next_generation(old, url_auth="public"), fake)
     assert error is None
     assert fake.sprites["team-a-box"].url_auth == "public"
-    index = {("team-a", "box"): new}
     patches: list[dict[str, Any]] = []
-
-    async def patch(_: Sprite, status: dict[str, Any]) -> None:
-        patches.append(status)
-
-    observer = FleetObserver(
-        backend=_backend(fake),
-        sprites=lambda: [old],  # the pass's view, taken before the change
-        patch_status=patch,
-        clock=FakeClock(NOW),
-        settings=BackendSettings(resync_per_pass=10),
-        current=index.get,
-    )
+    # The pass's view was taken before the change.
+    observer = _stale_pass_observer(fake, old, {("team-a", "box"): new}, patches)
     fake.calls.clear()
     result = await observer.observe_once()
     assert result.resynced == 1
@@ -487,19 +501,7 @@ async def test_a_resync_waits_for_the_handler_writing_the_sprite_and_reads_after
     key = ("team-a", "box")
     index = {key: old}
     writers = SpriteWriters()
-
-    async def patch(_: Sprite, status: dict[str, Any]) -> None:
-        pass
-
-    observer = FleetObserver(
-        backend=_backend(fake),
-        sprites=lambda: [old],
-        patch_status=patch,
-        clock=FakeClock(NOW),
-        settings=BackendSettings(resync_per_pass=10),
-        current=index.get,
-        writers=writers,
-    )
+    observer = _stale_pass_observer(fake, old, index, [], writers=writers)
     async with writers.hold(key):  # the handler, converging a new generation
         pass_task = asyncio.create_task(observer.observe_once())
         for _ in range(20):
@@ -529,18 +531,7 @@ async def test_a_vanished_sprite_is_recreated_from_the_newest_view_and_not_when_
     key = ("team-a", "box")
     newer = _next_generation(old, url_auth="public")
     index: dict[tuple[str, str], Sprite] = {key: newer}
-
-    async def patch(_: Sprite, status: dict[str, Any]) -> None:
-        pass
-
-    observer = FleetObserver(
-        backend=_backend(fake),
-        sprites=lambda: [old],
-        patch_status=patch,
-        clock=FakeClock(NOW),
-        settings=BackendSettings(resync_per_pass=0),
-        current=index.get,
-    )
+    observer = _stale_pass_observer(fake, old, index, [], resync=0)
     del fake.sprites["team-a-box"]
     result = await observer.observe_once()
     assert result.recreated == 1
