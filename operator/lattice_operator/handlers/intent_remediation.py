@@ -19,6 +19,7 @@ from lattice_operator.handlers._context import OperatorContext
 from lattice_operator.ports.errors import AdapterError, NotFound
 from lattice_operator.reconcilers.intent import RemediationWork
 from lattice_operator.reconcilers.sprite import reconcile_sprite
+from lattice_operator.reconcilers.sprite_writers import sprite_key
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ async def _recreate(ctx: OperatorContext, work: RemediationWork) -> IntentResult
     name = sprite.backend_name()
     before = sprite.status.sprite_id
     namespace = sprite.metadata.namespace or ""
-    async with ctx.sprite_writers.hold((namespace, sprite.metadata.name)):
+    async with ctx.sprite_writers.hold(sprite_key(sprite)):
         with contextlib.suppress(NotFound):  # already gone: what a broken sprite may look like
             await backend.delete_sprite(name)
         spec = sprite.spec.model_copy(update={"recreate": True})

@@ -37,6 +37,7 @@ from lattice_operator.reconcilers.sprite import (
     unknown_status,
 )
 from lattice_operator.reconcilers.sprite_claims import RunClaim, holder
+from lattice_operator.reconcilers.sprite_writers import sprite_key
 
 log = logging.getLogger(__name__)
 DELETE_ATTEMPTS_ANNOTATION = "lattice.dev/delete-attempts"
@@ -163,7 +164,7 @@ async def sprite_reconcile(
         )
         raise kopf.TemporaryError(ctx.backend_problem, delay=30)
     try:
-        async with ctx.sprite_writers.hold(_key(sprite)):
+        async with ctx.sprite_writers.hold(sprite_key(sprite)):
             result = await reconcile_sprite(
                 sprite,
                 ctx.backend,
@@ -198,7 +199,7 @@ async def sprite_delete(
         return  # never reconciled against a backend: nothing of ours there
     name = sprite.backend_name()
     try:
-        async with ctx.sprite_writers.hold(_key(sprite)):
+        async with ctx.sprite_writers.hold(sprite_key(sprite)):
             await delete_backend_sprite(sprite, ctx.require_backend())
     except AdapterError as exc:
         timings = ctx.settings.sprites
@@ -239,10 +240,6 @@ async def _patch_status(ctx: OperatorContext, sprite: Sprite, status: dict[str, 
         log.debug("status of %s not written (%s): the next pass decides again", path, exc)
         return
     STATUS_PATCHES.labels(kind="Sprite").inc()
-
-
-def _key(sprite: Sprite) -> tuple[str, str]:
-    return (sprite.metadata.namespace or "", sprite.metadata.name)
 
 
 def _retry_delay(exc: AdapterError) -> float:

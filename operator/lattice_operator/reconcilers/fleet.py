@@ -28,7 +28,7 @@ from lattice_operator.reconcilers.sprite import (
     owns,
     reconcile_sprite,
 )
-from lattice_operator.reconcilers.sprite_writers import SpriteKey, SpriteWriters
+from lattice_operator.reconcilers.sprite_writers import SpriteKey, SpriteWriters, sprite_key
 from lattice_operator.settings import BackendSettings
 
 log = logging.getLogger(__name__)
@@ -141,7 +141,7 @@ class FleetObserver:
         """Converge a window of Sprites in full: what someone changed at the backend behind
         the operator (a network policy, a service) is put back as the spec says."""
         for seen in self.resync_window(sprites):
-            async with self._writers.hold(_key(seen)):
+            async with self._writers.hold(sprite_key(seen)):
                 sprite = self._latest(seen)
                 if (
                     sprite is None
@@ -176,7 +176,7 @@ class FleetObserver:
         or gone. Read under the Sprite's writer lock: a handler that converged a newer
         spec did so after that spec reached the index (kopf indexes an event before its
         handlers run), so the view read here is never older than what the backend has."""
-        sprite = seen if self._current is None else self._current(_key(seen))
+        sprite = seen if self._current is None else self._current(sprite_key(seen))
         if sprite is None or sprite.metadata.deletion_timestamp is not None:
             return None
         return sprite
@@ -225,7 +225,7 @@ class FleetObserver:
                 result.patched += 1
             result.missing += 1
             return
-        async with self._writers.hold(_key(sprite)):
+        async with self._writers.hold(sprite_key(sprite)):
             latest = self._latest(sprite)
             if latest is None or not latest.spec.recreate:
                 result.deferred += 1
@@ -243,7 +243,3 @@ class FleetObserver:
         await self._patch(sprite, outcome.status.to_patch())
         result.patched += 1
         result.recreated += 1
-
-
-def _key(sprite: Sprite) -> SpriteKey:
-    return (sprite.metadata.namespace or "", sprite.metadata.name)

@@ -15,8 +15,14 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
+from lattice_operator.api.v1alpha1 import Sprite
+
 SpriteKey = tuple[str, str]
 """(namespace, name) of the Sprite object."""
+
+
+def sprite_key(sprite: Sprite) -> SpriteKey:
+    return (sprite.metadata.namespace or "", sprite.metadata.name)
 
 
 class SpriteWriters:
@@ -41,10 +47,6 @@ class SpriteWriters:
                 del self._locks[key]
             else:
                 self._locks[key] = (lock, users - 1)
-
-    def busy(self, key: SpriteKey) -> bool:
-        """Whether someone holds or waits for this Sprite's lock."""
-        return key in self._locks
 
     def __len__(self) -> int:
         return len(self._locks)
