@@ -6,18 +6,22 @@ as a bundle. No credential is involved: the sprite sees a bundle and files, neve
 
 from __future__ import annotations
 
+import contextlib
 import json
+import secrets
 import shlex
 from typing import Any
 
-from lattice_operator.ports.errors import OperationFailed, PayloadTooLarge
+from lattice_operator.ports.errors import AdapterError, OperationFailed, PayloadTooLarge
 from lattice_operator.ports.forge import PreparedWorkspace
 from lattice_operator.ports.sprites import SpriteBackend
 
 FORGE_DIR = "/workspace/.lattice/forge"
 REPO_DIR = "/workspace/repo"
 BASE_BUNDLE = f"{FORGE_DIR}/base.bundle"
-OUT_BUNDLE = f"{FORGE_DIR}/out.bundle"
+OUT_BUNDLE_PREFIX = f"{FORGE_DIR}/out-"
+"""Each read of the branch writes its own bundle, `out-<random>.bundle`, and deletes it."""
+STALE_BUNDLE_MINUTES = 60
 CONTEXT_FILE = f"{FORGE_DIR}/context.json"
 """What the agent reads: the repository, the issue or pull request, the plan, the review."""
 OUTPUT_LIMIT = 64 * 1024
@@ -55,14 +59,20 @@ def clone_script(base_branch: str, head_branch: str) -> str:
     )
 
 
-def bundle_script(base_sha: str, head_branch: str) -> str:
+def bundle_script(base_sha: str, head_branch: str, out_path: str) -> str:
     q = shlex.quote
+    # A bundle path of its own per read: git writes it through `<path>.lock`, and a checkpoint
+    # the agent takes meanwhile keeps that lock file; restored, a fixed path's stale lock
+    # would refuse every later bundle ("File exists"). Leftovers (such locks, a read that died
+    # before its delete) are swept once they are an hour old; a bundle being written is newer.
     # Every local branch goes in: the operator refuses a bundle that carries more than the
     # one it may push, and says so, rather than silently leaving the others out.
     return (
-        f"set -e; cd {REPO_DIR}; rm -f {OUT_BUNDLE}; "
+        f"set -e; cd {REPO_DIR}; "
+        f"find {FORGE_DIR} -maxdepth 1 -name 'out*.bundle*' -mmin +{STALE_BUNDLE_MINUTES} "
+        "-exec rm -f {} + 2>/dev/null || true; "
         f"git rev-parse --verify --quiet {q('refs/heads/' + head_branch)} >/dev/null; "
-        f"git -c gc.auto=0 bundle create --quiet {OUT_BUNDLE} --branches ^{q(base_sha)}"
+        f"git -c gc.auto=0 bundle create --quiet {q(out_path)} --branches ^{q(base_sha)}"
     )
 
 
@@ -95,24 +105,33 @@ async def read_branch_bundle(
     backend: SpriteBackend, sprite: str, base_sha: str, head_branch: str, max_bytes: int
 ) -> bytes:
     """The sprite's branches since `base_sha`, as a bundle its own git made (untrusted)."""
-    code, output = await run_in_sprite(
-        backend, sprite, bundle_script(base_sha, head_branch), timeout_note="bundling the branch"
-    )
-    if code != 0:
-        raise OperationFailed(
-            f"the sprite's branch {head_branch} could not be bundled ({code}): {output[-300:]}"
+    out_path = f"{OUT_BUNDLE_PREFIX}{secrets.token_hex(8)}.bundle"
+    try:
+        code, output = await run_in_sprite(
+            backend,
+            sprite,
+            bundle_script(base_sha, head_branch, out_path),
+            timeout_note="bundling the branch",
         )
-    size = (await backend.stat(sprite, OUT_BUNDLE)).size
-    if size > max_bytes:
-        raise PayloadTooLarge(f"the sprite's bundle has {size} bytes, over {max_bytes}")
-    return await backend.read_file(sprite, OUT_BUNDLE)
+        if code != 0:
+            raise OperationFailed(
+                f"the sprite's branch {head_branch} could not be bundled ({code}): {output[-300:]}"
+            )
+        size = (await backend.stat(sprite, out_path)).size
+        if size > max_bytes:
+            raise PayloadTooLarge(f"the sprite's bundle has {size} bytes, over {max_bytes}")
+        return await backend.read_file(sprite, out_path)
+    finally:
+        # Best effort: what is left behind is swept by a later read.
+        with contextlib.suppress(AdapterError):
+            await backend.delete_file(sprite, out_path)
 
 
 __all__ = [
     "BASE_BUNDLE",
     "CONTEXT_FILE",
     "FORGE_DIR",
-    "OUT_BUNDLE",
+    "OUT_BUNDLE_PREFIX",
     "REPO_DIR",
     "read_branch_bundle",
     "run_in_sprite",
