@@ -5,16 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from lattice_adapters.sprites import RetryPolicy, SpritesAdapter
-from lattice_operator.forge.workspace import FORGE_DIR, REPO_DIR, read_branch_bundle, run_in_sprite
-from lattice_operator.forge.workspace import write_workspace as write
+from lattice_operator.forge.workspace import (
+    FORGE_DIR,
+    REPO_DIR,
+    read_branch_bundle,
+    run_in_sprite,
+    write_workspace,
+)
 from lattice_operator.ports.forge import PreparedWorkspace
+from tests.support.github.git_http import git
 from tests.support.sprites_server import LocalSprites
 
 pytestmark = pytest.mark.contract
@@ -22,25 +27,19 @@ pytestmark = pytest.mark.contract
 HEAD = "lattice/work"
 
 
-def _git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True
-    ).stdout.strip()
-
-
 @pytest.fixture
 def base(tmp_path: Path) -> PreparedWorkspace:
     repo = tmp_path / "base"
     repo.mkdir()
-    _git(repo, "init", "-q", "-b", "main")
+    git("init", "-q", "-b", "main", cwd=repo)
     (repo / "README.md").write_text("base\n")
-    _git(repo, "add", "-A")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t.invalid", "commit", "-qm", "base")
-    _git(repo, "bundle", "create", "-q", str(tmp_path / "base.bundle"), "main")
+    git("add", "-A", cwd=repo)
+    git("commit", "-qm", "base", cwd=repo)
+    git("bundle", "create", "-q", str(tmp_path / "base.bundle"), "main", cwd=repo)
     return PreparedWorkspace(
         bundle=(tmp_path / "base.bundle").read_bytes(),
         base_branch="main",
-        base_sha=_git(repo, "rev-parse", "HEAD"),
+        base_sha=git("rev-parse", "HEAD", cwd=repo),
     )
 
 
@@ -68,7 +67,7 @@ async def test_a_lock_left_by_a_restored_checkpoint_does_not_stop_the_bundle(
     """An agent checkpoints before WAITING while the operator's git writes the bundle through
     its `.lock` file; the Run resumes from that checkpoint, so the lock comes back with it."""
     adapter, name = sprite
-    await write(adapter, name, base, HEAD, {"kind": "test"})
+    await write_workspace(adapter, name, base, HEAD, {"kind": "test"})
     await _sh(adapter, name, f"cd {REPO_DIR} && echo work >> README.md && git commit -qam work")
     # What the checkpoint kept: the locks of the bundles being written when it was taken, the
     # one a fixed bundle path used and (an hour old now) one of ours; a fresh one stays.
@@ -85,7 +84,7 @@ async def test_a_lock_left_by_a_restored_checkpoint_does_not_stop_the_bundle(
     data = await read_branch_bundle(adapter, name, base.base_sha, HEAD, 10 * 1024 * 1024)
 
     (tmp_path / "out.bundle").write_bytes(data)
-    listed = _git(tmp_path / "base", "bundle", "list-heads", str(tmp_path / "out.bundle"))
+    listed = git("bundle", "list-heads", str(tmp_path / "out.bundle"), cwd=tmp_path / "base")
     assert listed.endswith(f"refs/heads/{HEAD}")
     sha = listed.split()[0]
     assert sha == (await _sh(adapter, name, f"git -C {REPO_DIR} rev-parse {HEAD}")).strip()
@@ -95,11 +94,11 @@ async def test_a_lock_left_by_a_restored_checkpoint_does_not_stop_the_bundle(
     assert sorted(f for f in left if f.startswith("out")) == ["out-fresh.bundle.lock"]
 
 
-async def test_two_reads_at_once_each_get_their_bundle(
+async def test_reads_at_once_each_get_their_bundle(
     sprite: tuple[SpritesAdapter, str], base: PreparedWorkspace
 ) -> None:
     adapter, name = sprite
-    await write(adapter, name, base, HEAD, {"kind": "test"})
+    await write_workspace(adapter, name, base, HEAD, {"kind": "test"})
     await _sh(adapter, name, f"cd {REPO_DIR} && echo work >> README.md && git commit -qam work")
     reads = await asyncio.gather(
         *(read_branch_bundle(adapter, name, base.base_sha, HEAD, 10**7) for _ in range(4))
