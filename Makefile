@@ -10,7 +10,7 @@ LATTICE := $(VENV)/bin/lattice
 VENV_STAMP := $(VENV)/.stamp-$(shell cat pyproject.toml requirements.lock 2>/dev/null | sha256sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: help venv tools sprite-rootfs browser prometheus github-fixtures node-tools image chart dashboards test unit lint typecheck crds crds-check cluster-up cluster-down node-up node-down dev bench node-test clean
+.PHONY: help venv tools sprite-rootfs browser prometheus github-fixtures node-tools image chart dashboards test unit lint typecheck crds crds-check cluster-up cluster-down node-up node-down dev bench soak node-test clean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
@@ -93,6 +93,10 @@ bench: venv tools sprite-rootfs prometheus ## Benchmarks; figures go to bench-re
 	$(PY) -m pytest -m bench tests/bench $(PYTEST_ARGS)
 	@$(PY) -m tests.bench.report
 
+ROUNDS ?= 5
+soak: venv tools sprite-rootfs browser prometheus github-fixtures ## Contract and e2e suites ROUNDS times (default 5) under a bounded CPU hog; failures per test in soak-results/
+	$(PY) -m tests.support.soak --rounds $(ROUNDS) $(PYTEST_ARGS)
+
 clean: ## Remove the virtualenv and local state (not the binary cache)
 	-$(LATTICE) cluster down 2>/dev/null
-	rm -rf $(VENV) .lattice bench-results .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .lattice bench-results soak-results .pytest_cache .mypy_cache .ruff_cache

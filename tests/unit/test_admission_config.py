@@ -17,6 +17,7 @@ from lattice_operator.handlers.admission_config import (
     MUTATING,
     POLICY_HANDLER,
     RUN_OWNER_MATCH,
+    RUN_POLICY_MATCH,
     VALIDATING,
     webhook_configurations,
 )
@@ -193,3 +194,39 @@ def test_only_writes_making_an_intent_a_runs_controller_are_checked(
     operation: str, new: list[Any] | None, old: list[Any] | None, sent: bool
 ) -> None:
     assert _run_owner_sent(operation, new, old) is sent
+
+
+def _run_policy_sent(owners: list[Any] | None) -> bool:
+    meta: dict[str, Any] = {"name": "r"}
+    if owners is not None:
+        meta["ownerReferences"] = owners
+    env = celpy.Environment()
+    program = env.program(env.compile(RUN_POLICY_MATCH))
+    return bool(program.evaluate({"object": json_to_cel({"metadata": meta, "spec": {}})}))
+
+
+def _foreign(api_version: str) -> dict[str, Any]:
+    return _owner("Intent") | {"apiVersion": api_version}
+
+
+@pytest.mark.parametrize(
+    "owners",
+    [
+        None,
+        [_owner("Intent")],
+        [_owner("Intent", controller=False)],
+        [_owner("Sprite")],
+        [_foreign("evil.example/v1")],
+        [_foreign("lattice.dev.evil.example/v1alpha1")],
+        [_foreign("v1")],
+        [_foreign("evil.example/v1"), _owner("Sprite", controller=False)],
+    ],
+)
+def test_every_run_create_meets_the_owner_check_or_the_run_policy_check(
+    owners: list[Any] | None,
+) -> None:
+    """A Run our Intent controls is the operator's own write (check-run-owner); every other
+    Run, a controller of kind Intent in another group included, meets check-run-policy."""
+    ours = bool(owners) and owners[0] == _owner("Intent")
+    assert _run_owner_sent("CREATE", owners, None) is ours
+    assert _run_policy_sent(owners) is not ours

@@ -186,7 +186,7 @@ async def check_run_owner(userinfo: kopf.UserInfo, memo: kopf.Memo, **_: Any) ->
 @kopf.on.validate(*RUNS.gvp, operations=["CREATE"], id=RUN_POLICY_HANDLER, registry=SERVING)
 @_measured(RUN_POLICY_HANDLER)
 async def check_run_policy(body: kopf.Body, **kwargs: Any) -> None:
-    # Called for Runs no Intent controls (matchConditions). A Sprite not known yet is not
+    # Called for Runs none of our Intents controls (matchConditions). A Sprite not known yet is not
     # refused here: the operator checks again before it starts the Run.
     sprite_directory: kopf.Index[tuple[str, str], Sprite] = kwargs["sprite_directory"]
     try:
@@ -197,7 +197,9 @@ async def check_run_policy(body: kopf.Body, **kwargs: Any) -> None:
     entries = sprite_directory.get((run.metadata.namespace or "", sprite))
     if not entries:
         return
-    refusal = run_policy_refusal(run, sprite, next(iter(entries)).spec.run_policy)
+    # No Intent vouches for a Run sent here: the Runs our Intents control are the operator's
+    # own writes, checked by check-run-owner and never matched to this webhook.
+    refusal = run_policy_refusal(run, sprite, next(iter(entries)).spec.run_policy, None)
     if refusal is not None:
         raise kopf.AdmissionError(f"spec.spriteRef.name: {refusal}", code=403)
 

@@ -85,10 +85,12 @@ APPROVERS_MATCH = (
     "!has(oldObject.spec.approval) || !has(oldObject.spec.approval.approvers) || "
     "object.spec.approval.approvers != oldObject.spec.approval.approvers)"
 )
-# Only Runs created without an Intent as their controller (those are checked above).
+# Only Runs created without one of our Intents as their controller (those are checked above);
+# a controller of kind Intent in another group is no Intent of ours and is checked here.
 RUN_POLICY_MATCH = (
     "!has(object.metadata.ownerReferences) || !object.metadata.ownerReferences.exists(r, "
-    "r.kind == 'Intent' && has(r.controller) && r.controller)"
+    "r.kind == 'Intent' && r.apiVersion.startsWith('lattice.dev/') && "
+    "has(r.controller) && r.controller)"
 )
 
 

@@ -23,6 +23,7 @@ from lattice_operator.handlers.sprite import IndexedSprites
 from lattice_operator.metrics import RUN_OLDEST_ACTIVITY, RUNS_BY_PHASE, reconcile_timer
 from lattice_operator.ports import ForgeAccess, Grants
 from lattice_operator.ports.errors import AdapterError, NotFound
+from lattice_operator.reconcilers.grants import intent_controller
 from lattice_operator.reconcilers.run import RunDriver
 from lattice_operator.reconcilers.run_retention import Expired, expired_runs
 from lattice_operator.reconcilers.sprite_claims import RunClaim
@@ -45,7 +46,7 @@ async def run_claims(body: kopf.Body, **_: Any) -> dict[tuple[str, str], RunClai
         phase=run.status.phase or "Pending",
         finished=run.status.completion_time,
         ttl=run.spec.ttl_seconds_after_finished,
-        from_intent=any(r.controller and r.kind == "Intent" for r in run.metadata.owner_references),
+        from_intent=intent_controller(run) is not None,
     )
     return {(run.metadata.namespace or "", run.spec.sprite_ref.name): claim}
 

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from lattice_operator.api.v1alpha1 import Intent, Run
+from lattice_operator.api.v1alpha1._base import OwnerReference
+from lattice_operator.api.v1alpha1.resources import GROUP
 from lattice_operator.api.v1alpha1.run import RunTemplate
 from lattice_operator.ports import Grants
 
@@ -47,14 +49,29 @@ def owned_by(run: Run, intent_uid: str | None) -> bool:
     return bool(intent_uid) and controller_uid(run) == intent_uid
 
 
-def run_policy_refusal(run: Run, sprite: str, policy: str) -> str | None:
+def intent_controller(run: Run) -> OwnerReference | None:
+    """The Run's controller reference if it names one of our Intents: kind `Intent` *and*
+    group `lattice.dev`. A controller of kind Intent in any other group is not ours, and only
+    our group's references are guarded at admission (`check-run-owner`); whether the uid names
+    a real Intent is for the caller to check (`run_policy_refusal`)."""
+    for ref in run.metadata.owner_references:
+        if ref.controller and ref.kind == "Intent" and ref.api_version.split("/")[0] == GROUP:
+            return ref
+    return None
+
+
+def run_policy_refusal(run: Run, sprite: str, policy: str, intent_uid: str | None) -> str | None:
     """Why the Sprite's `spec.runPolicy` refuses this Run (None: it may run there).
 
-    A Run an Intent created has that Intent as its controller; the admission webhook
-    `check-run-owner` lets only the operator write such a reference."""
+    A Run an Intent created has that Intent as its controller (`intent_controller`); the
+    admission webhook `check-run-owner` lets only the operator write such a reference.
+    `intent_uid` is the uid of the Intent that reference names, as the caller found it (None:
+    no such Intent, or the caller cannot tell): the Run counts as an Intent's only when the
+    reference's group, kind and uid all name that real Intent."""
     if policy != "IntentOnly":
         return None
-    if any(ref.controller and ref.kind == "Intent" for ref in run.metadata.owner_references):
+    ref = intent_controller(run)
+    if ref is not None and intent_uid and ref.uid == intent_uid:
         return None
     return (
         f"Sprite {sprite} admits only Runs created by an Intent (spec.runPolicy: IntentOnly); "
@@ -142,6 +159,7 @@ __all__ = [
     "adoption_refusal",
     "controller_uid",
     "decide_grants",
+    "intent_controller",
     "new_approver_mappings",
     "new_secret_grants",
     "owned_by",

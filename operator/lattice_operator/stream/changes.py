@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from lattice_operator.api.v1alpha1.resources import GROUP
 from lattice_operator.stream.envelope import SpriteName, StreamEvent, Subject
 
 _MAX_LINES = 20
@@ -231,8 +232,10 @@ def _new_lines(before: tuple[str, ...], after: tuple[str, ...]) -> tuple[str, ..
 
 
 def _controller_intent(meta: dict[str, Any]) -> str | None:
+    # Our group only: a controller of kind Intent elsewhere may carry a real Intent's uid.
     for ref in meta.get("ownerReferences") or []:
-        if ref.get("kind") == "Intent" and ref.get("controller"):
+        ours = str(ref.get("apiVersion") or "").split("/")[0] == GROUP
+        if ours and ref.get("kind") == "Intent" and ref.get("controller"):
             return str(ref.get("uid") or "") or None
     return None
 

@@ -37,7 +37,7 @@ from lattice_operator.ports import (
     SpriteBackend,
     SpriteDirectory,
 )
-from lattice_operator.reconcilers.grants import run_policy_refusal
+from lattice_operator.reconcilers.grants import intent_controller, run_policy_refusal
 from lattice_operator.reconcilers.run.actions import ActionHandler
 from lattice_operator.reconcilers.run.decisions import (
     SessionEnd,
@@ -90,6 +90,7 @@ class RunDriver:
         )
         self._view = view
         self._sprites = sprites
+        self._services = actions
         self._clock = clock
         self._timings = timings
         self._stopper = Stopper(stopped)
@@ -185,6 +186,15 @@ class RunDriver:
             self._hold_wait = min(2 * wait, max(self._timings.sprite_wait_max, wait))
         await self._stopper.sleep(wait, wake=self._sprite_changed)
 
+    def _intent_uid(self, run: Run) -> str | None:
+        """The uid of the Intent the Run's controller reference names, as the Intent index
+        has it (None: no such Intent here): a reference alone proves nothing."""
+        ref = intent_controller(run)
+        if ref is None or self._services is None:
+            return None
+        grants = self._services.grants(self.ref.namespace, ref.name)
+        return grants.uid if grants is not None else None
+
     # -- phases ---------------------------------------------------------------------------
 
     async def _start(self, run: Run) -> None:
@@ -197,7 +207,7 @@ class RunDriver:
             why = sprite.reason if sprite else f"Sprite {name!r} not found"
             await self._hold(Reason.SPRITE_NOT_READY, f"waiting for the Sprite: {why}")
             return
-        refusal = run_policy_refusal(run, name, sprite.run_policy)
+        refusal = run_policy_refusal(run, name, sprite.run_policy, self._intent_uid(run))
         if refusal is not None:  # also when admission could not check it (no webhook)
             await self._fail(run, EndReason.RUN_POLICY, refusal)
             return

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from lattice_operator.lifeloop.vocabulary import LifecycleEvent
-from lattice_operator.ports import SpriteView
+from lattice_operator.ports import Grants, SpriteView
 from lattice_operator.ports.errors import InvalidRequest, TransportError
 from tests.support.fake_backend import OUTBOX, FakeProcess
 from tests.support.run_harness import BACKEND_SPRITE, Harness, run_doc
@@ -325,6 +327,55 @@ async def test_an_intent_only_sprite_refuses_a_hand_made_run(harness: Harness) -
     await harness.finished()
     assert (harness.phase, harness.condition()["reason"]) == ("Failed", "RunPolicy")
     assert not harness.backend.called("exec")
+
+
+def _intent_owned(api_version: str, uid: str) -> Harness:
+    """A Run on an IntentOnly Sprite whose controller reference says Intent `work`; the Intent
+    index knows `work` with uid `uid-intent`."""
+    doc = run_doc(intentRef={"name": "work"})
+    doc["metadata"]["ownerReferences"] = [
+        {"apiVersion": api_version, "kind": "Intent", "name": "work", "uid": uid}
+        | {"controller": True}
+    ]
+    h = Harness(doc)
+    h.actions.granted["work"] = Grants(
+        intent="work", allowed_actions=frozenset(), credentials={}, uid="uid-intent"
+    )
+    h.directory.view = SpriteView(ready=True, backend_name=BACKEND_SPRITE, run_policy="IntentOnly")
+    return h
+
+
+@pytest.mark.parametrize(
+    ("api_version", "uid"),
+    [
+        # Any other group: the reference names no Intent of ours, whatever its uid.
+        ("evil.example/v1", "uid-intent"),
+        ("lattice.dev.evil.example/v1alpha1", "uid-intent"),
+        ("v1", "uid-intent"),
+        # Our group, but no such Intent (the uid names none the index has).
+        ("lattice.dev/v1alpha1", "uid-forged"),
+    ],
+)
+async def test_an_intent_only_sprite_refuses_a_run_whose_intent_is_not_real(
+    api_version: str, uid: str
+) -> None:
+    h = _intent_owned(api_version, uid)
+    h.start()
+    await h.finished()
+    assert (h.phase, h.condition()["reason"]) == ("Failed", "RunPolicy")
+    assert not h.backend.called("exec")
+
+
+async def test_an_intent_only_sprite_runs_the_run_its_intent_created() -> None:
+    h = _intent_owned("lattice.dev/v1alpha1", "uid-intent")
+
+    @h.backend.program("agent")
+    async def agent(p: FakeProcess) -> None:
+        p.event("COMPLETED", {"status": "success"})
+
+    h.start()
+    await h.finished()
+    assert h.phase == "Succeeded"
 
 
 async def test_a_start_refused_by_the_backend_is_not_retried(harness: Harness) -> None:

@@ -1,0 +1,157 @@
+"""`make soak`: the contract and e2e suites, N rounds, while a bounded CPU hog loads the machine.
+
+A race that shows only when the machine is busy is found here on purpose instead of by CI by
+chance. Each round starts `--hogs` busy-looping processes (each stops by itself after the
+round's time limit, and is ended by its pid when the round ends), runs pytest with a JUnit
+report, samples the load average, and stops the hogs. Failures are reported per test across
+rounds, with each failure's text, in `soak-results/summary.json` and on stdout; the JUnit
+files and pytest's output of each round are kept beside it.
+
+    python -m tests.support.soak --rounds 5 --hogs 4 [pytest paths and options...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+DEFAULT_PATHS = ("tests/contract", "tests/e2e")
+HOG = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n    pass\n"
+
+
+@dataclass
+class Round:
+    number: int
+    seconds: float
+    exit_code: int
+    passed: int = 0
+    failed: list[str] = field(default_factory=list)
+    load: list[float] = field(default_factory=list)
+    """The 1-minute load average, sampled every 10 s while the round ran."""
+
+
+def start_hogs(count: int, seconds: float) -> list[subprocess.Popen[bytes]]:
+    """`count` busy processes, each ending by itself after `seconds`."""
+    code = HOG.format(seconds=seconds)
+    return [subprocess.Popen([sys.executable, "-c", code]) for _ in range(count)]
+
+
+def stop(processes: list[subprocess.Popen[bytes]]) -> None:
+    for proc in processes:
+        if proc.poll() is None:
+            proc.kill()
+    for proc in processes:
+        proc.wait()
+
+
+def sample_load(into: list[float], done: threading.Event) -> None:
+    while not done.wait(10.0):
+        into.append(float(Path("/proc/loadavg").read_text().split()[0]))
+
+
+def failures(junit: Path) -> tuple[int, dict[str, str]]:
+    """Passed count and {test id: failure text} of a JUnit report (empty if it is missing)."""
+    if not junit.exists():
+        return 0, {}
+    passed, failed = 0, {}
+    for case in ET.parse(junit).iter("testcase"):
+        name = f"{case.get('classname', '')}::{case.get('name', '')}"
+        problem = case.find("failure")
+        if problem is None:
+            problem = case.find("error")
+        if problem is not None:
+            text = (problem.get("message") or "") + "\n" + (problem.text or "")
+            failed[name] = text[-6000:]
+        elif case.find("skipped") is None:
+            passed += 1
+    return passed, failed
+
+
+def run_round(number: int, args: argparse.Namespace, out: Path) -> tuple[Round, dict[str, str]]:
+    junit = out / f"round-{number}.xml"
+    log = out / f"round-{number}.log"
+    hogs = start_hogs(args.hogs, args.round_timeout + 60)
+    loads: list[float] = []
+    done = threading.Event()
+    sampler = threading.Thread(target=sample_load, args=(loads, done), daemon=True)
+    sampler.start()
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-m",
+        "not bench and not node",
+        "-p",
+        "no:cacheprovider",
+        f"--junitxml={junit}",
+        *(args.pytest or DEFAULT_PATHS),
+    ]
+    started = time.monotonic()
+    print(f"soak: round {number}/{args.rounds}: {' '.join(command[3:])}", flush=True)
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(
+            command, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        try:
+            code = proc.wait(timeout=args.round_timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                code = proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                code = proc.wait()
+            print(f"soak: round {number} hit its time limit ({args.round_timeout:.0f} s)")
+    done.set()
+    stop(hogs)
+    passed, failed = failures(junit)
+    result = Round(
+        number, round(time.monotonic() - started, 1), code, passed, sorted(failed), loads
+    )
+    mean = sum(loads) / len(loads) if loads else 0.0
+    print(
+        f"soak: round {number}: {passed} passed, {len(failed)} failed in {result.seconds:.0f} s,"
+        f" load average mean {mean:.1f} (min {min(loads, default=0.0):.1f})",
+        flush=True,
+    )
+    return result, failed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--hogs", type=int, default=4, help="busy processes during each round")
+    parser.add_argument("--round-timeout", type=float, default=3600.0, help="seconds per round")
+    parser.add_argument("--out", type=Path, default=Path("soak-results"))
+    # Everything else goes to pytest (default: the contract and e2e suites).
+    args, args.pytest = parser.parse_known_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    rounds: list[Round] = []
+    by_test: dict[str, list[dict[str, object]]] = defaultdict(list)
+    for number in range(1, args.rounds + 1):
+        result, failed = run_round(number, args, args.out)
+        rounds.append(result)
+        for test, text in failed.items():
+            by_test[test].append({"round": number, "text": text})
+        summary = {"rounds": [asdict(r) for r in rounds], "failures": by_test}
+        (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
+    print(f"soak: {len(rounds)} rounds; {len(by_test)} tests failed at least once")
+    for test, seen in sorted(by_test.items()):
+        print(f"  {len(seen)}/{len(rounds)}  {test}")
+    print(f"soak: details in {args.out / 'summary.json'}")
+    broken = any(r.exit_code not in (0,) for r in rounds)
+    return 1 if by_test or broken else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
