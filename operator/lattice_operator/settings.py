@@ -198,6 +198,28 @@ class WebhookSettings(_Settings):
     it manages the certificate (default: `managed`)."""
     certificate: WebhookCertificateSettings = WebhookCertificateSettings()
     """The serving certificate kept in a Secret."""
+    client_ca_file: str | None = None
+    """CA bundle (PEM) of the client certificate every caller must present: the one the API
+    server presents to webhooks when its AdmissionConfiguration gives it a `kubeConfigFile`
+    with one. None (the default: most managed clusters cannot be told to send one): no
+    certificate is asked for, and only the network (the chart's NetworkPolicy) limits who
+    reaches the port."""
+    client_names: tuple[str, ...] = ()
+    """With `client_ca_file`: the certificate's subject common name or a DNS name in it must
+    be one of these (needed when the CA also signs other clients). Empty: any certificate
+    the CA signed."""
+    max_body_bytes: int = Field(default=1024 * 1024, ge=64 * 1024, le=1024 * 1024)
+    """A larger admission request is refused (413) before it is read (1 MiB at most: the
+    limit of the server under kopf)."""
+    request_timeout: float = Field(default=10.0, gt=0, le=30)
+    """Seconds one request may take, reading included; then it is answered 503 (the API
+    server waits `timeoutSeconds`, 10, for an answer)."""
+
+    @model_validator(mode="after")
+    def _names_need_a_ca(self) -> WebhookSettings:
+        if self.client_names and not self.client_ca_file:
+            raise ValueError("client_names needs client_ca_file")
+        return self
 
 
 class StreamSettings(_Settings):

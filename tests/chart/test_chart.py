@@ -443,3 +443,24 @@ def test_github_off_by_default_grants_and_opens_nothing_for_it() -> None:
     own = find(docs, "Role", f"{RELEASE}-lattice-operator-self")
     assert not [r for r in _rules(own, "secrets") if "github-token" in r[1]]
     assert "github" not in _container_ports(docs)
+
+
+def test_webhook_callers_are_limited_when_configured() -> None:
+    # Default: no client certificate asked for, any source, bounded requests.
+    default = _settings(render())
+    assert default.webhook.client_ca_file is None
+    assert (default.webhook.max_body_bytes, default.webhook.request_timeout) == (1048576, 10)
+    docs = render(*MATRIX["webhook-callers"])
+    webhook = _settings(docs).webhook
+    assert webhook.client_ca_file == "/etc/lattice/webhook-client-ca/ca.crt"
+    assert webhook.client_names == ("apiserver-webhook-client",)
+    pod = find(docs, "Deployment")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert mounts["webhook-client-ca"] == "/etc/lattice/webhook-client-ca"
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["webhook-client-ca"]["configMap"]["name"] == "apiserver-webhook-client-ca"
+    ingress = find(docs, "NetworkPolicy")["spec"]["ingress"]
+    [to_webhook] = [r for r in ingress if {"protocol": "TCP", "port": 9443} in r["ports"]]
+    assert to_webhook["from"] == [{"ipBlock": {"cidr": "10.0.0.10/32"}}]
+    assert to_webhook["ports"] == [{"protocol": "TCP", "port": 9443}]

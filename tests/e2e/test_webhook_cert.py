@@ -4,7 +4,6 @@ requests keep coming — and not one of them refused."""
 
 from __future__ import annotations
 
-import base64
 import socket
 import ssl
 import tempfile
@@ -14,7 +13,6 @@ from typing import Any
 
 import pytest
 from cryptography import x509
-from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from lattice_adapters import tls
@@ -22,6 +20,7 @@ from tests.support.admission_cases import build
 from tests.support.cluster import Cluster, wait_for
 from tests.support.sprites_server import LocalSprites
 from tests.support.stack import WEBHOOK_HOST, operator_stack
+from tests.support.webhooks import published_bundle, webhook_url
 
 pytestmark = pytest.mark.e2e
 
@@ -30,31 +29,6 @@ CERTIFICATE = {"validity": 8.0, "rotate_before": 5.0, "propagation": 1.0, "reloa
 ROTATIONS = 3
 REQUEST_LIMIT = 3000  # a bounded loop: this many requests or the deadline, whichever first
 DEADLINE = 90.0
-
-
-def published_bundle(cluster: Cluster) -> bytes:
-    """The caBundle the API server verifies the webhook with (every webhook carries it)."""
-    hooks = k8s.AdmissionregistrationV1Api(cluster.api_client())
-    config = hooks.read_validating_webhook_configuration("lattice.dev")
-    bundles = {w.client_config.ca_bundle for w in config.webhooks}
-    assert len(bundles) == 1, "the webhooks of one configuration disagree"
-    return base64.b64decode(bundles.pop())
-
-
-def webhook_url(cluster: Cluster) -> str:
-    """Where the operator registered its webhook server (once it has)."""
-    hooks = k8s.AdmissionregistrationV1Api(cluster.api_client())
-
-    def registered() -> str | None:
-        try:
-            config = hooks.read_validating_webhook_configuration("lattice.dev")
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return str(config.webhooks[0].client_config.url)
-
-    return str(wait_for(registered, timeout=30, what="the webhook configuration"))
 
 
 def handshake(url: str, bundle: bytes) -> x509.Certificate:

@@ -21,6 +21,11 @@ MATRIX: dict[str, list[str]] = {
     "cert-manager": ["--set", "webhook.certManager.enabled=true"],
     "one-replica": ["--set", "replicaCount=1"],
     "metrics-off": ["--set", "metrics.enabled=false"],
+    "webhook-callers": [
+        "--set", "webhook.clientCAConfigMap=apiserver-webhook-client-ca",
+        "--set", "webhook.clientNames={apiserver-webhook-client}",
+        "--set", "networkPolicy.webhookFromCIDRs={10.0.0.10/32}",
+    ],
     "github-token": ["--set", "github.enabled=true", "--set", "github.tokenSecret=github-token"],
     "github-app-stream-off": [
         "--set", "github.enabled=true",

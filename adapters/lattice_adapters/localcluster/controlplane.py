@@ -26,6 +26,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from lattice_adapters import tls as _certs
 
 ADMIN_USER = "lattice-admin"
+WEBHOOK_CLIENT = "lattice-local-apiserver"
+"""Subject of the client certificate the API server presents to admission webhooks (its CA
+is pki/webhook-client-ca.crt): a webhook server may require it."""
 STATE_FILE = "state.json"
 KCM_CONTROLLERS = (
     "namespace-controller",
@@ -376,6 +379,7 @@ class LocalControlPlane:
         client_ca.write(self.pki, "client-ca")
         admin = _certs.client_cert(client_key, client_cert, ADMIN_USER, ("system:masters",))
         admin.write(self.pki, "admin")
+        self._write_webhook_client()
         sa_private, sa_public = _certs.service_account_keys()
         (self.pki / "sa.key").write_bytes(sa_private)
         (self.pki / "sa.pub").write_bytes(sa_public)
@@ -390,6 +394,49 @@ class LocalControlPlane:
             )
         )
         self.kubeconfig.chmod(0o600)
+
+    @property
+    def webhook_client_ca(self) -> Path:
+        """CA of the certificate the API server presents when it calls a webhook."""
+        return self.pki / "webhook-client-ca.crt"
+
+    def _write_webhook_client(self) -> None:
+        # The API server presents this certificate to every webhook (AdmissionConfiguration
+        # kubeConfigFile, user "*"), as a cluster must be configured for a webhook server
+        # that requires one; a server that asks for none never sees it.
+        ca, ca_key, ca_cert = _certs.make_ca("lattice-local-webhook-client-ca")
+        ca.write(self.pki, "webhook-client-ca")
+        pair = _certs.client_cert(ca_key, ca_cert, WEBHOOK_CLIENT)
+        users = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "users": [
+                {
+                    "name": "*",
+                    "user": {
+                        "client-certificate-data": _b64(pair.cert_pem),
+                        "client-key-data": _b64(pair.key_pem),
+                    },
+                }
+            ],
+        }
+        kubeconfig = self.pki / "webhook-client.kubeconfig"
+        kubeconfig.write_text(yaml.safe_dump(users, sort_keys=False))
+        kubeconfig.chmod(0o600)
+        webhooks = {
+            "apiVersion": "apiserver.config.k8s.io/v1",
+            "kind": "WebhookAdmissionConfiguration",
+            "kubeConfigFile": str(kubeconfig),
+        }
+        admission = {
+            "apiVersion": "apiserver.config.k8s.io/v1",
+            "kind": "AdmissionConfiguration",
+            "plugins": [
+                {"name": name, "configuration": webhooks}
+                for name in ("ValidatingAdmissionWebhook", "MutatingAdmissionWebhook")
+            ],
+        }
+        (self.pki / "admission.yaml").write_text(yaml.safe_dump(admission, sort_keys=False))
 
     def _apiserver_args(self, port: int, etcd_url: str, server: str) -> list[str]:
         return [
@@ -406,6 +453,7 @@ class LocalControlPlane:
             f"--service-account-signing-key-file={self.pki / 'sa.key'}",
             "--authorization-mode=RBAC",
             "--disable-admission-plugins=ServiceAccount",
+            f"--admission-control-config-file={self.pki / 'admission.yaml'}",
             # Loopback is refused as an endpoint address; nothing in-cluster dials it anyway.
             "--endpoint-reconciler-type=none",
             "--service-cluster-ip-range=10.0.0.0/24",

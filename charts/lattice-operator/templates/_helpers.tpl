@@ -89,8 +89,14 @@ true
                "url_host" (printf "%s.%s.svc" (include "lattice.webhookService" .) .Release.Namespace)
                "managed" nil
                "configuration" (include "lattice.fullname" .)
-               "certificate" $cert)
+               "certificate" $cert
+               "max_body_bytes" .Values.webhook.maxBodyBytes
+               "request_timeout" .Values.webhook.requestTimeoutSeconds)
 -}}
+{{- if .Values.webhook.clientCAConfigMap -}}
+{{- $_ := set (get $s "webhook") "client_ca_file" "/etc/lattice/webhook-client-ca/ca.crt" -}}
+{{- $_ := set (get $s "webhook") "client_names" .Values.webhook.clientNames -}}
+{{- end -}}
 {{- if include "lattice.labelsLeader" . -}}
 {{- $_ := set (get $s "leader_election") "pod_label" (include "lattice.leaderLabel" .) -}}
 {{- end -}}

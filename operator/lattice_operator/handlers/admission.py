@@ -42,7 +42,7 @@ from lattice_operator.metrics import (
     admission_request,
 )
 from lattice_operator.modeling import first_error
-from lattice_operator.policy import PolicyInvalid, compile_policy
+from lattice_operator.policy import PolicyInvalid, compile_policy_off_loop
 from lattice_operator.reconcilers.approvals import (
     RECORDS,
     REQUEST,
@@ -211,7 +211,7 @@ async def check_run_policy(body: kopf.Body, **kwargs: Any) -> None:
 async def check_policy(body: kopf.Body, **_: Any) -> None:
     try:
         spec = IntentPolicySpec.model_validate(dict(body.get("spec") or {}))
-        compile_policy(body.metadata.name or "", spec)
+        await compile_policy_off_loop(body.metadata.name or "", spec)
     except PolicyInvalid as exc:
         raise kopf.AdmissionError(f"invalid rules: {exc}", code=422) from exc
     except ValueError as exc:

@@ -43,7 +43,13 @@ from lattice_operator.metrics import (
     STATUS_PATCHES,
     reconcile_timer,
 )
-from lattice_operator.policy import CompiledPolicy, Decision, PolicyInvalid, compile_policy
+from lattice_operator.policy import (
+    CompiledPolicy,
+    Decision,
+    PolicyInvalid,
+    classify_off_loop,
+    compile_policy_off_loop,
+)
 from lattice_operator.ports import Grants
 from lattice_operator.ports.errors import AdapterError
 from lattice_operator.reconcilers.approvals import parse_records
@@ -51,7 +57,9 @@ from lattice_operator.reconcilers.intent import (
     TERMINAL,
     IntentPlan,
     IntentWorld,
+    classification_due,
     fileops_sprite,
+    policy_document,
     reconcile_intent,
     remediation_sprite,
 )
@@ -74,7 +82,7 @@ async def compiled_policies(body: kopf.Body, **_: Any) -> dict[str, tuple[str, C
     name = body.metadata.name or ""
     try:
         policy = model_of(IntentPolicy, body)
-        compiled = compile_policy(name, policy.spec)
+        compiled = await compile_policy_off_loop(name, policy.spec)
     except (ValidationError, PolicyInvalid) as exc:
         log.warning("IntentPolicy %s/%s is not used: %s", body.metadata.namespace, name, exc)
         return {}
@@ -236,10 +244,17 @@ async def _drive_intent(
             if sprite_name is None and agent is not None:
                 sprite_name = agent.sprite_ref.name
             indexed = _one(runs.get((namespace, run_name))) if run_name else None
+            in_force = [p for _, p in sorted(policies.get(namespace, []), key=lambda x: x[0])]
+            decision = (
+                await classify_off_loop(policy_document(intent), in_force, ctx.default_policy)
+                if classification_due(intent)
+                else None
+            )
             world = IntentWorld(
                 intent=intent,
-                policies=[p for _, p in sorted(policies.get(namespace, []), key=lambda x: x[0])],
+                policies=in_force,
                 default_policy=ctx.default_policy,
+                decision=decision,
                 approvals=parse_records(dict(source.metadata.annotations)),
                 run=created.view(run_name, indexed, ctx.clock.monotonic()) if run_name else None,
                 sprite=_one(sprites.get((namespace, sprite_name))) if sprite_name else None,
@@ -433,7 +448,9 @@ async def policy_status(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_
     valid: Literal["True", "False"] = "True"
     reason, message = "Compiled", f"{len(policy.spec.rules)} rule(s) compiled"
     try:
-        compile_policy(policy.metadata.name, IntentPolicySpec.model_validate(policy.spec.to_wire()))
+        await compile_policy_off_loop(
+            policy.metadata.name, IntentPolicySpec.model_validate(policy.spec.to_wire())
+        )
     except PolicyInvalid as exc:
         valid, reason, message = "False", "InvalidRule", str(exc)
     conditions = set_condition(

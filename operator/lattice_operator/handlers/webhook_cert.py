@@ -22,6 +22,7 @@ from lattice_adapters.kube import KubeApiError, KubeClient, resource_path
 from lattice_operator.certrotation import Action, CertState, RotationPlanner, RotationTimings, Step
 from lattice_operator.clock import Clock
 from lattice_operator.handlers._context import OperatorContext
+from lattice_operator.handlers._webhook_server import GuardedWebhookServer
 from lattice_operator.metrics import WEBHOOK_CERT_EXPIRY, WEBHOOK_CERT_STEPS
 from lattice_operator.settings import WebhookSettings
 
@@ -222,7 +223,8 @@ async def webhook_server(ctx: OperatorContext) -> kopf.WebhookServer:
     url_host = webhook.url_host or webhook.host
     port = webhook.port or None
     if webhook.cert_file and webhook.key_file:
-        return kopf.WebhookServer(
+        return GuardedWebhookServer(
+            webhook,
             addr=webhook.host,
             port=port,
             host=url_host,
@@ -246,7 +248,8 @@ async def webhook_server(ctx: OperatorContext) -> kopf.WebhookServer:
         )
         # kopf loads these files into our context once; later certificates go straight
         # into the context (ServerTLS.load), never through kopf's restart-on-change.
-        return kopf.WebhookServer(
+        return GuardedWebhookServer(
+            webhook,
             addr=webhook.host,
             port=port,
             host=url_host,
@@ -257,7 +260,8 @@ async def webhook_server(ctx: OperatorContext) -> kopf.WebhookServer:
         )
     ca, ca_key, ca_cert = tls.make_ca("lattice-webhook-ca")
     cert_path, key_path = tls.serving_cert(ca_key, ca_cert, (url_host,)).write(directory, "tls")
-    return kopf.WebhookServer(
+    return GuardedWebhookServer(
+        webhook,
         addr=webhook.host,
         port=port,
         host=url_host,

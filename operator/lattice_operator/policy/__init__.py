@@ -6,7 +6,9 @@ from lattice_operator.policy.classify import (
     CompiledPolicy,
     Decision,
     classify,
+    classify_off_loop,
     compile_policy,
+    compile_policy_off_loop,
 )
 from lattice_operator.policy.document import intent_document
 
@@ -17,6 +19,8 @@ __all__ = [
     "PolicyInvalid",
     "RuleError",
     "classify",
+    "classify_off_loop",
     "compile_policy",
+    "compile_policy_off_loop",
     "intent_document",
 ]

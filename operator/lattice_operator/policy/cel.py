@@ -11,6 +11,13 @@ from celpy.adapter import json_to_cel
 from celpy.evaluation import CELEvalError
 
 from lattice_operator.errors import LatticeError
+from lattice_operator.policy.cost import (
+    BudgetExceeded,
+    CostError,
+    Meter,
+    MeteredEvaluator,
+    check_cost,
+)
 
 
 @dataclass(frozen=True)
@@ -39,6 +46,8 @@ class CompiledRule:
     name: str
     source: str
     program: Any  # celpy.Runner; untyped upstream
+    cost: int = 0
+    """Its worst-case estimate (evaluation steps)."""
 
 
 _ENV = celpy.Environment()
@@ -51,22 +60,32 @@ def compile_rule(index: int, name: str, source: str) -> CompiledRule:
         program = _ENV.program(ast)
     except Exception as exc:  # celpy raises several parser exception types
         raise PolicyInvalid([RuleError(index, name, f"syntax error: {_first_line(exc)}")]) from exc
-    return CompiledRule(index, name, source, program)
+    try:
+        cost = check_cost(ast)
+    except CostError as exc:
+        raise PolicyInvalid([RuleError(index, name, str(exc))]) from exc
+    return CompiledRule(index, name, source, program, cost)
 
 
 class EvaluationError(LatticeError):
-    """A rule could not be evaluated for an Intent (a type error, or a missing field)."""
+    """A rule could not be evaluated for an Intent (a type error, a missing field, or it
+    ran out of its step budget)."""
 
-    def __init__(self, message: str, *, type_error: bool) -> None:
+    def __init__(self, message: str, *, type_error: bool, over_budget: bool = False) -> None:
         super().__init__(message)
         self.type_error = type_error
+        self.over_budget = over_budget
 
 
-def evaluate(rule: CompiledRule, intent: dict[str, Any]) -> bool:
-    """Whether the rule matches the Intent document ({"metadata": …, "spec": …})."""
+def evaluate(rule: CompiledRule, intent: dict[str, Any], meter: Meter | None = None) -> bool:
+    """Whether the rule matches the Intent document ({"metadata": …, "spec": …}), within
+    the steps `meter` has left (a budget of its own when None)."""
     activation = {"intent": json_to_cel(intent)}
+    evaluator = MeteredEvaluator(rule.program.ast, rule.program.new_activation(), meter or Meter())
     try:
-        result = rule.program.evaluate(activation)
+        result = evaluator.evaluate(activation)
+    except BudgetExceeded as exc:
+        raise EvaluationError(str(exc), type_error=False, over_budget=True) from exc
     except CELEvalError as exc:
         raise EvaluationError(_first_line(exc), type_error=_is_type_error(exc)) from exc
     if isinstance(result, CELEvalError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +16,7 @@ from lattice_operator.policy.cel import (
     compile_rule,
     evaluate,
 )
+from lattice_operator.policy.cost import Meter
 from lattice_operator.policy.samples import sample_intents
 
 
@@ -49,7 +51,8 @@ DEFAULT_DECISION = Decision(
 
 
 def compile_policy(name: str, spec: IntentPolicySpec) -> CompiledPolicy:
-    """Compile every rule and type-check it against a sample Intent of every kind."""
+    """Compile every rule (refusing any whose worst-case cost is above the limit) and
+    type-check it against a sample Intent of every kind, all within one step budget."""
     errors: list[RuleError] = []
     compiled: list[CompiledRule] = []
     for index, rule in enumerate(spec.rules):
@@ -57,11 +60,22 @@ def compile_policy(name: str, spec: IntentPolicySpec) -> CompiledPolicy:
             compiled.append(compile_rule(index, rule.name, rule.match))
         except PolicyInvalid as exc:
             errors.extend(exc.errors)
+    meter = Meter()
     for program in compiled:
         for intent in sample_intents():
             try:
-                evaluate(program, intent)
+                evaluate(program, intent, meter)
             except EvaluationError as exc:
+                if exc.over_budget:
+                    errors.append(
+                        RuleError(
+                            program.index,
+                            program.name,
+                            f"checking the rules against the sample Intents ran out of steps "
+                            f"here ({exc}); make the rules cheaper",
+                        )
+                    )
+                    raise PolicyInvalid(errors) from exc
                 if exc.type_error:
                     kind = intent["spec"]["kind"]
                     errors.append(
@@ -87,11 +101,12 @@ def classify(
     that an erroring deny rule was meant to stop.
     """
     chain: Iterable[CompiledPolicy] = [*policies, *([default] if default else [])]
+    meter = Meter()  # one budget for the whole chain: a later rule gets what is left
     for policy in chain:
         for rule in policy.rules:
             spec_rule = policy.spec.rules[rule.index]
             try:
-                matched = evaluate(rule, intent)
+                matched = evaluate(rule, intent, meter)
             except EvaluationError as exc:
                 error = f"{policy.name}/{rule.name}: {exc}"
                 return Decision(
@@ -114,3 +129,22 @@ def classify(
                     message=spec_rule.message or f"rule {policy.name}/{rule.name} matched",
                 )
     return DEFAULT_DECISION
+
+
+# Off the event loop: an evaluation takes up to its step budget (a second or two), and the
+# loop that calls these also answers admission requests and the liveness probe. The budget,
+# not a timeout, ends a costly evaluation: a worker thread cannot be stopped from outside.
+
+
+async def compile_policy_off_loop(name: str, spec: IntentPolicySpec) -> CompiledPolicy:
+    """compile_policy in a worker thread."""
+    return await asyncio.to_thread(compile_policy, name, spec)
+
+
+async def classify_off_loop(
+    intent: dict[str, Any],
+    policies: Sequence[CompiledPolicy],
+    default: CompiledPolicy | None = None,
+) -> Decision:
+    """classify in a worker thread."""
+    return await asyncio.to_thread(classify, intent, policies, default)

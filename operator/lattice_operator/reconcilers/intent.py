@@ -102,6 +102,9 @@ class IntentWorld:
     now: datetime
     forge_ready: bool = False
     """The operator has a GitHub credential (the GitHub kinds wait for one otherwise)."""
+    decision: Decision | None = None
+    """The policies' decision for this spec, when the caller made it already (off its event
+    loop: evaluating rules takes up to a step budget); None: classified here if due."""
 
 
 @dataclass(frozen=True)
@@ -251,19 +254,34 @@ def _cancel(step: _Pass) -> None:
     )
 
 
+def classification_due(intent: Intent) -> bool:
+    """Whether a pass over this Intent classifies it (again): not yet for this generation,
+    and not approved (after approval the spec is frozen)."""
+    conditions = intent.status.conditions
+    if derive_phase(intent.status) in TERMINAL or intent.spec.cancel:
+        return False
+    cond = find_condition(conditions, "Classified")
+    approved = find_condition(conditions, "Approved")
+    fresh = cond is not None and cond.observed_generation == intent.metadata.generation
+    return not (
+        cond is not None and (fresh or (approved is not None and approved.status == "True"))
+    )
+
+
+def policy_document(intent: Intent) -> dict[str, Any]:
+    """What policy rules see of this Intent as `intent`."""
+    return intent_document(
+        intent.metadata.model_dump(by_alias=True, exclude_none=True), intent.spec.to_wire()
+    )
+
+
 def _classified(step: _Pass) -> bool:
-    cond = find_condition(step.status.conditions, "Classified")
-    approved = find_condition(step.status.conditions, "Approved")
-    fresh = cond is not None and cond.observed_generation == step.generation
-    # Before approval a changed spec is classified again; after it the spec is frozen.
-    if cond is not None and (fresh or (approved is not None and approved.status == "True")):
+    if not classification_due(step.intent):
         return True
     intent = step.intent
-    doc = intent_document(
-        intent.metadata.model_dump(by_alias=True, exclude_none=True),
-        intent.spec.to_wire(),
+    decision = step.world.decision or classify(
+        policy_document(intent), step.world.policies, step.world.default_policy
     )
-    decision = classify(doc, step.world.policies, step.world.default_policy)
     step.plan.decision = decision
     step.status.classification = Classification(
         risk=decision.risk,
