@@ -208,9 +208,10 @@ class WebhookSettings(_Settings):
     """With `client_ca_file`: the certificate's subject common name or a DNS name in it must
     be one of these (needed when the CA also signs other clients). Empty: any certificate
     the CA signed."""
-    max_body_bytes: int = Field(default=1024 * 1024, ge=64 * 1024, le=1024 * 1024)
-    """A larger admission request is refused (413) before it is read (1 MiB at most: the
-    limit of the server under kopf)."""
+    max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=64 * 1024, le=16 * 1024 * 1024)
+    """A larger admission request is refused (413) before it is read. The default holds an
+    UPDATE's review of the largest object etcd stores by default (1.5 MiB), which carries
+    it twice (object and oldObject): any Intent the API server stores can be approved."""
     request_timeout: float = Field(default=10.0, gt=0, le=30)
     """Seconds one request may take, reading included; then it is answered 503 (the API
     server waits `timeoutSeconds`, 10, for an answer)."""

@@ -449,7 +449,7 @@ def test_webhook_callers_are_limited_when_configured() -> None:
     # Default: no client certificate asked for, any source, bounded requests.
     default = _settings(render())
     assert default.webhook.client_ca_file is None
-    assert (default.webhook.max_body_bytes, default.webhook.request_timeout) == (1048576, 10)
+    assert (default.webhook.max_body_bytes, default.webhook.request_timeout) == (4194304, 10)
     docs = render(*MATRIX["webhook-callers"])
     webhook = _settings(docs).webhook
     assert webhook.client_ca_file == "/etc/lattice/webhook-client-ca/ca.crt"

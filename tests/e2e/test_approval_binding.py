@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from lattice_operator.reconcilers.approvals import RECORDS
+from tests.support.admission_cases import sample
 from tests.support.cluster import wait_for
 from tests.support.e2e_intents import (
     APPROVER_ROLE,
@@ -131,3 +133,23 @@ def test_lattice_approve_pins_the_spec_it_showed(stack: Stack, namespace: str) -
     assert "approve recorded as" in out
     done = stack.wait_phase(namespace, "intents", "pinned", {"Succeeded", "Failed"})
     assert done["status"]["phase"] == "Succeeded", done["status"]
+
+
+def test_an_intent_near_the_object_size_limit_can_be_approved(stack: Stack, namespace: str) -> None:
+    """An UPDATE's admission review carries the object twice: a ~1 MB Intent made a ~2 MB
+    review, which the webhook server refused (kopf's 1 MiB body limit) with nothing but "413",
+    so the Intent could never be approved."""
+    doc = sample("intent-fileops.yaml")
+    doc["metadata"] = {"name": "large"}
+    doc["spec"]["params"]["fileops"]["ops"] = [
+        {"op": "write_file", "path": f"part-{i}.txt", "content": "x" * (250 * 1024)}
+        for i in range(4)
+    ]
+    stack.apply(namespace, doc)
+    done = stack.cluster.kubectl(
+        "annotate", "intent", "large", "-n", namespace, approval_request("approve"), check=False
+    )
+    assert done.returncode == 0, done.stderr
+    annotations = stack.get(namespace, "intents", "large")["metadata"]["annotations"]
+    [record] = json.loads(annotations[RECORDS])
+    assert record["decision"] == "approve", record

@@ -5,11 +5,15 @@ take. docs/install.md ("Who may call the admission webhooks") says how to set th
 from __future__ import annotations
 
 import asyncio
+import json
 import ssl
 from typing import Any
 
 import aiohttp.web
 import kopf
+
+# kopf's own errors of a review, mapped as its `_serve` maps them (not exported by kopf).
+from kopf._core.engines import admission as kopf_admission
 
 from lattice_operator.settings import WebhookSettings
 
@@ -58,15 +62,40 @@ class GuardedWebhookServer(kopf.WebhookServer):
                 max_size=self._max_body,
                 actual_size=length,
                 text=f"admission requests are limited to {self._max_body} bytes, this one has "
-                f"{length} (an UPDATE carries the object twice: keep Intents under half)",
+                f"{length}",
             )
         try:
             async with asyncio.timeout(self._timeout):
-                return await kopf.WebhookServer._serve(fn, request)
+                return await self._review(fn, request, length)
         except TimeoutError:
             raise aiohttp.web.HTTPServiceUnavailable(
                 text=f"the admission request took longer than {self._timeout:g} s"
             ) from None
+
+    @staticmethod
+    async def _review(fn: Any, request: aiohttp.web.Request, length: int) -> aiohttp.web.Response:
+        """kopf's own `_serve`, reading the body from the stream: aiohttp's `request.text()`
+        refuses bodies over its 1 MiB `client_max_size`, and an UPDATE's review carries the
+        object twice, so an Intent over ~512 KB could never be approved. The length was
+        checked against `max_body_bytes` (by default above twice the largest object etcd
+        stores)."""
+        body = await request.content.readexactly(length)
+        sslpeer = request.transport.get_extra_info("peercert") if request.transport else None
+        try:
+            data = json.loads(body)
+            response = await fn(
+                data,
+                webhook=request.match_info.get("id"),
+                sslpeer=sslpeer,
+                headers=dict(request.headers),
+            )
+        except kopf_admission.AmbiguousResourceError as exc:
+            raise aiohttp.web.HTTPConflict(reason=str(exc) or None) from None
+        except kopf_admission.UnknownResourceError as exc:
+            raise aiohttp.web.HTTPNotFound(reason=str(exc) or None) from None
+        except (kopf_admission.WebhookError, ValueError, RecursionError) as exc:
+            raise aiohttp.web.HTTPBadRequest(reason=str(exc)[:200] or None) from None
+        return aiohttp.web.json_response(response)
 
 
 __all__ = ["GuardedWebhookServer", "peer_names"]
