@@ -31,7 +31,7 @@ class BoundedSite(web.BaseSite):
         super().__init__(runner)
         self._host, self._port, self.limits = host, port, limits
         self.open = 0
-        """Connections open now (refused ones not counted)."""
+        """Connections accepted and not yet closed (refused ones not counted)."""
         self.bound_port = port
 
     @property
@@ -49,6 +49,9 @@ class BoundedSite(web.BaseSite):
             return _Busy(self.limits.header_timeout)
         handler = self._runner.server
         assert handler is not None, "runner not set up"
+        # Counted here, not in connection_made: asyncio makes the protocols of a batch of
+        # accepted sockets before it tells any of them, which would let a burst past the bound.
+        self.open += 1
         return _Guarded(handler(), self)
 
 
@@ -64,14 +67,11 @@ class _Guarded(asyncio.Protocol):
 
     def __init__(self, inner: asyncio.Protocol, site: BoundedSite) -> None:
         self._inner, self._site = inner, site
-        self._transport: asyncio.Transport | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._tail = b""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
-        self._site.open += 1
         loop = asyncio.get_running_loop()
         self._timer = loop.call_later(self._site.limits.header_timeout, transport.abort)
         self._inner.connection_made(transport)

@@ -116,6 +116,20 @@ async def test_one_connection_over_the_bound_is_answered_503(site: BoundedSite) 
             assert (r.status, await r.text()) == (200, "hello")
 
 
+async def test_a_burst_of_connections_is_bounded_too(site: BoundedSite) -> None:
+    async def one() -> bytes:
+        reader, writer = await asyncio.open_connection("127.0.0.1", site.bound_port)
+        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        try:
+            return (await asyncio.wait_for(reader.read(), WAIT))[:12]
+        finally:
+            writer.close()
+
+    # Accepted in one batch: the bound holds although none was told it is connected yet.
+    answers = await asyncio.gather(*(one() for _ in range(4)))
+    assert sorted(answers) == [b"HTTP/1.1 200"] * 3 + [b"HTTP/1.1 503"]
+
+
 async def test_metrics_are_served_as_prometheus_client_serves_them() -> None:
     registry = CollectorRegistry()
     Counter("lattice_demo", "A demo counter.", registry=registry).inc(3)
