@@ -256,8 +256,6 @@ async def supervise(settings: OperatorSettings, serving_registry: Any) -> int:
 def run_operator(settings: OperatorSettings, *, verbose: bool = False) -> int:
     """Run the operator until it is told to stop (SIGINT/SIGTERM); the exit status."""
     preflight(settings)
-    from prometheus_client import start_http_server
-
     import lattice_operator.handlers  # noqa: F401 - registers the handlers
     from lattice_operator.handlers._registry import SERVING
     from lattice_operator.metrics import LEADER, REGISTRY
@@ -285,7 +283,21 @@ def run_operator(settings: OperatorSettings, *, verbose: bool = False) -> int:
     gc.freeze()
     gc.set_threshold(50_000, 20, 20)
     LEADER.set(0)
+    return asyncio.run(_serve(settings, SERVING, REGISTRY))
+
+
+async def _serve(settings: OperatorSettings, serving_registry: Any, metrics: Any) -> int:
+    """supervise(), with /metrics served from this loop while it runs (a few sockets and
+    no thread per connection: stream.doors)."""
+    from lattice_operator.stream.doors import serve_metrics
+
+    runner = None
     if settings.metrics_port:
-        start_http_server(settings.metrics_port, addr=settings.metrics_host, registry=REGISTRY)
-        log.info("metrics on http://%s:%d/metrics", settings.metrics_host, settings.metrics_port)
-    return asyncio.run(supervise(settings, SERVING))
+        host, port = settings.metrics_host, settings.metrics_port
+        runner = await serve_metrics(metrics, host, port, settings.metrics_connections)
+        log.info("metrics on http://%s:%d/metrics", host, port)
+    try:
+        return await supervise(settings, serving_registry)
+    finally:
+        if runner is not None:
+            await runner.cleanup()

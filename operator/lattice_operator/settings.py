@@ -223,6 +223,18 @@ class WebhookSettings(_Settings):
         return self
 
 
+class ConnectionLimits(_Settings):
+    """Bounds of an HTTP door the operator serves itself (the stream, /metrics)."""
+
+    header_timeout: float = Field(default=10.0, gt=0, le=300)
+    """Seconds a new connection has to send its first request's headers; then it is closed."""
+    idle_timeout: float = Field(default=30.0, gt=0, le=3600)
+    """Seconds a connection may wait for its next request (or that request's headers) after
+    a response; then it is closed. A stream being written to is never idle."""
+    max_connections: int = Field(default=1000, ge=1, le=100_000)
+    """Connections open at once; one more is answered 503 and closed."""
+
+
 class StreamSettings(_Settings):
     """The real-time stream (Server-Sent Events) and the live page."""
 
@@ -241,6 +253,14 @@ class StreamSettings(_Settings):
     """Seconds between keep-alive comments on an idle stream."""
     write_timeout: float = Field(default=10.0, gt=0)
     """A subscriber whose socket takes longer than this to accept a write is cut off."""
+    connections: ConnectionLimits = ConnectionLimits()
+    """Header and idle timeouts, and open connections at most (each subscriber holds one)."""
+    refused_token_ttl: float = Field(default=5.0, gt=0, le=3600)
+    """Seconds a token the API server refused is answered 401 without asking it again."""
+    token_reviews_per_minute: float = Field(default=30.0, gt=0, le=60_000)
+    """TokenReviews one client address may cause (tokens not in the cache); more: 429."""
+    token_reviews_burst: int = Field(default=10, ge=1, le=10_000)
+    """TokenReviews one client address may cause at once before the rate applies."""
 
 
 class ForgeSettings(_Settings):
@@ -309,6 +329,8 @@ class OperatorSettings(_Settings):
     """Address of the /metrics endpoint."""
     metrics_port: int = Field(default=9090, ge=0, le=65535)
     """Port of the /metrics endpoint; 0 disables it."""
+    metrics_connections: ConnectionLimits = ConnectionLimits(max_connections=32)
+    """Header and idle timeouts and open connections at most of the /metrics endpoint."""
     stream: StreamSettings = StreamSettings()
     """The real-time stream and the live page."""
     forge: ForgeSettings = ForgeSettings()
@@ -317,6 +339,7 @@ class OperatorSettings(_Settings):
 
 __all__ = [
     "BackendSettings",
+    "ConnectionLimits",
     "ForgeSettings",
     "LeaderElectionSettings",
     "OperatorSettings",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,7 +20,12 @@ LATTICE = Path(sys.executable).parent / "lattice"
 async def lattice_mcp(
     *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> AsyncIterator[ClientSession]:
-    params = StdioServerParameters(command=str(LATTICE), args=["mcp", *args], env=env, cwd=cwd)
+    # The SDK starts the server with a few safe variables only: PYTHONPATH is passed on so
+    # the server runs the code under test (a worktree's), not the installed package.
+    inherited = {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}
+    params = StdioServerParameters(
+        command=str(LATTICE), args=["mcp", *args], env=inherited | (env or {}), cwd=cwd
+    )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         yield session

@@ -13,8 +13,9 @@ from lattice_adapters.kube import KubeApiError, KubeClient, resource_path
 from lattice_operator.api.v1alpha1.resources import GROUP, INTENTS, RUNS, SPRITES
 from lattice_operator.handlers._context import context_of
 from lattice_operator.handlers._wakeups import wake_for_run
-from lattice_operator.stream.access import AccessCache, Identity
+from lattice_operator.stream.access import AccessCache, Identity, ReviewLimits
 from lattice_operator.stream.changes import ChangeFeed
+from lattice_operator.stream.doors import BoundedSite, runner_options
 from lattice_operator.stream.envelope import Subject
 from lattice_operator.stream.hub import EventHub
 from lattice_operator.stream.server import build_app
@@ -105,13 +106,22 @@ async def start_stream(memo: kopf.Memo, **_: Any) -> None:
         return
     hub = EventHub(buffer=ours.buffer, queue=ours.subscriber_queue)
     wiring = StreamWiring(hub)
-    access = AccessCache(ApiReviews(ctx.require_kube()), ctx.clock, ttl=ours.access_ttl)
+    limits = ReviewLimits(
+        per_minute=ours.token_reviews_per_minute,
+        burst=ours.token_reviews_burst,
+        refused_ttl=ours.refused_token_ttl,
+    )
+    access = AccessCache(
+        ApiReviews(ctx.require_kube()), ctx.clock, ttl=ours.access_ttl, limits=limits
+    )
     app = build_app(
         hub, access, ctx.clock, keepalive=ours.keepalive, write_timeout=ours.write_timeout
     )
-    wiring.runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+    wiring.runner = web.AppRunner(
+        app, access_log=None, shutdown_timeout=1.0, **runner_options(ours.connections)
+    )
     await wiring.runner.setup()
-    await web.TCPSite(wiring.runner, ours.host, ours.port).start()
+    await BoundedSite(wiring.runner, ours.host, ours.port, ours.connections).start()
     memo.lattice_stream = wiring
     log.info("stream on http://%s:%d/events (live page at /)", ours.host, ours.port)
 

@@ -30,6 +30,29 @@ def _str(args: Mapping[str, Any], name: str, default: str | None = None) -> str:
     return value
 
 
+def _name(args: Mapping[str, Any], name: str = "name") -> str:
+    """An object name Kubernetes would accept, else INVALID_ARGUMENT naming the parameter."""
+    from lattice_adapters.kube import InvalidName, check_name
+
+    try:
+        return check_name(_str(args, name))
+    except InvalidName as err:
+        raise ToolError(
+            "INVALID_ARGUMENT", f"Parameter '{name}': {err}", "Pass the object's name as shown"
+        ) from None
+
+
+def _namespace(args: Mapping[str, Any]) -> str:
+    from lattice_adapters.kube import InvalidName, check_namespace
+
+    try:
+        return check_namespace(_str(args, "namespace", "default"))
+    except InvalidName as err:
+        raise ToolError(
+            "INVALID_ARGUMENT", f"Parameter 'namespace': {err}", "Pass a namespace's name"
+        ) from None
+
+
 def _kind(args: Mapping[str, Any]) -> str:
     kind = args.get("kind")
     if kind not in KINDS:
@@ -79,20 +102,20 @@ def _summary(obj: dict[str, Any]) -> dict[str, Any]:
 
 async def list_objects(kube: Any, args: Mapping[str, Any]) -> dict[str, Any]:
     kind = _kind(args)
-    namespace = None if args.get("all_namespaces") is True else _str(args, "namespace", "default")
+    namespace = None if args.get("all_namespaces") is True else _namespace(args)
     listing = await kube.get(_path(kind, namespace))
     items = [_summary(o) for o in listing.get("items", [])]
     return {"kind": kind, "items": items, "count": len(items)}
 
 
 async def get_object(kube: Any, args: Mapping[str, Any]) -> dict[str, Any]:
-    kind, name = _kind(args), _str(args, "name")
-    obj = await kube.get(_path(kind, _str(args, "namespace", "default"), name))
+    kind, name = _kind(args), _name(args)
+    obj = await kube.get(_path(kind, _namespace(args), name))
     return _slim(obj)
 
 
 async def run_events(kube: Any, args: Mapping[str, Any]) -> dict[str, Any]:
-    run = await kube.get(_path("runs", _str(args, "namespace", "default"), _str(args, "name")))
+    run = await kube.get(_path("runs", _namespace(args), _name(args)))
     status = run.get("status") or {}
     return {
         "phase": status.get("phase"),
@@ -105,8 +128,8 @@ async def run_receipts(kube: Any, args: Mapping[str, Any]) -> dict[str, Any]:
     from lattice_adapters.kube import resource_path
     from lattice_operator.receipt_reader import receipt_event_params, receipts_from_events
 
-    namespace = _str(args, "namespace", "default")
-    run = await kube.get(_path("runs", namespace, _str(args, "name")))
+    namespace = _namespace(args)
+    run = await kube.get(_path("runs", namespace, _name(args)))
     listing = await kube.get(
         resource_path("events.k8s.io", "v1", "events", namespace), receipt_event_params(run)
     )
@@ -116,14 +139,14 @@ async def run_receipts(kube: Any, args: Mapping[str, Any]) -> dict[str, Any]:
 
 
 async def propose_intent(kube: Any, args: Mapping[str, Any]) -> dict[str, Any]:
-    namespace = _str(args, "namespace", "default")
+    namespace = _namespace(args)
     spec = args.get("spec")
     if not isinstance(spec, dict):
         raise ToolError(
             "INVALID_ARGUMENT", "Parameter 'spec' must be an object", "Pass the Intent's spec"
         )
     metadata: dict[str, Any] = (
-        {"name": _str(args, "name")} if args.get("name") else {"generateName": "agent-intent-"}
+        {"name": _name(args)} if args.get("name") else {"generateName": "agent-intent-"}
     )
     body = {
         "apiVersion": f"{GROUP}/{VERSION}",

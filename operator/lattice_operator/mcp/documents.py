@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from lattice_operator.mcp.errors import ToolError
+from lattice_operator.mcp.errors import DocumentError, ToolError
 
 # "L" and five letters; I and O are left out so an ID read aloud or by eye is unambiguous.
 ID_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ"
@@ -33,6 +33,11 @@ _STOP_WORDS = frozenset(
     {"a", "an", "the", "and", "or", "of", "to", "in", "on", "at", "for", "with", "by"}
     | {"from", "is", "are", "be", "it", "its", "this", "that", "as"}
 )
+
+MAX_FRONT_MATTER = 64 * 1024
+"""Characters of front matter read at most: an agent's document is a few hundred."""
+# A broken document's ID, read from its text, so it still counts as taken and can be named.
+_RAW_ID = re.compile(r"^lattice-id:[ \t]*[\"']?(L[A-Z]{5})\b", re.MULTILINE)
 
 # Directories never searched for documents: tooling, not knowledge.
 _SKIPPED_DIRS = frozenset({".git", ".venv", "node_modules", "__pycache__", ".claude"})
@@ -64,26 +69,111 @@ class Document:
         return self.front_matter.get("closed-at") is not None
 
 
+class _NoAliasDumper(yaml.SafeDumper):
+    """Writes a value shared by two fields twice, never as an alias (which parse refuses)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def render(front_matter: dict[str, Any], body: str) -> str:
     """The file text: YAML front matter (safe-dumped, so any characters survive) then the body."""
-    header = yaml.safe_dump(front_matter, sort_keys=False, allow_unicode=True, width=1_000_000)
+    header = yaml.dump(
+        front_matter, Dumper=_NoAliasDumper, sort_keys=False, allow_unicode=True, width=1_000_000
+    )
     # The body is kept byte for byte (no newline added), so lattice_show returns what was sent.
     return f"---\n{header}---\n\n{body}"
 
 
+class _NoAliasLoader(yaml.SafeLoader):
+    """Refuses YAML aliases: ten lines of `&a [*b, *b, ...]` expand to gigabytes (billion
+    laughs), and documents written by these tools never contain one."""
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            raise yaml.composer.ComposerError(
+                None, None, f"aliases are not allowed (found *{event.anchor})", event.start_mark
+            )
+        return super().compose_node(parent, index)
+
+
+def _load(path: str, raw: str) -> dict[str, Any]:
+    """The front matter as a mapping, or DocumentError naming the field that cannot be read."""
+    if len(raw) > MAX_FRONT_MATTER:
+        raise DocumentError(
+            path, "", f"front matter has {len(raw)} characters; the maximum is {MAX_FRONT_MATTER}"
+        )
+    loader = _NoAliasLoader(raw)
+    try:
+        node = loader.get_single_node()
+        if not isinstance(node, yaml.MappingNode):
+            raise DocumentError(path, "", "front matter is not a mapping of fields")
+        try:
+            front = loader.construct_document(node)
+        except (ValueError, TypeError, yaml.YAMLError):
+            # Which field: a bad value (a date such as 2026-13-45) fails on its own.
+            for key_node, value_node in node.value:
+                try:
+                    yaml.SafeLoader("").construct_object(value_node, deep=True)
+                except (ValueError, TypeError, yaml.YAMLError) as err:
+                    marked = isinstance(err, yaml.MarkedYAMLError)  # it has its own line
+                    line = "" if marked else f" (line {value_node.start_mark.line + 2})"
+                    raise DocumentError(path, str(key_node.value), _reason(err) + line) from None
+            raise
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark
+        field = _field_at(raw, mark.line) if mark is not None else ""
+        raise DocumentError(path, field, _reason(err)) from None
+    except (ValueError, TypeError, yaml.YAMLError) as err:
+        raise DocumentError(path, "", _reason(err)) from None
+    except RecursionError:
+        raise DocumentError(path, "", "front matter is nested too deeply") from None
+    finally:
+        loader.dispose()
+    if not isinstance(front, dict):
+        raise DocumentError(path, "", "front matter is not a mapping of fields")
+    return front
+
+
+_TOP_KEY = re.compile(r"^([^\s#'\"\[{-][^:]*):")
+
+
+def _field_at(raw: str, line: int) -> str:
+    """The top-level field whose value holds `line` of the front matter ('' if none)."""
+    for text in reversed(raw.splitlines()[: line + 1]):
+        found = _TOP_KEY.match(text)
+        if found:
+            return found.group(1).strip()
+    return ""
+
+
+def _reason(err: Exception) -> str:
+    """The YAML library's complaint, with the line of the file (the `---` is line 1)."""
+    if isinstance(err, yaml.MarkedYAMLError) and err.problem:
+        mark = err.problem_mark
+        return err.problem + (f" (line {mark.line + 2})" if mark is not None else "")
+    return " ".join(str(err).split())
+
+
 def parse(path: str, text: str) -> Document | None:
-    """A document from file text, or None when the text has no valid front matter."""
+    """A document from file text, or None when the text has no front matter (not one of
+    ours). Front matter that cannot be read raises DocumentError when it holds a
+    `lattice-id` line, else the file is not ours either and is None."""
     if not text.startswith("---\n"):
         return None
     end = text.find("\n---\n", 3)
     if end < 0:
         return None
+    raw = text[4 : end + 1]
     try:
-        front = yaml.safe_load(text[4 : end + 1])
-    except yaml.YAMLError:
-        return None
-    if not isinstance(front, dict):
-        return None
+        front = _load(path, raw)
+    except DocumentError as err:
+        found = _RAW_ID.search(raw)
+        if found is None:
+            return None
+        err.lattice_id = found.group(1)
+        raise
     body = text[end + 5 :]
     return Document(path=path, front_matter=front, body=body.removeprefix("\n"))
 
@@ -171,16 +261,27 @@ class Project:
                 if filename.endswith(".md") and not full.is_symlink():
                     yield full
 
-    def documents(self) -> Iterator[Document]:
-        """Every document under the root (a `*.md` with a `lattice-id` in its front matter)."""
+    def scan(self) -> tuple[list[Document], list[DocumentError]]:
+        """Every document under the root (a `*.md` with a `lattice-id` in its front matter),
+        and every document whose front matter cannot be read: one bad file hides no other."""
+        found, broken = [], []
         for full in self._markdown_files():
             try:
                 text = _read(full)
             except (OSError, UnicodeDecodeError):
                 continue
-            doc = parse(self.relative(full), text)
+            try:
+                doc = parse(self.relative(full), text)
+            except DocumentError as err:
+                broken.append(err)
+                continue
             if doc is not None and doc.lattice_id:
-                yield doc
+                found.append(doc)
+        return found, broken
+
+    def documents(self) -> Iterator[Document]:
+        """Every readable document under the root."""
+        yield from self.scan()[0]
 
     def taken_ids(self) -> set[str]:
         """Every document's ID; only files changed since the last call are parsed again."""
@@ -195,17 +296,24 @@ class Project:
             if known is None or known[0] != stamp:
                 try:
                     doc = parse(key, _read(full))
+                    lattice_id = doc.lattice_id if doc is not None else ""
                 except (OSError, UnicodeDecodeError):
-                    doc = None
-                known = (stamp, doc.lattice_id if doc is not None else "")
+                    lattice_id = ""
+                except DocumentError as err:
+                    lattice_id = err.lattice_id
+                known = (stamp, lattice_id)
             fresh[key] = known
         self._id_cache = fresh
         return {lattice_id for _, lattice_id in fresh.values() if lattice_id}
 
     def find(self, lattice_id: str) -> Document:
-        for doc in self.documents():
+        found, broken = self.scan()
+        for doc in found:
             if doc.lattice_id == lattice_id:
                 return doc
+        for err in broken:
+            if err.lattice_id == lattice_id:
+                raise err.as_tool_error()
         raise ToolError(
             "NOT_FOUND",
             f"No document has Lattice ID '{lattice_id}'",
@@ -218,7 +326,10 @@ class Project:
         rel = self.relative(path) if path.exists() else f"{shown.rstrip('/')}/{directory.name}.md"
         if path.is_file():
             self.inside(path, shown=rel)
-            doc = parse(rel, _read(path))
+            try:
+                doc = parse(rel, _read(path))
+            except DocumentError as err:
+                raise err.as_tool_error() from None
             if doc is not None and doc.lattice_id:
                 return doc
         raise ToolError(
@@ -275,6 +386,7 @@ __all__ = [
     "ID_ALPHABET",
     "ID_LENGTH",
     "MAX_DESCRIPTION",
+    "MAX_FRONT_MATTER",
     "MAX_NAME",
     "TASK_TYPES",
     "Document",

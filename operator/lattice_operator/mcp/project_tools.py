@@ -235,8 +235,9 @@ def list_documents(project: Project, clock: Clock, args: Mapping[str, Any]) -> d
         raise _invalid("status", "'open' or 'closed'")
     task_type = _task_type(args, required=False)
     label = _optional_string(args, "label")
+    documents, broken = project.scan()
     found = []
-    for doc in project.documents():
+    for doc in documents:
         summary = _summary(doc)
         if not doc.path.startswith(prefix):
             continue
@@ -249,7 +250,9 @@ def list_documents(project: Project, clock: Clock, args: Mapping[str, Any]) -> d
         if label is not None and label not in summary["labels"]:
             continue
         found.append(summary)
-    return {"documents": found, "count": len(found)}
+    # Skipped, not fatal: the agent sees which file and field to fix, and the rest.
+    invalid = [err.as_entry() for err in broken if err.path.startswith(prefix)]
+    return {"documents": found, "count": len(found), "invalid": invalid}
 
 
 def _task(project: Project, lattice_id: str) -> Document:

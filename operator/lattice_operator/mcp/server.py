@@ -7,11 +7,15 @@ suggestion}}` shape. The SDK does not validate arguments; each handler does, wit
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import io
 import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+import os
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TextIO, cast
 
 from lattice_operator.mcp.errors import ToolError
 
@@ -74,11 +78,82 @@ def build_server(
 
 
 async def serve_stdio(server: Any) -> None:
-    """Serve one client over stdin/stdout until stdin closes."""
+    """Serve one client over stdin/stdout until stdin closes; every line the SDK could not
+    read is answered with a JSON-RPC error here (mcp.wire)."""
     from mcp.server.stdio import stdio_server
 
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    with _claimed_stdin() as wire:
+        lines = _GuardedLines(wire)
+        # The SDK claims stdout itself (fd 1 points at stderr meanwhile); stdin is ours. It
+        # only iterates stdin, which _GuardedLines does like an anyio AsyncFile.
+        async with stdio_server(stdin=cast(Any, lines)) as (read_stream, write_stream):
+            lines.answer_to(write_stream)
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+@contextlib.contextmanager
+def _claimed_stdin() -> Iterator[TextIO]:
+    """The client's stdin on a private descriptor while fd 0 reads /dev/null (as the SDK
+    does when it reads stdin itself): a tool's child process cannot take the client's bytes."""
+    private = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
+    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        os.dup2(null, 0)
+    finally:
+        os.close(null)
+    try:
+        # closefd=False: a worker thread may still be blocked reading it after we return.
+        raw = os.fdopen(private, "rb", closefd=False)
+        yield io.TextIOWrapper(raw, encoding="utf-8", errors="replace")
+    finally:
+        os.dup2(private, 0)
+
+
+class _GuardedLines:
+    """The client's lines as the SDK reads them (`async for`), less the ones it could not
+    read: those are answered with their JSON-RPC error, in order, before the next line."""
+
+    def __init__(self, wire: TextIO) -> None:
+        import anyio
+
+        self._wire = wire
+        self._ready = anyio.Event()
+        self._write: Any = None
+
+    def answer_to(self, write_stream: Any) -> None:
+        self._write = write_stream
+        self._ready.set()
+
+    def __aiter__(self) -> _GuardedLines:
+        return self
+
+    async def __anext__(self) -> str:
+        import anyio
+        from mcp.shared.message import SessionMessage
+
+        from lattice_operator.mcp.wire import MAX_LINE, Refusal, refusal, too_long
+
+        while True:
+            line = await anyio.to_thread.run_sync(self._wire.readline, MAX_LINE + 1)
+            if not line:
+                raise StopAsyncIteration
+            refused: Refusal | None
+            if len(line) > MAX_LINE and not line.endswith("\n"):
+                while True:  # the rest of an over-long line is dropped, never held
+                    rest = await anyio.to_thread.run_sync(self._wire.readline, MAX_LINE)
+                    if not rest or rest.endswith("\n"):
+                        break
+                refused = too_long()
+            elif not line.strip():
+                continue
+            else:
+                refused = refusal(line)
+            if refused is None:
+                return line
+            log.warning("refused a message: %s", refused.message)
+            if refused.reply:
+                await self._ready.wait()
+                await self._write.send(SessionMessage(refused.as_message()))
 
 
 def package_version() -> str:

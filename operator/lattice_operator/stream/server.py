@@ -3,7 +3,8 @@
     GET /events[?namespace=NS]     Authorization: Bearer <a Kubernetes token>
                                    Last-Event-ID: <id> (or ?lastEventId=) to resume
 
-401 without a valid token, 403 when the caller may `get` none of Intents, Runs and Sprites
+401 without a valid token, 429 (Retry-After) when the client's address has sent too many
+tokens the API server had to review, 403 when the caller may `get` none of Intents, Runs and Sprites
 (in NS, or cluster-wide); then `text/event-stream`: `id:`, `event:` (the envelope's type) and
 `data:` (the envelope as JSON) per event, a comment line as keep-alive. Each event is sent
 only if the caller may `get` its object. A subscriber that stops reading is cut off.
@@ -20,7 +21,7 @@ from typing import Any
 from aiohttp import web
 
 from lattice_operator.clock import Clock
-from lattice_operator.stream.access import AccessCache, Identity
+from lattice_operator.stream.access import AccessCache, Identity, TooManyReviews
 from lattice_operator.stream.envelope import StreamEvent, Subject
 from lattice_operator.stream.hub import CUT_OFF, EventHub
 
@@ -98,7 +99,13 @@ async def _identity(request: web.Request) -> Identity:
             text="a Kubernetes bearer token is required (Authorization: Bearer ...)\n",
             headers={"WWW-Authenticate": 'Bearer realm="lattice"'},
         )
-    who = await request.app[ACCESS].authenticate(token.strip())
+    try:
+        who = await request.app[ACCESS].authenticate(token.strip(), request.remote or "")
+    except TooManyReviews as err:
+        raise web.HTTPTooManyRequests(
+            text=f"too many unknown tokens from {err.client}: retry in {err.retry_after} s\n",
+            headers={"Retry-After": str(err.retry_after)},
+        ) from None
     if who is None:
         raise web.HTTPUnauthorized(
             text="the token was not accepted by the API server\n",

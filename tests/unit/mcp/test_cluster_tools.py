@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.support.mcp_client import error_code, lattice_mcp
+from tests.support.mcp_client import call, error_code, lattice_mcp
 
 
 async def test_without_a_kubeconfig(tmp_path: Path) -> None:
@@ -52,3 +52,35 @@ async def test_an_unreachable_api_server(tmp_path: Path) -> None:
     assert code == "KUBE_UNREACHABLE"
     assert not_an_object == "INVALID_ARGUMENT"
     assert bad_kind == "INVALID_ARGUMENT"
+
+
+async def test_a_path_as_a_name_is_an_invalid_argument_naming_it(tmp_path: Path) -> None:
+    # Refused before any request: the API server here is a port nobody listens on.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    calls = [
+        ("lattice_cluster_get", {"kind": "runs", "name": "../../api/v1/secrets"}, "name"),
+        ("lattice_cluster_run_events", {"name": "r", "namespace": "../kube-system"}, "namespace"),
+        ("lattice_cluster_list", {"kind": "runs", "namespace": "a/b"}, "namespace"),
+        ("lattice_cluster_run_receipts", {"name": "R?dryRun=All"}, "name"),
+        ("lattice_cluster_propose_intent", {"spec": {}, "name": "../x"}, "name"),
+    ]
+    async with lattice_mcp("--cluster", env={"KUBECONFIG": str(kubeconfig)}) as session:
+        errors = [(await call(session, tool, **args))["error"] for tool, args, _ in calls]
+    for (_, _, parameter), error in zip(calls, errors, strict=True):
+        assert error["code"] == "INVALID_ARGUMENT", error
+        assert f"Parameter '{parameter}'" in error["message"], error

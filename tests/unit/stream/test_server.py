@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
-from lattice_operator.stream.access import AccessCache, Identity
+from lattice_operator.stream.access import AccessCache, Identity, ReviewLimits
 from lattice_operator.stream.envelope import StreamEvent, Subject
 from lattice_operator.stream.hub import EventHub
 from lattice_operator.stream.server import build_app
@@ -93,6 +93,34 @@ async def test_no_token_or_a_bad_one_is_401_and_no_rights_is_403(
         async with http.get(f"{url}/events?namespace=a", headers=headers) as r:
             assert r.status == 403
             assert "bob may not get" in await r.text()
+
+
+async def test_garbage_tokens_from_one_address_get_429_not_a_review_each() -> None:
+    class Counting(Reviews):
+        asked = 0
+
+        async def authenticate(self, token: str) -> Identity | None:
+            Counting.asked += 1
+            return await super().authenticate(token)
+
+    access = AccessCache(Counting(), FakeClock(), limits=ReviewLimits(per_minute=6, burst=2))
+    server = TestServer(build_app(EventHub(buffer=10, queue=10), access, FakeClock()))
+    await server.start_server(host="127.0.0.1")
+    statuses, answer = [], ""
+    try:
+        async with aiohttp.ClientSession() as http:
+            for n in range(5):
+                headers = {"Authorization": f"Bearer garbage-{n}"}
+                async with http.get(server.make_url("/events"), headers=headers) as r:
+                    statuses.append(r.status)
+                    if r.status == 429:
+                        answer, retry = await r.text(), r.headers.get("Retry-After")
+    finally:
+        await server.close()
+    assert statuses == [401, 401, 429, 429, 429]
+    assert Counting.asked == 2
+    assert "too many unknown tokens from 127.0.0.1" in answer
+    assert retry == "10"
 
 
 async def test_a_subscriber_sees_only_what_it_may_get_and_can_resume(
