@@ -110,7 +110,8 @@ FORGE_STEPS = Counter(
 WEBHOOK_DELIVERIES = Counter(
     "lattice_github_webhook_deliveries_total",
     "GitHub webhook deliveries, by event and outcome (created, exists, approved, refused, "
-    "resumed, ignored, unknown_event, bad_signature, too_large, ...).",
+    "resumed, ignored, duplicate (a repeat or a replay), unknown_event, bad_signature, "
+    "bad_payload, too_large, slow_body, busy, ...).",
     ["event", "outcome"],
     registry=REGISTRY,
 )

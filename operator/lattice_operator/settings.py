@@ -287,7 +287,15 @@ class ForgeSettings(_Settings):
     webhook_port: int = Field(default=0, ge=0, le=65535)
     """Port of the webhook server (POST /github/<namespace>/<name>); 0 disables it."""
     max_payload_bytes: int = Field(default=5 * 1024 * 1024, ge=1024, le=64 * 1024 * 1024)
-    """A larger delivery is refused with 413 before it is read."""
+    """A larger delivery is refused with 413 (at most this + 1 bytes of it read)."""
+    webhook_idle_timeout: float = Field(default=15.0, gt=0, le=3600)
+    """A connection to the webhook server that has not sent a whole request line and headers
+    this many seconds after it opened or after its previous answer (a half-sent request, an
+    idle keep-alive) is closed."""
+    webhook_body_timeout: float = Field(default=15.0, gt=0, le=600)
+    """Seconds a delivery's body may take once its headers are in: then 408."""
+    webhook_max_connections: int = Field(default=128, ge=1, le=10_000)
+    """Connections the webhook server holds at once; one more is answered 503 and closed."""
     max_bundle_bytes: int = Field(default=16 * 1024 * 1024, ge=1024, le=16 * 1024 * 1024)
     """A sprite's bundle larger than this is refused (the Sprites file API's limit too)."""
     max_commits: int = Field(default=200, ge=1, le=10_000)

@@ -25,6 +25,11 @@ import pytest
 
 from lattice_adapters.localcluster.controlplane import free_port
 from lattice_adapters.sprites import SpritesAdapter
+from lattice_operator.api.v1alpha1 import Intent
+from lattice_operator.api.v1alpha1.githubrepository import GitHubRepository
+from lattice_operator.forge.builders import plan_intent
+from lattice_operator.forge.webhooks import route
+from lattice_operator.reconcilers.approvals import RECORDS
 from tests.support.admission_cases import build
 from tests.support.agents import agent
 from tests.support.cluster import Cluster, wait_for
@@ -395,8 +400,9 @@ def test_loop_1_issue_to_triage_to_approved_plan(
     body = payloads.issue_comment(repo, issue, command, "octocat")
     approved = payloads.deliver(url, HOOK_SECRET, "issue_comment", body, "d-approve")
     assert approved.json()["outcome"] == "approved", approved.text
+    # The same signed comment under another delivery id: a repeat, answered, not relayed.
     again = payloads.deliver(url, HOOK_SECRET, "issue_comment", body, "d-approve-retry")
-    assert again.json()["outcome"] == "approved"
+    assert (again.status_code, again.json()["outcome"]) == (200, "duplicate")
     started = _intent(wired, plan, {"Succeeded", "Failed"})
     assert started["status"]["phase"] == "Succeeded", _show(started)
     [record] = started["status"]["approvals"]
@@ -468,6 +474,75 @@ def test_bad_deliveries_create_nothing(wired: dict[str, Any], github: GitHubDoub
         "lattice.dev", "v1alpha1", ns, "intents"
     )["items"]
     assert intents == []
+
+
+def test_a_replayed_approval_label_is_recorded_once(
+    wired: dict[str, Any], github: GitHubDouble
+) -> None:
+    """A captured, signed `issues.labeled` sent again under new X-GitHub-Delivery ids (a
+    header the signature does not cover) made an approval record each time, until the
+    record limit refused a real approver: now it is answered and nothing more is recorded."""
+    stack, repo, ns, base = wired["stack"], wired["repo"], wired["namespace"], wired["url"]
+    two = json.loads(json.dumps(POLICY))
+    two["spec"]["rules"][0]["approvers"] = 2  # the plan keeps waiting while it is replayed
+    stack.apply(ns, two)
+    stack.apply(
+        ns,
+        {
+            "apiVersion": "lattice.dev/v1alpha1",
+            "kind": "GitHubRepository",
+            "metadata": {"name": "labels"},
+            "spec": {
+                "repo": repo,
+                "webhookSecretRef": {"name": "hook", "key": "secret"},
+                "approval": {
+                    "label": "lattice-approved",
+                    "approvers": [{"github": "octocat", "user": "alice"}],
+                },
+            },
+        },
+    )
+    url = base.rsplit("/", 1)[0] + "/labels"
+    wait_for(
+        lambda: payloads.deliver(url, HOOK_SECRET, "ping", {"zen": "hi"}).status_code == 200,
+        timeout=30,
+        what="the operator to know the second GitHubRepository",
+    )
+    issue = github.open_issue(repo, "Replayed label", "x", "reporter")
+    triage = route(
+        "issues", "d", payloads.issues("opened", repo, issue, "reporter"), _labels(wired)
+    )
+    triage.manifest["metadata"]["uid"] = "00000000-0000-0000-0000-000000000001"
+    plan = plan_intent(Intent.model_validate(triage.manifest), "1. do it")
+    plan["metadata"].pop("ownerReferences")
+    stack.apply(ns, plan)
+    name = plan["metadata"]["name"]
+    _intent(wired, name, {"AwaitingApproval"})
+
+    labeled = payloads.issues("labeled", repo, issue, "octocat", label="lattice-approved")
+    first = payloads.deliver(url, HOOK_SECRET, "issues", labeled, "d-captured")
+    assert first.json()["outcome"] == "approved", first.text
+    for n in range(3):
+        replay = payloads.deliver(url, HOOK_SECRET, "issues", labeled, f"d-replay-{n}")
+        assert (replay.status_code, replay.json()["outcome"]) == (200, "duplicate"), replay.text
+    annotations = stack.get(ns, "intents", name)["metadata"]["annotations"]
+    records = json.loads(annotations[RECORDS])
+    assert [(r["user"], r["forgeUser"]) for r in records] == [("alice", "octocat")]
+    assert records[0]["forgeRef"].startswith(f"label:{repo}#{issue['number']}:lattice-approved:")
+    assert stack.get(ns, "intents", name)["status"]["phase"] == "AwaitingApproval"
+
+
+def _labels(wired: dict[str, Any]) -> GitHubRepository:
+    return GitHubRepository.model_validate(
+        {
+            "metadata": {"name": "labels", "namespace": wired["namespace"]},
+            "spec": {
+                "repo": wired["repo"],
+                "webhookSecretRef": {"name": "hook", "key": "secret"},
+                "agent": {"spriteRef": {"name": "box"}, "command": AGENT_COMMAND},
+            },
+        }
+    )
 
 
 def test_loop_5_a_failing_check_keeps_one_issue(

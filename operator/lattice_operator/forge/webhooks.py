@@ -20,13 +20,17 @@ review's id, so a review and its comments make one fixup. Comments by bots (the 
 own answers among them) are ignored.
 
 Intent names come from what they are about (repository, issue, review), so a redelivered
-event finds the Intent it made and makes nothing new.
+event finds the Intent it made and makes nothing new. Likewise an approval's place
+(`Outcome.ref`) comes from the signed payload (a comment's URL; a label's issue, name, actor
+and time), never from the unsigned X-GitHub-Delivery header: a captured event replayed under
+new delivery ids is the same decision, recorded once.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -38,6 +42,14 @@ from lattice_operator.forge.builders import (
     plan_name,
     triage_name,
 )
+from lattice_operator.forge.events import (
+    Comment,
+    Delivery,
+    Issue,
+    PullRequest,
+    Review,
+    parse_delivery,
+)
 
 SIGNATURE_HEADER = "X-Hub-Signature-256"
 HANDLED_EVENTS = frozenset(
@@ -48,7 +60,7 @@ REVIEW_STATES = frozenset({"commented", "changes_requested"})
 
 def verify_signature(secret: bytes, body: bytes, header: str | None) -> bool:
     """X-Hub-Signature-256 (`sha256=<hex HMAC of the body>`), compared in constant time."""
-    if not header or not header.startswith("sha256="):
+    if not header or not header.isascii() or not header.startswith("sha256="):
         return False
     expected = "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
     return hmac.compare_digest(expected.encode(), header.strip().encode())
@@ -80,30 +92,32 @@ class Outcome:
     """The issue or pull request (to answer a refused command on)."""
 
 
-def _login(payload: dict[str, Any]) -> tuple[str, bool]:
-    sender = payload.get("sender") or {}
-    login = str(sender.get("login") or "")
-    return login, sender.get("type") == "Bot" or login.endswith("[bot]")
-
-
 def route(
-    event: str, delivery: str, payload: dict[str, Any], repository: GitHubRepository
+    event: str,
+    delivery: str,
+    payload: Delivery | Mapping[str, Any],
+    repository: GitHubRepository,
 ) -> Outcome:
-    """What a verified delivery means for `repository` (whose namespace gets the Intents)."""
+    """What a verified delivery means for `repository` (whose namespace gets the Intents).
+
+    `delivery` (the X-GitHub-Delivery header, not signed) is only written on the Intents
+    made, for humans: nothing is keyed on it, or a replay under new ids would count anew.
+    A payload of the wrong shape raises `BadDelivery`.
+    """
+    payload = payload if isinstance(payload, Delivery) else parse_delivery(payload)
     spec = repository.spec
-    full_name = str((payload.get("repository") or {}).get("full_name") or "")
+    full_name = payload.repository.full_name if payload.repository else ""
     if event == "ping":
         return Outcome("ignore", "ping")
     if full_name.lower() != spec.repo.lower():
         return Outcome("ignore", "other_repository")
-    action = str(payload.get("action") or "")
-    login, bot = _login(payload)
+    action, login, bot = payload.action, payload.login, payload.by_bot
     if event == "issues":
-        issue = payload.get("issue") or {}
-        number = int(issue.get("number") or 0)
-        if "pull_request" in issue or not number:
+        issue = payload.issue or Issue()
+        number = issue.number
+        if issue.of_pull_request or not number:
             return Outcome("ignore", "not_an_issue")
-        label = str((payload.get("label") or {}).get("name") or "")
+        label = payload.label.name if payload.label else ""
         approval = spec.approval
         if action == "labeled" and approval.label and label == approval.label:
             return Outcome(
@@ -111,27 +125,27 @@ def route(
                 intent=plan_name(spec.repo, number),
                 decision="approve",
                 login=login,
-                ref=f"label:{delivery}",
+                ref=label_ref(spec.repo, number, label, login, issue.updated_at),
                 issue=number,
             )
         if spec.triage is None or action not in ("opened", "labeled"):
             return Outcome("ignore", f"issues.{action}")
         wanted = set(spec.triage.labels)
-        labels = {str(x.get("name")) for x in issue.get("labels") or [] if isinstance(x, dict)}
+        labels = {x.name for x in issue.labels}
         if wanted and not (wanted & (labels | {label})):
             return Outcome("ignore", "no_triage_label")
         if action == "labeled" and wanted and label not in wanted:
             return Outcome("ignore", "other_label")
         return Outcome("create", "triage", manifest=triage_intent(repository, issue, delivery))
     if event == "issue_comment":
-        issue = payload.get("issue") or {}
-        comment = payload.get("comment") or {}
-        number = int(issue.get("number") or 0)
+        issue = payload.issue or Issue()
+        comment = payload.comment or Comment()
+        number = issue.number
         if action != "created" or bot:
             return Outcome("ignore", "bot" if bot else f"issue_comment.{action}")
-        if "pull_request" in issue and issue.get("pull_request"):
+        if issue.pull_request:
             return Outcome("ignore", "pull_request_conversation")
-        body = str(comment.get("body") or "").strip()
+        body = (comment.body or "").strip()
         command = spec.approval.command.strip()
         reject = command.rsplit(" ", 1)[0] + " reject" if " " in command else "/reject"
         for word, decision in ((command, "approve"), (reject, "reject")):
@@ -141,7 +155,7 @@ def route(
                     intent=plan_name(spec.repo, number),
                     decision=decision,  # type: ignore[arg-type]
                     login=login,
-                    ref=str(comment.get("html_url") or f"comment:{comment.get('id')}"),
+                    ref=comment.html_url or f"comment:{comment.id}",
                     text=body[len(word) :].strip()[:1024],
                     issue=number,
                 )
@@ -151,29 +165,36 @@ def route(
             login=login,
             text=body[:60_000],
             issue=number,
-            ref=str(comment.get("id") or ""),
+            ref=str(comment.id or ""),
         )
     if event in ("pull_request_review", "pull_request_review_comment"):
         if not spec.fixups or bot:
             return Outcome("ignore", "bot" if bot else "fixups_off")
-        pull = payload.get("pull_request") or {}
+        pull = payload.pull_request or PullRequest()
         if event == "pull_request_review":
-            review = payload.get("review") or {}
-            if action != "submitted" or str(review.get("state") or "").lower() not in REVIEW_STATES:
-                return Outcome("ignore", f"review.{review.get('state') or action}")
-            review_id, text = int(review.get("id") or 0), str(review.get("body") or "")
+            review = payload.review or Review()
+            if action != "submitted" or review.state.lower() not in REVIEW_STATES:
+                return Outcome("ignore", f"review.{review.state or action}")
+            review_id, text = review.id, review.body or ""
         else:
-            comment = payload.get("comment") or {}
+            comment = payload.comment or Comment()
             if action != "created":
                 return Outcome("ignore", f"review_comment.{action}")
-            review_id = int(comment.get("pull_request_review_id") or 0)
-            text = f"{comment.get('path')}:{comment.get('line')}: {comment.get('body') or ''}"
-        number = int(pull.get("number") or 0)
-        if not number or not review_id:
+            review_id = comment.pull_request_review_id or 0
+            text = f"{comment.path}:{comment.line}: {comment.body or ''}"
+        if not pull.number or not review_id:
             return Outcome("ignore", "no_review")
         manifest = fixup_intent(repository, pull, review_id, text, login, delivery)
         return Outcome("create", "fixup", manifest=manifest)
     return Outcome("ignore", "unknown_event")
+
+
+def label_ref(repo: str, number: int, label: str, login: str, at: str | None) -> str:
+    """Where a label approval was given, from the signed payload: the issue, the label, who
+    put it and when (the issue's updated_at is the labelling's time). A replay of the same
+    event names the same place, so it is recorded once; a label removed and put back is a
+    new decision."""
+    return f"label:{repo}#{number}:{label}:{login}@{at or ''}"[:256]
 
 
 def _metadata(repository: GitHubRepository, name: str, delivery: str) -> dict[str, Any]:
@@ -190,27 +211,25 @@ def _run(repository: GitHubRepository) -> dict[str, Any]:
     return {"run": agent.to_wire()} if agent is not None else {}
 
 
-def triage_intent(
-    repository: GitHubRepository, issue: dict[str, Any], delivery: str
-) -> dict[str, Any]:
+def triage_intent(repository: GitHubRepository, issue: Issue, delivery: str) -> dict[str, Any]:
     spec = repository.spec
-    number = int(issue["number"])
-    author = str((issue.get("user") or {}).get("login") or "")
+    number = issue.number
+    author = issue.user.login if issue.user else ""
     return {
         "apiVersion": "lattice.dev/v1alpha1",
         "kind": "Intent",
         "metadata": _metadata(repository, triage_name(spec.repo, number), delivery),
         "spec": {
             "kind": "issue_triage",
-            "summary": f"Triage {spec.repo}#{number}: {issue.get('title') or ''}"[:1024],
+            "summary": f"Triage {spec.repo}#{number}: {issue.title or ''}"[:1024],
             "proposedBy": {"type": "webhook", "name": f"github:{author}"[:253]},
             "subject": {"type": "issue", "ref": f"{spec.repo}#{number}"},
             "params": {
                 "issueTriage": {
                     "repo": spec.repo,
                     "issueNumber": number,
-                    "title": str(issue.get("title") or "")[:1024],
-                    "body": str(issue.get("body") or "")[:65536],
+                    "title": (issue.title or "")[:1024],
+                    "body": (issue.body or "")[:65536],
                     "baseBranch": spec.base_branch,
                     **_run(repository),
                 }
@@ -224,14 +243,14 @@ def triage_intent(
 
 def fixup_intent(
     repository: GitHubRepository,
-    pull: dict[str, Any],
+    pull: PullRequest,
     review_id: int,
     feedback: str,
     login: str,
     delivery: str,
 ) -> dict[str, Any]:
     spec = repository.spec
-    number = int(pull["number"])
+    number = pull.number
     return {
         "apiVersion": "lattice.dev/v1alpha1",
         "kind": "Intent",
@@ -262,6 +281,7 @@ __all__ = [
     "SIGNATURE_HEADER",
     "Outcome",
     "fixup_intent",
+    "label_ref",
     "route",
     "sign",
     "triage_intent",

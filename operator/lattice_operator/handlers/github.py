@@ -23,7 +23,7 @@ from lattice_operator.api.v1alpha1.resources import GITHUB_REPOSITORIES, HEALTH_
 from lattice_operator.forge.incidents import incident_step
 from lattice_operator.handlers._context import OperatorContext, context_of
 from lattice_operator.handlers._parsed import model_of
-from lattice_operator.handlers.github_webhooks import WebhookReceiver
+from lattice_operator.handlers.github_webhooks import WebhookReceiver, serve
 from lattice_operator.metrics import FORGE_STEPS
 from lattice_operator.ports import ForgeAccess
 from lattice_operator.ports.errors import AdapterError, CredentialsMissing
@@ -118,10 +118,9 @@ async def start_github(memo: kopf.Memo, **kwargs: Any) -> None:
         repositories=repository,
         forge=lambda: ctx.forge.forge if ctx.forge else None,
         max_bytes=settings.max_payload_bytes,
+        body_timeout=settings.webhook_body_timeout,
     )
-    wiring.runner = web.AppRunner(receiver.app(), access_log=None, shutdown_timeout=1.0)
-    await wiring.runner.setup()
-    await web.TCPSite(wiring.runner, settings.webhook_host, settings.webhook_port).start()
+    wiring.runner = await serve(receiver, settings)
     log.info(
         "GitHub webhooks on http://%s:%d/github/<namespace>/<name>",
         settings.webhook_host,

@@ -1,32 +1,41 @@
 """The GitHub webhook receiver: POST /github/<namespace>/<name>, one URL per
 GitHubRepository, so the secret is known before the body is looked at.
 
-In order: the size (over the limit: 413, the body never read whole), the repository (404),
-its secret (503 while unreadable), X-Hub-Signature-256 in constant time (401, nothing done),
-the event (not one we map: 202, counted), then what the delivery means (`forge.webhooks`)
-carried out: an Intent created (a redelivery finds the one it made: its name is derived
-from what it is about), a decision relayed to the admission webhook under the mapped
-Kubernetes identity (recorded once per comment), or a waiting triage resumed with the
-answer (once per comment). A refused command is answered on the issue, once.
+In order: the size (a Content-Length over the limit: 413 at once; otherwise the whole body is
+read, at most limit + 1 bytes, within `body_timeout`: 413, 408), the repository (404), its
+secret (503 while unreadable), X-Hub-Signature-256 in constant time (400 when not ASCII, 401
+when it does not match: nothing done), the event (not one we map: 202, counted), the payload
+(`forge.events`: a part of the wrong type is a 400 naming it), then what the delivery means
+(`forge.webhooks`) carried out: an Intent created (a redelivery finds the one it made: its
+name is derived from what it is about), a decision relayed to the admission webhook under the
+mapped Kubernetes identity (recorded once per place, `Outcome.ref`, taken from the signed
+payload), or a waiting triage resumed with the answer (once per comment). A refused command
+is answered on the issue, once. Nothing is keyed on X-GitHub-Delivery: the signature does not
+cover it. The server (`serve`) bounds connections, the time to send a request's head and the
+time a connection may sit idle.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import hashlib
 import json
 import logging
+import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from aiohttp import web
+from aiohttp import StreamReader, web
 
 from lattice_adapters.kube import KubeApiError, KubeClient, resource_path
 from lattice_operator.api.v1alpha1.githubrepository import GitHubIdentity, GitHubRepository
 from lattice_operator.api.v1alpha1.resources import INTENTS
 from lattice_operator.clock import Clock
+from lattice_operator.forge.events import BadDelivery, parse_delivery
 from lattice_operator.forge.webhooks import (
     HANDLED_EVENTS,
     SIGNATURE_HEADER,
@@ -38,14 +47,20 @@ from lattice_operator.handlers._writes import create_or_exists
 from lattice_operator.metrics import WEBHOOK_DELIVERIES, WEBHOOK_SECONDS
 from lattice_operator.ports.errors import AdapterError
 from lattice_operator.ports.forge import Forge
-from lattice_operator.reconcilers.approvals import REQUEST
+from lattice_operator.reconcilers.approvals import REQUEST, parse_records
+from lattice_operator.settings import ForgeSettings
 
 log = logging.getLogger(__name__)
 
 RECENT_DELIVERIES = 10_000
-"""Delivery ids remembered in memory: the fast path. The durable record is in the cluster
-(the Intents' names, the approval records, the resume inputs), which survives restarts."""
+"""Deliveries remembered in memory (by the digest of their signed body): the fast path. The
+durable record is in the cluster (the Intents' names, the approval records, the resume
+inputs), which survives restarts."""
 SECRET_TTL = 60.0
+LINGER = 2.0
+"""Seconds the rest of a refused body is read and dropped (so the client sees the answer)
+before the connection is closed."""
+_DELIVERY_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 
 @dataclass(frozen=True)
@@ -90,12 +105,14 @@ class WebhookReceiver:
         repositories: Callable[[str, str], GitHubRepository | None],
         forge: Callable[[], Forge | None],
         max_bytes: int,
+        body_timeout: float = 15.0,
     ) -> None:
         self._kube = kube
         self._clock = clock
         self._repositories = repositories
         self._forge = forge
         self._max = max_bytes
+        self._body_timeout = body_timeout
         self._secrets = SecretCache(kube, clock)
         self._recent: OrderedDict[str, str] = OrderedDict()
 
@@ -120,11 +137,21 @@ class WebhookReceiver:
         )
 
     async def _handle(self, request: web.Request, event: str) -> Answer:
+        too_large = Answer(413, "too_large", f"over {self._max} bytes")
         if request.content_length is not None and request.content_length > self._max:
-            return Answer(413, "too_large", f"over {self._max} bytes")
-        body = await request.content.read(self._max + 1)
-        if len(body) > self._max:
-            return Answer(413, "too_large", f"over {self._max} bytes")
+            return too_large
+        try:
+            async with asyncio.timeout(self._body_timeout):
+                body = await _read_body(request.content, self._max)
+        except TimeoutError:
+            return Answer(408, "slow_body", f"the body took over {self._body_timeout:g} s")
+        except web.RequestPayloadError as exc:
+            return Answer(400, "bad_body", f"the body: {exc}"[:300])
+        if body is None:
+            return too_large
+        signature = request.headers.get(SIGNATURE_HEADER)
+        if signature is not None and not signature.isascii():
+            return Answer(400, "bad_header", f"{SIGNATURE_HEADER}: not ASCII")
         namespace, name = request.match_info["namespace"], request.match_info["name"]
         repository = self._repositories(namespace, name)
         if repository is None:
@@ -133,23 +160,28 @@ class WebhookReceiver:
         secret = await self._secrets.get(namespace, ref.name, ref.key)
         if secret is None:
             return Answer(503, "no_secret", f"Secret {ref.name} key {ref.key} is not readable")
-        if not verify_signature(secret, body, request.headers.get(SIGNATURE_HEADER)):
+        if not verify_signature(secret, body, signature):
             return Answer(401, "bad_signature", "X-Hub-Signature-256 does not match")
         if event not in HANDLED_EVENTS:
-            return Answer(202, "unknown_event", f"{event or 'no event'} is not mapped")
-        delivery = request.headers.get("X-GitHub-Delivery", "")[:128]
-        if delivery and delivery in self._recent:
-            return Answer(200, "duplicate", self._recent[delivery])
+            return Answer(202, "unknown_event", f"{event[:64] or 'no event'} is not mapped")
+        # The signed bytes, not X-GitHub-Delivery (anyone may set it): a replay under a new
+        # id is still a repeat, and a forged id cannot pass a new delivery off as one.
+        key = hashlib.sha256(f"{namespace}/{name}\n".encode() + body).hexdigest()
+        if key in self._recent:
+            return Answer(200, "duplicate", self._recent[key])
+        delivery = request.headers.get("X-GitHub-Delivery", "")
+        delivery = delivery if _DELIVERY_ID.fullmatch(delivery) else ""
         try:
-            payload = json.loads(body)
-        except ValueError:
-            return Answer(400, "bad_json", "the body is not JSON")
-        if not isinstance(payload, dict):
-            return Answer(400, "bad_json", "the body is not a JSON object")
-        outcome = route(event, delivery, payload, repository)
-        answer = await self._carry_out(repository, outcome)
-        if delivery and answer.status < 500:
-            self._recent[delivery] = answer.outcome
+            outcome = route(event, delivery, parse_delivery(body), repository)
+        except BadDelivery as exc:
+            return Answer(400, "bad_payload", str(exc))
+        try:
+            answer = await self._carry_out(repository, outcome)
+        except KubeApiError as exc:
+            log.warning("webhook %s/%s: the API server: %s", namespace, name, exc)
+            return Answer(503, "kube_error", f"the API server: {exc.reason}"[:300])
+        if answer.status < 500:
+            self._recent[key] = answer.outcome
             while len(self._recent) > RECENT_DELIVERIES:
                 self._recent.popitem(last=False)
         return answer
@@ -191,11 +223,15 @@ class WebhookReceiver:
                 "spec.approval.approvers).",
             )
             return Answer(200, "refused", f"{outcome.login} is not mapped")
-        if await self._intent(namespace, outcome.intent) is None:
+        intent = await self._intent(namespace, outcome.intent)
+        if intent is None:
             await self._reply(
                 repository, outcome, f"@{outcome.login}: there is no plan awaiting approval here."
             )
             return Answer(200, "ignored", f"no Intent {outcome.intent}")
+        records = parse_records((intent.get("metadata") or {}).get("annotations"))
+        if any(r.forge_ref == outcome.ref for r in records):
+            return Answer(200, "duplicate", outcome.intent)  # a replay: recorded already
         request = {
             "decision": outcome.decision,
             "reason": f"on GitHub by @{outcome.login}"
@@ -251,6 +287,79 @@ class WebhookReceiver:
             log.warning("could not answer on %s#%s: %s", repository.spec.repo, outcome.issue, exc)
 
 
+async def _read_body(content: StreamReader, limit: int) -> bytes | None:
+    """The whole body, however it is split across writes; None once it is over `limit`
+    (never more than limit + 1 bytes read)."""
+    parts: list[bytes] = []
+    size = 0
+    while chunk := await content.read(limit + 1 - size):
+        parts.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            return None
+    return b"".join(parts)
+
+
+class _Busy(asyncio.Protocol):
+    """A connection over the bound: answered 503 and closed, nothing read."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.WriteTransport)
+        WEBHOOK_DELIVERIES.labels(event="other", outcome="busy").inc()
+        transport.write(
+            b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+        transport.close()
+
+
+class BoundedSite(web.BaseSite):
+    """A TCP site serving at most `limit` connections at once (aiohttp has no such bound):
+    one more is answered 503 and closed."""
+
+    def __init__(self, runner: web.AppRunner, host: str, port: int, limit: int) -> None:
+        super().__init__(runner)
+        self._app_runner = runner
+        self._host = host
+        self._port = port
+        self._limit = limit
+
+    @property
+    def name(self) -> str:
+        return f"http://{self._host}:{self._port}"
+
+    async def start(self) -> None:
+        await super().start()
+        server = self._app_runner.server
+        assert server is not None
+
+        def protocol() -> asyncio.BaseProtocol:
+            if len(server.connections) >= self._limit:
+                return _Busy()
+            return server()
+
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(protocol, self._host, self._port)
+
+
+async def serve(receiver: WebhookReceiver, settings: ForgeSettings) -> web.AppRunner:
+    """The receiver on `settings.webhook_host:webhook_port`, with its limits: aiohttp's
+    keep-alive timer (armed when a connection opens and after each answer, and firing only
+    while no request head is complete) is both the header-read and the idle timeout."""
+    runner = web.AppRunner(
+        receiver.app(),
+        access_log=None,
+        shutdown_timeout=1.0,
+        keepalive_timeout=settings.webhook_idle_timeout,
+        lingering_time=LINGER,
+    )
+    await runner.setup()
+    site = BoundedSite(
+        runner, settings.webhook_host, settings.webhook_port, settings.webhook_max_connections
+    )
+    await site.start()
+    return runner
+
+
 def _mapped(repository: GitHubRepository, login: str) -> GitHubIdentity | None:
     for identity in repository.spec.approval.approvers:
         if identity.github.lower() == login.lower():
@@ -258,4 +367,4 @@ def _mapped(repository: GitHubRepository, login: str) -> GitHubIdentity | None:
     return None
 
 
-__all__ = ["SecretCache", "WebhookReceiver"]
+__all__ = ["BoundedSite", "SecretCache", "WebhookReceiver", "serve"]

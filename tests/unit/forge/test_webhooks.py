@@ -11,6 +11,7 @@ import pytest
 from lattice_operator.api.v1alpha1 import Intent
 from lattice_operator.api.v1alpha1.githubrepository import GitHubRepository
 from lattice_operator.forge.builders import fixup_name, plan_name, triage_name
+from lattice_operator.forge.events import BadDelivery, parse_delivery
 from lattice_operator.forge.webhooks import route, sign, verify_signature
 from tests.support.github.fixtures import webhook_example
 
@@ -71,7 +72,60 @@ def test_the_approval_label_approves_the_issues_plan() -> None:
     assert outcome.decision == "approve"
     assert outcome.intent == plan_name(REPO, payload["issue"]["number"])
     assert outcome.login == payload["sender"]["login"]
-    assert outcome.ref == "label:d-9"
+    issue = payload["issue"]
+    assert outcome.ref == (
+        f"label:{REPO}#{issue['number']}:bug:{payload['sender']['login']}@{issue['updated_at']}"
+    )
+
+
+def test_a_label_approval_is_keyed_on_the_signed_event_not_the_delivery_id() -> None:
+    # X-GitHub-Delivery is not signed: a captured event replayed under new ids is the same
+    # decision (before, each id made a place of its own, `label:<id>`, and a record).
+    payload = webhook_example("issues", "labeled")
+    wired = repository(approval={"label": "bug"})
+    refs = {route("issues", f"d-{n}", payload, wired).ref for n in range(3)}
+    assert len(refs) == 1
+    # The label taken off and put back later is a new decision.
+    payload["issue"]["updated_at"] = "2030-01-01T00:00:00Z"
+    assert route("issues", "d-0", payload, wired).ref not in refs
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"repository": "octo/app"}, "repository"),
+        ({"issue": ["not", "an", "object"]}, "issue"),
+        ({"sender": 7}, "sender"),
+        ({"issue": {"number": "abc"}}, "issue.number"),
+        ({"issue": {"number": float("inf")}}, "issue.number"),
+        ({"issue": {"number": -1}}, "issue.number"),
+        ({"issue": {"labels": [{"name": 3}]}}, "issue.labels.0.name"),
+        ({"label": {"name": None}}, "label.name"),
+    ],
+)
+def test_a_wrongly_typed_part_is_refused_naming_the_field(
+    change: dict[str, Any], field: str
+) -> None:
+    payload = {**webhook_example("issues", "labeled"), **change}
+    with pytest.raises(BadDelivery) as refused:
+        route("issues", "d", payload, repository(approval={"label": "bug"}))
+    assert refused.value.field == field
+    assert str(refused.value).startswith(f"{field}: ")
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (b'{"issue": {"number": 1e400}}', "issue.number"),
+        (b'{"x": ' + b"[" * 5000 + b"]" * 5000 + b"}", "the body"),
+        (b"[1, 2]", "the body"),
+        (b"\xff\xfe", "the body"),
+    ],
+)
+def test_bodies_that_are_not_a_delivery_are_refused_naming_where(body: bytes, field: str) -> None:
+    with pytest.raises(BadDelivery) as refused:
+        parse_delivery(body)
+    assert refused.value.field == field
 
 
 @pytest.mark.parametrize(
@@ -161,6 +215,7 @@ def test_signatures_are_checked() -> None:
     assert not verify_signature(b"s3cret", body + b" ", header)
     assert not verify_signature(b"s3cret", body, None)
     assert not verify_signature(b"s3cret", body, header.replace("sha256=", "sha1="))
+    assert not verify_signature(b"s3cret", body, header + "\udcff")  # a non-ASCII byte
 
 
 def test_the_plan_out_of_a_triage_targets_the_repositorys_base_branch() -> None:
