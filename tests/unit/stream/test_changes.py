@@ -10,14 +10,16 @@ from lattice_operator.stream.changes import ChangeFeed
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def run(phase: str, lines: list[str], count: int = 0, violations: int = 0) -> dict[str, Any]:
+def run(
+    phase: str,
+    lines: list[str],
+    count: int = 0,
+    violations: int = 0,
+    api_version: str = "lattice.dev/v1alpha1",
+) -> dict[str, Any]:
+    owner = {"apiVersion": api_version, "kind": "Intent", "uid": "intent-uid", "controller": True}
     return {
-        "metadata": {
-            "name": "r1",
-            "namespace": "ns",
-            "uid": "run-uid",
-            "ownerReferences": [{"kind": "Intent", "uid": "intent-uid", "controller": True}],
-        },
+        "metadata": {"name": "r1", "namespace": "ns", "uid": "run-uid", "ownerReferences": [owner]},
         "spec": {"spriteRef": {"name": "s1"}},
         "status": {
             "phase": phase,
@@ -25,6 +27,14 @@ def run(phase: str, lines: list[str], count: int = 0, violations: int = 0) -> di
             "events": {"eventCount": count, "violationCount": violations},
         },
     }
+
+
+def test_a_controller_of_kind_intent_in_another_group_links_the_run_to_no_intent() -> None:
+    # It may carry a real Intent's uid: the Run's output must not show under that Intent.
+    [event] = ChangeFeed().observe(
+        "runs", "ADDED", run("Running", ["a"], 1, api_version="x.io/v1"), NOW
+    )
+    assert event.intent_id is None
 
 
 def test_a_runs_new_lines_are_sent_once_with_its_phase() -> None:
