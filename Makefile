@@ -9,6 +9,8 @@ LATTICE := $(VENV)/bin/lattice
 # The venv is rebuilt only when the dependency pins change.
 VENV_STAMP := $(VENV)/.stamp-$(shell cat pyproject.toml requirements.lock 2>/dev/null | sha256sum | cut -c1-12)
 PYTEST_ARGS ?=
+# Long set-up steps say what they do, how far along they are and how long each took.
+PROGRESS := $(PYTHON) hack/progress.py
 
 .PHONY: help venv tools sprite-rootfs browser prometheus github-fixtures node-tools image chart dashboards test unit lint typecheck crds crds-check cluster-up cluster-down node-up node-down dev bench soak node-test clean
 
@@ -23,10 +25,10 @@ $(VENV_STAMP): pyproject.toml requirements.lock
 venv: $(VENV_STAMP) ## Create/refresh the virtualenv from the pinned lock file
 
 tools: ## Build the pinned Kubernetes binaries (cached outside the clone; once per machine)
-	@bash hack/build-tools.sh >/dev/null
+	@$(PROGRESS) tools --steps 6 -- bash hack/build-tools.sh >/dev/null
 
 sprite-rootfs: ## Build the sprites' Debian root filesystem for the local Sprites server (cached; once per machine)
-	@bash hack/build-sprite-rootfs.sh >/dev/null
+	@$(PROGRESS) sprite-rootfs -- bash hack/build-sprite-rootfs.sh >/dev/null
 
 browser: ## Install the pinned headless Chromium the live page's test drives (Debian package)
 	@bash -c 'source hack/browser.env && bash hack/apt-pinned.sh $$BROWSER_PACKAGES' >/dev/null
@@ -35,13 +37,13 @@ prometheus: ## Install the pinned Prometheus and promtool the monitoring tests r
 	@bash -c 'source hack/prometheus.env && bash hack/apt-pinned.sh $$PROMETHEUS_PACKAGES' >/dev/null
 
 node-tools: ## Build the node's binaries: kubelet, kube-scheduler, kube-proxy (cached like tools)
-	@bash hack/build-node-tools.sh >/dev/null
+	@$(PROGRESS) node-tools --steps 4 -- bash hack/build-node-tools.sh >/dev/null
 
 github-fixtures: ## GitHub's OpenAPI description and webhook examples for the local GitHub (npm, pinned; cached)
-	@bash hack/github-fixtures.sh >/dev/null
+	@$(PROGRESS) github-fixtures -- bash hack/github-fixtures.sh >/dev/null
 
 image: ## Build the operator image as an OCI archive, daemonless (cached; path on the last line)
-	@bash hack/build-image.sh
+	@$(PROGRESS) image -- bash hack/build-image.sh
 
 chart: venv tools ## Static checks of charts/lattice-operator: helm lint --strict, template matrix, strict server dry run
 	$(PY) -m pytest tests/chart $(PYTEST_ARGS)
