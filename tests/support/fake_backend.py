@@ -317,12 +317,14 @@ class FakeBackend:
 
     # -- files -------------------------------------------------------------------------
 
-    async def read_file(self, name: str, path: str, *, offset: int = 0) -> bytes:
-        self._enter("read_file", name, path)
+    async def read_file(
+        self, name: str, path: str, *, offset: int = 0, limit: int | None = None
+    ) -> bytes:
+        self._enter("read_file", name, path, offset=offset, limit=limit)
         data = self.files.get((name, path))
         if data is None:
             raise NotFound(f"{path}: no such file")
-        return data[offset:]
+        return data[offset:] if limit is None else data[offset : offset + limit]
 
     async def write_file(
         self, name: str, path: str, data: bytes, *, mode: int = 0o644, atomic: bool = True
@@ -339,10 +341,20 @@ class FakeBackend:
 
     async def stat(self, name: str, path: str) -> FileStat:
         self._enter("stat", name, path)
+        return self._stat(name, path)
+
+    async def lstat(self, name: str, path: str) -> FileStat:
+        self._enter("lstat", name, path)
+        return self._stat(name, path)  # no symlinks here
+
+    def _stat(self, name: str, path: str) -> FileStat:
+        leaf = path.rsplit("/", 1)[-1]
         data = self.files.get((name, path))
-        if data is None:
-            raise NotFound(f"{path}: no such file")
-        return FileStat(path=path, name=path.rsplit("/", 1)[-1], size=len(data))
+        if data is not None:
+            return FileStat(path=path, name=leaf, size=len(data))
+        if any(s == name and p.startswith(path + "/") for s, p in self.files):
+            return FileStat(path=path, name=leaf, size=0, is_dir=True)
+        raise NotFound(f"{path}: no such file")
 
     async def delete_file(self, name: str, path: str) -> None:
         self._enter("delete_file", name, path)

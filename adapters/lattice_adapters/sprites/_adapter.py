@@ -10,9 +10,11 @@ Gaps in sprites-py 0.7.2 filled here at the HTTP/WebSocket level:
   session id before the end, scrollback mixed into stdout in the SDK);
 - kill: the async SDK has none, and the sync one sends `signal`/`timeout` in a JSON body the
   server ignores; we send them as query parameters and parse the NDJSON progress;
-- read from an offset: the SDK reads whole files; we send `Range: bytes=N-` (206 expected;
-  a 200 is sliced client-side, which costs the whole transfer; 416 means nothing new);
+- read from an offset or at most a limit: the SDK reads whole files; we send `Range: bytes=N-`
+  or `bytes=N-M` (206 expected; a 200 is sliced client-side, read no further than the limit;
+  416 means nothing new);
 - stat: the SDK takes the first entry of a listing, which is a child for a directory;
+  lstat (none in the SDK) finds the path's entry in its directory's listing;
 - checkpoint and service streams: the SDK returns the NDJSON lines and swallows an
   `{"type":"error"}` line inside a 200; we raise `OperationFailed`, and we read the new
   checkpoint's id out of the `complete` line (listing as a fallback);
@@ -52,6 +54,7 @@ from lattice_operator.clock import Clock, SystemClock
 from lattice_operator.ports.errors import (
     AdapterError,
     InvalidRequest,
+    NotFound,
     OperationFailed,
     ProtocolError,
 )
@@ -356,25 +359,40 @@ class SpritesAdapter:
         return await self._call(what, op, idempotent=True)
 
     # -- files ----------------------------------------------------------------------------
-    async def read_file(self, name: str, path: str, *, offset: int = 0) -> bytes:
+    async def read_file(
+        self, name: str, path: str, *, offset: int = 0, limit: int | None = None
+    ) -> bytes:
         if offset < 0:
             raise InvalidRequest("offset must not be negative")
+        if limit is not None and limit < 0:
+            raise InvalidRequest("limit must not be negative")
+        if limit == 0:
+            return b""
 
         async def op() -> bytes:
             headers = self._auth()
-            if offset:
+            if limit is not None:
+                headers["Range"] = f"bytes={offset}-{offset + limit - 1}"
+            elif offset:
                 headers["Range"] = f"bytes={offset}-"
-            response = await self._http.get(
+            async with self._http.stream(
+                "GET",
                 self._url(self._sprite_path(name, "fs", "read")),
                 params={"path": path, "workingDir": "/"},
                 headers=headers,
-            )
-            if response.status_code == 416:
-                return b""
-            if response.status_code == 206:
-                return response.content
-            # The server ignored the Range: slice here (the whole file was transferred).
-            return response.content[offset:]
+            ) as response:
+                if response.status_code == 416:
+                    return b""
+                # A server that ignored the Range sends the whole file: skip to the offset
+                # here and stop reading at the limit (the rest is never received).
+                skip = 0 if response.status_code == 206 else offset
+                end = None if limit is None else skip + limit
+                data = bytearray()
+                async for chunk in response.aiter_bytes():
+                    data += chunk
+                    if end is not None and len(data) >= end:
+                        break
+                return bytes(data[skip:end])
 
         return await self._call(f"read {path!r} in {name!r}", op, idempotent=True)
 
@@ -443,6 +461,27 @@ class SpritesAdapter:
             )
 
         return await self._call(f"stat {path!r} in {name!r}", op, idempotent=True)
+
+    async def lstat(self, name: str, path: str) -> FileStat:
+        # The API has no lstat: a directory's listing describes its links as links.
+        parent, _, leaf = path.rstrip("/").rpartition("/")
+        if not leaf:
+            return await self.stat(name, path)
+        wanted = f"{parent}/{leaf}"
+
+        async def op() -> FileStat:
+            response = await self._http.get(
+                self._url(self._sprite_path(name, "fs", "list")),
+                params={"path": parent or "/", "workingDir": "/"},
+                headers=self._auth(),
+            )
+            for entry in response.json().get("entries") or []:
+                # By path: a file's listing is the file itself, whose name may be `leaf`.
+                if str(entry.get("path", "")).rstrip("/") == wanted:
+                    return _file_stat(entry)
+            raise NotFound(f"{path} not found")
+
+        return await self._call(f"lstat {path!r} in {name!r}", op, idempotent=True)
 
     # -- checkpoints ----------------------------------------------------------------------
     async def create_checkpoint(self, name: str, comment: str = "") -> CheckpointInfo:
@@ -637,6 +676,7 @@ def _file_stat(entry: Mapping[str, Any]) -> FileStat:
         size=int(entry.get("size") or 0),
         mode=str(entry.get("mode") or "0644"),
         is_dir=bool(entry.get("isDir", False)),
+        is_symlink=entry.get("type") == "symlink",
         mod_time=mod_time,
     )
 

@@ -3,9 +3,14 @@
 Ops run in order; the first that fails ends the request (`fail`, the rest `skipped`). Paths
 are relative to /workspace and checked before anything runs: a request that would read or
 write outside the workspace, or write outside its writable roots, is a `validation_error`
-and nothing is done. `no_network` swaps the sprite's network policy for deny-all while the
-request runs and puts the previous one back. Large contents and outputs stay in the sprite
+and nothing is done. A write through a symlink in the sprite is refused when the op runs
+(`tree`). `no_network` swaps the sprite's network policy for deny-all while the request
+runs and puts the previous one back. Large contents and outputs stay in the sprite
 (`/workspace/.lattice/fileops/<id>/`); the response keeps their end, size and digest.
+
+Bounded: files read at most `tree.FILE_BYTES`, command output kept at most `OUTPUT_LIMIT`
+a stream, hunk placing at most `patch.MATCH_WORK`, line diffs at most `DIFF_WORK`; placing
+hunks and diffing run in a worker thread, so the event loop keeps serving meanwhile.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import contextlib
 import difflib
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -37,13 +43,18 @@ from lattice_operator.fileops.response import (
     Proof,
     Split,
 )
-from lattice_operator.ports.errors import AdapterError, NotFound
+from lattice_operator.fileops.tree import SpriteTree
+from lattice_operator.ports.errors import AdapterError
 from lattice_operator.ports.sprites import SpriteBackend
 
 INLINE_BYTES = 8 * 1024
 """Content or output kept in the response per item; beyond it, a reference."""
-OUTPUT_LIMIT = 64 * 1024 * 1024
-"""Output read from a command at most (the rest is counted, not kept)."""
+OUTPUT_LIMIT = 8 * 1024 * 1024
+"""Output kept from a command, per stream, at most (the rest is counted, not kept); under the
+file API's 16 MiB write limit, so that it can be kept in the sprite."""
+DIFF_WORK = 4_000_000
+"""Changed lines before x after a diff summary compares line by line (difflib, quadratic at
+worst); beyond it the lines added and removed are counted as a multiset difference."""
 DEFAULT_RUN_TIMEOUT_MS = 600_000
 DENY_ALL = [NetworkRule.model_validate({"domain": "*", "action": "deny"})]
 STATE_FILES = ("state.json", "todo.md", "plan_log.md")
@@ -55,6 +66,8 @@ class _Run:
 
     request: FileOpsRequest
     now: datetime
+    tree: SpriteTree
+    """The workspace as the current op sees it (renewed for each op)."""
     ops: list[OpResult] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)
     before: dict[str, str | None] = field(default_factory=dict)
@@ -108,7 +121,7 @@ async def execute(
     errors = check(request)
     if errors:
         return FileOpsResponse(id=request.id, status="validation_error", errors=errors)
-    run = _Run(request, now)
+    run = _Run(request, now, SpriteTree(backend, sprite))
     previous: list[NetworkRule] | None = None
     if request.constraints.no_network:
         previous = await backend.get_network_policy(sprite)
@@ -118,7 +131,8 @@ async def execute(
     finally:
         if previous is not None:
             await backend.set_network_policy(sprite, previous)
-    response = _respond(run, outcome)
+    diffs = await asyncio.to_thread(_diffs, run) if request.report.diff_summary else []
+    response = _respond(run, outcome, diffs)
     await _keep(backend, sprite, request.id, response)
     return response
 
@@ -126,6 +140,7 @@ async def execute(
 async def _ops(backend: SpriteBackend, sprite: str, run: _Run) -> Fail | Split | Ask | None:
     request = run.request
     for index, op in enumerate(request.ops):
+        run.tree = SpriteTree(backend, sprite)
         try:
             stop = await _op(backend, sprite, run, index, op)
         except FileOpsError as exc:
@@ -149,10 +164,10 @@ async def _op(
     roots = run.request.constraints.writable_roots
     if op.op == "read_file":
         rel = normalise(op.path or "")
-        content = await _read(backend, sprite, rel)
+        content = await run.tree.read(rel)
         if content is None:
             raise FileOpsError(f"read_file: {rel} does not exist", "check the path")
-        run.files[rel] = await _inline(backend, sprite, run, f"op{index}.read", content)
+        run.files[rel] = await _inline(run, f"op{index}.read", content)
         _ok(run, index, f"read {rel} ({len(content.encode())} bytes)")
     elif op.op in ("write_file", "write_json"):
         rel = normalise(op.path or "")
@@ -166,10 +181,12 @@ async def _op(
     elif op.op == "apply_patch":
         changes = patches.parse(op.patch or "")
         planned: list[tuple[str, str | None]] = []
+        work = patches.Work()
         for change in changes:
             rel = normalise(change.path)
             check_writable(rel, roots)
-            old = await _read(backend, sprite, rel)
+            await run.tree.check_no_link(rel)
+            old = await run.tree.read(rel)
             if change.kind == "add":
                 if old is not None:
                     raise FileOpsError(f"apply_patch: {rel} exists already", "use Update File")
@@ -181,10 +198,16 @@ async def _op(
             else:
                 if old is None:
                     raise FileOpsError(f"apply_patch: {rel} does not exist", "use Add File")
-                new = patches.apply_update(rel, old, change.hunks) if change.hunks else old
+                new = old
+                if change.hunks:
+                    # CPU work (bounded by `work`): off the loop, which serves everyone else.
+                    new = await asyncio.to_thread(
+                        patches.apply_update, rel, old, change.hunks, work
+                    )
                 if change.move_to is not None:
                     dest = normalise(change.move_to)
                     check_writable(dest, roots)
+                    await run.tree.check_no_link(dest)
                     planned += [(rel, None), (dest, new)]
                 else:
                     planned.append((rel, new))
@@ -230,8 +253,8 @@ async def _command(backend: SpriteBackend, sprite: str, run: _Run, index: int, o
     keep = mode == "always" or (mode == "on_failure" and failed)
     proof = CommandProof(cmd=cmd, exit_code=code)
     if keep:
-        proof.stdout, proof.stdout_ref = await _output(backend, sprite, run, index, "stdout", out)
-        proof.stderr, proof.stderr_ref = await _output(backend, sprite, run, index, "stderr", err)
+        proof.stdout, proof.stdout_ref = await _output(run, index, "stdout", out)
+        proof.stderr, proof.stderr_ref = await _output(run, index, "stderr", err)
     run.commands.append(proof)
     if code is None:
         raise FileOpsError(
@@ -253,7 +276,8 @@ async def _triflow(
     todo_path, log_path = f"{base}todo.md", f"{base}plan_log.md"
     for rel in (state_path, todo_path, log_path):
         check_writable(rel, roots)
-    text = await _read(backend, sprite, state_path)
+        await run.tree.check_no_link(rel)
+    text = await run.tree.read(state_path)
     now = run.now
     if op.op == "triflow_plan_init":
         outcome = triflow.plan_init(op.plan or {}, text, now)
@@ -277,7 +301,7 @@ async def _triflow(
         await _write(backend, sprite, run, state_path, state_text)
         await _write(backend, sprite, run, todo_path, triflow.render_todo(outcome.state))
     if outcome.log:
-        log = await _read(backend, sprite, log_path) or "# Plan log\n\n"
+        log = await run.tree.read(log_path) or "# Plan log\n\n"
         await _write(backend, sprite, run, log_path, log + "\n".join(outcome.log) + "\n")
     run.data.update(outcome.data)
     _ok(run, index, outcome.summary or op.op)
@@ -289,41 +313,28 @@ async def _triflow(
 
 
 # -- files ------------------------------------------------------------------------------
-async def _read(backend: SpriteBackend, sprite: str, rel: str) -> str | None:
-    try:
-        data = await backend.read_file(sprite, absolute(rel))
-    except NotFound:
-        return None
-    try:
-        return data.decode()
-    except UnicodeDecodeError:
-        raise FileOpsError(f"{rel} is not UTF-8 text", "FileOps handles text files") from None
-
-
 async def _write(backend: SpriteBackend, sprite: str, run: _Run, rel: str, text: str) -> None:
-    await _remember_before(backend, sprite, run, rel)
+    await run.tree.check_no_link(rel)
+    await _remember_before(run, rel)
     await backend.write_file(sprite, absolute(rel), text.encode())
     run.after[rel] = text
     _changed(run, rel)
 
 
 async def _delete(backend: SpriteBackend, sprite: str, run: _Run, rel: str) -> None:
-    await _remember_before(backend, sprite, run, rel)
+    await run.tree.check_no_link(rel)
+    await _remember_before(run, rel)
     await backend.delete_file(sprite, absolute(rel))
     run.after[rel] = None
     _changed(run, rel)
 
 
-async def _remember_before(backend: SpriteBackend, sprite: str, run: _Run, rel: str) -> None:
+async def _remember_before(run: _Run, rel: str) -> None:
     if rel not in run.before:
-        run.before[rel] = await _read_any(backend, sprite, rel)
-
-
-async def _read_any(backend: SpriteBackend, sprite: str, rel: str) -> str | None:
-    try:
-        return await _read(backend, sprite, rel)
-    except FileOpsError:
-        return None
+        try:
+            run.before[rel] = await run.tree.read(rel)
+        except FileOpsError:
+            run.before[rel] = None  # too large or not text: the diff counts it as new
 
 
 def _changed(run: _Run, rel: str) -> None:
@@ -331,39 +342,43 @@ def _changed(run: _Run, rel: str) -> None:
         run.changed.append(rel)
 
 
-async def _inline(
-    backend: SpriteBackend, sprite: str, run: _Run, name: str, content: str
-) -> dict[str, Any]:
+async def _inline(run: _Run, name: str, content: str) -> dict[str, Any]:
     data = content.encode()
     if len(data) <= INLINE_BYTES:
         return {"content": content, "bytes": len(data)}
-    ref = await _stash(backend, sprite, run.request.id, name, data)
+    ref = await _stash(run, name, data)
     return {"content": data[-INLINE_BYTES:].decode(errors="replace"), "truncated": True, **ref}
 
 
 async def _output(
-    backend: SpriteBackend, sprite: str, run: _Run, index: int, stream: str, data: bytearray
+    run: _Run, index: int, stream: str, data: bytearray
 ) -> tuple[str, dict[str, Any] | None]:
     if len(data) <= INLINE_BYTES:
         return data.decode(errors="replace"), None
-    ref = await _stash(backend, sprite, run.request.id, f"op{index}.{stream}", bytes(data))
+    ref = await _stash(run, f"op{index}.{stream}", bytes(data))
     return bytes(data[-INLINE_BYTES:]).decode(errors="replace"), ref
 
 
-async def _stash(
-    backend: SpriteBackend, sprite: str, request_id: str, name: str, data: bytes
-) -> dict[str, Any]:
-    path = f"/workspace/.lattice/fileops/{_safe(request_id)}/{name}"
-    await backend.write_file(sprite, path, data)
-    return {"path": path, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+def _kept(request_id: str, name: str) -> str:
+    """Where a request's outputs stay, relative to the workspace."""
+    return f".lattice/fileops/{_safe(request_id)}/{name}"
+
+
+async def _stash(run: _Run, name: str, data: bytes) -> dict[str, Any]:
+    rel = _kept(run.request.id, name)
+    await run.tree.check_no_link(rel)  # the sprite may have planted links here too
+    await run.tree.backend.write_file(run.tree.sprite, absolute(rel), data)
+    return {"path": absolute(rel), "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
 async def _keep(backend: SpriteBackend, sprite: str, request_id: str, res: FileOpsResponse) -> None:
     """The whole response stays in the sprite beside the outputs it points at."""
     body = json.dumps(res.wire(), indent=2, ensure_ascii=False).encode()
-    path = f"/workspace/.lattice/fileops/{_safe(request_id)}/response.json"
-    with contextlib.suppress(AdapterError):  # the response is in the Intent's status anyway
-        await backend.write_file(sprite, path, body)
+    rel = _kept(request_id, "response.json")
+    # The response is in the Intent's status anyway: not kept rather than through a link.
+    with contextlib.suppress(AdapterError, PathRefused):
+        await SpriteTree(backend, sprite).check_no_link(rel)
+        await backend.write_file(sprite, absolute(rel), body)
 
 
 def _safe(text: str) -> str:
@@ -380,7 +395,7 @@ def _skip(run: _Run, start: int) -> None:
         run.ops.append(OpResult(op_index=i, status="skipped", summary="not run"))
 
 
-def _respond(run: _Run, stop: Fail | Split | Ask | None) -> FileOpsResponse:
+def _respond(run: _Run, stop: Fail | Split | Ask | None, diffs: list[FileDiff]) -> FileOpsResponse:
     report = run.request.report
     data = dict(run.data)
     if run.files:
@@ -394,7 +409,7 @@ def _respond(run: _Run, stop: Fail | Split | Ask | None) -> FileOpsResponse:
     if report.changed_files:
         fields["changedFiles"] = list(run.changed)
     if report.diff_summary:
-        fields["diffSummary"] = [_diff(run, rel) for rel in run.changed]
+        fields["diffSummary"] = diffs
     if stop is None:
         fields.setdefault("changedFiles", list(run.changed))
         return FileOpsResponse(status="ok", **fields)
@@ -405,15 +420,34 @@ def _respond(run: _Run, stop: Fail | Split | Ask | None) -> FileOpsResponse:
     return FileOpsResponse(status="ask", ask=stop, **fields)
 
 
-def _diff(run: _Run, rel: str) -> FileDiff:
-    before = (run.before.get(rel) or "").splitlines()
-    after = (run.after.get(rel) or "").splitlines()
+def _diffs(run: _Run) -> list[FileDiff]:
+    return [_diff(rel, run.before.get(rel) or "", run.after.get(rel) or "") for rel in run.changed]
+
+
+def _diff(rel: str, old: str, new: str) -> FileDiff:
+    """Lines added and removed; the common head and tail are set aside first (linear), and a
+    middle too large for difflib is counted as a multiset difference."""
+    before, after = old.splitlines(), new.splitlines()
+    head = 0
+    while head < min(len(before), len(after)) and before[head] == after[head]:
+        head += 1
+    tail = 0
+    while (
+        tail < min(len(before), len(after)) - head
+        and before[len(before) - 1 - tail] == after[len(after) - 1 - tail]
+    ):
+        tail += 1
+    before, after = before[head : len(before) - tail], after[head : len(after) - tail]
+    if len(before) * len(after) > DIFF_WORK:
+        gone, came = Counter(before), Counter(after)
+        return FileDiff(
+            path=rel, added=sum((came - gone).values()), removed=sum((gone - came).values())
+        )
     added = removed = 0
-    for line in difflib.unified_diff(before, after, lineterm="", n=0):
-        if line.startswith("+") and not line.startswith("+++"):
-            added += 1
-        elif line.startswith("-") and not line.startswith("---"):
-            removed += 1
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, before, after).get_opcodes():
+        if tag != "equal":
+            removed += i2 - i1
+            added += j2 - j1
     return FileDiff(path=rel, added=added, removed=removed)
 
 
@@ -449,7 +483,7 @@ def for_status(response: FileOpsResponse) -> dict[str, Any]:
         for c in proof.get("commands", [])
     ]
     slim["proof"] = proof
-    slim["responseRef"] = f"/workspace/.lattice/fileops/{_safe(response.id)}/response.json"
+    slim["responseRef"] = absolute(_kept(response.id, "response.json"))
     return {k: v for k, v in slim.items() if v is not None}
 
 

@@ -11,10 +11,16 @@
 A hunk is placed after the previous one: its context and removed lines must appear there in
 order (exactly, then ignoring trailing spaces, then ignoring surrounding spaces). A hunk that
 matches nowhere refuses the whole patch; nothing is written unless every file applies.
+
+Placing a hunk is a rolling-hash search over the lines after the previous hunk (Rabin-Karp:
+each line is looked at once per pass, whatever the hunk's length), and a patch's placing work
+is counted against `MATCH_WORK`: a hostile hunk against a huge file is refused, not searched
+for minutes. This is pure CPU work: the executor runs it off the event loop.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -28,6 +34,32 @@ ADD, DELETE, UPDATE, MOVE = (
     "*** Move to: ",
 )
 EOF_MARK = "*** End of File"
+
+MATCH_WORK = 3_000_000
+"""Line comparisons (a line hashed, or compared when a window's hash matches) one patch may
+use to place its hunks, over all its files and the three passes; beyond it, refused."""
+
+_PRIME = (1 << 61) - 1
+_BASE = 1_000_003
+_CHUNK = 1024  # lines charged at a time
+
+
+class Work:
+    """The placing work of one patch, charged before it is done: never above `limit`."""
+
+    def __init__(self, limit: int = MATCH_WORK) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def spend(self, lines: int, path: str) -> None:
+        if self.used + lines > self.limit:
+            raise PatchRefused(
+                f"{path}: placing the hunks needs more than {self.limit:,} line comparisons "
+                "(MATCH_WORK)",
+                "patch a smaller file, or fewer and more distinctive hunks; or write the "
+                "file whole",
+            )
+        self.used += lines
 
 
 @dataclass
@@ -117,8 +149,9 @@ def parse(text: str) -> list[FileChange]:
     return changes
 
 
-def apply_update(path: str, original: str, hunks: list[Hunk]) -> str:
-    """The file after its hunks."""
+def apply_update(path: str, original: str, hunks: list[Hunk], work: Work | None = None) -> str:
+    """The file after its hunks; `work` counts (and bounds) the placing."""
+    work = work if work is not None else Work()
     lines = original.split("\n")
     trailing_newline = original.endswith("\n")
     if trailing_newline:
@@ -126,7 +159,7 @@ def apply_update(path: str, original: str, hunks: list[Hunk]) -> str:
     cursor = 0
     for number, hunk in enumerate(hunks, 1):
         if hunk.header:
-            found = _find(lines, [hunk.header], cursor)
+            found = _find(lines, [hunk.header], cursor, work, path)
             if found is None:
                 raise PatchRefused(
                     f"{path}: hunk {number}: '@@ {hunk.header}' not found",
@@ -138,7 +171,7 @@ def apply_update(path: str, original: str, hunks: list[Hunk]) -> str:
             lines[where:where] = hunk.new
             cursor = where + len(hunk.new)
             continue
-        start = _find(lines, hunk.old, cursor, at_end=hunk.at_end)
+        start = _find(lines, hunk.old, cursor, work, path, at_end=hunk.at_end)
         if start is None:
             raise PatchRefused(
                 f"{path}: hunk {number} does not apply (its context and removed lines are "
@@ -159,15 +192,68 @@ def apply_update(path: str, original: str, hunks: list[Hunk]) -> str:
     return "\n".join(lines) + ("\n" if trailing_newline or lines else "")
 
 
-def _find(lines: list[str], wanted: list[str], start: int, *, at_end: bool = False) -> int | None:
-    for norm in (lambda s: s, str.rstrip, str.strip):
+_NORMS = (lambda s: s, str.rstrip, str.strip)
+
+
+def _find(
+    lines: list[str],
+    wanted: list[str],
+    start: int,
+    work: Work,
+    path: str,
+    *,
+    at_end: bool = False,
+) -> int | None:
+    """The first index from `start` where `wanted` appears (at the very end with `at_end`),
+    trying each normalisation in turn."""
+    size = len(wanted)
+    for norm in _NORMS:
         target = [norm(w) for w in wanted]
-        candidates = (
-            [len(lines) - len(wanted)] if at_end else range(start, len(lines) - len(wanted) + 1)
-        )
-        for i in candidates:
-            if i >= 0 and [norm(x) for x in lines[i : i + len(wanted)]] == target:
+        if at_end:
+            i = len(lines) - size
+            work.spend(size, path)
+            if i >= 0 and [norm(x) for x in lines[i:]] == target:
                 return i
+            continue
+        found = _search(lines, target, start, norm, work, path)
+        if found is not None:
+            return found
+    return None
+
+
+def _search(
+    lines: list[str],
+    target: list[str],
+    start: int,
+    norm: Callable[[str], str],
+    work: Work,
+    path: str,
+) -> int | None:
+    """Rabin-Karp over line hashes from `start`: each line hashed once, a window compared
+    only when its hash is the target's; stops at the first match."""
+    size, end = len(target), len(lines)
+    if end - start < size:
+        return None
+    top = pow(_BASE, size - 1, _PRIME)
+    want = 0
+    for text in target:
+        want = (want * _BASE + hash(text)) % _PRIME
+    work.spend(size, path)
+    hashes: list[int] = []
+    have = 0
+    for first in range(start, end, _CHUNK):
+        last = min(first + _CHUNK, end)
+        work.spend(last - first, path)
+        hashes += map(hash, map(norm, lines[first:last]))
+        for j in range(first - start, last - start):
+            if j >= size:
+                have = (have - hashes[j - size] * top) % _PRIME
+            have = (have * _BASE + hashes[j]) % _PRIME
+            if have == want and j + 1 >= size:
+                i = start + j + 1 - size
+                work.spend(size, path)
+                if [norm(x) for x in lines[i : i + size]] == target:
+                    return i
     return None
 
 
@@ -183,4 +269,4 @@ _FORMAT = (
     " / '*** Update File: p' with '@@' hunks, then '*** End Patch'"
 )
 
-__all__ = ["FileChange", "Hunk", "apply_update", "parse"]
+__all__ = ["MATCH_WORK", "FileChange", "Hunk", "Work", "apply_update", "parse"]

@@ -135,6 +135,8 @@ class FileStat(_Frozen):
     """Permission bits as an octal string."""
     is_dir: bool = False
     """Whether it is a directory."""
+    is_symlink: bool = False
+    """Whether it is a symlink (only `lstat` describes links; `stat` follows them)."""
     mod_time: datetime | None = None
     """Last modification time."""
 
@@ -323,8 +325,11 @@ class SpriteBackend(Protocol):
         ...
 
     # -- files ----------------------------------------------------------------------------
-    async def read_file(self, name: str, path: str, *, offset: int = 0) -> bytes:
-        """The file's bytes from `offset` to its end (empty if offset is at or past the end)."""
+    async def read_file(
+        self, name: str, path: str, *, offset: int = 0, limit: int | None = None
+    ) -> bytes:
+        """The file's bytes from `offset` to its end, or at most `limit` of them (a ranged
+        read: no more is transferred or kept); empty if offset is at or past the end."""
         ...
 
     async def write_file(
@@ -338,7 +343,12 @@ class SpriteBackend(Protocol):
         ...
 
     async def stat(self, name: str, path: str) -> FileStat:
-        """Metadata of a path. NotFound if missing."""
+        """Metadata of a path (symlinks followed). NotFound if missing."""
+        ...
+
+    async def lstat(self, name: str, path: str) -> FileStat:
+        """Metadata of the path itself: a symlink is described (`is_symlink`), not followed.
+        NotFound if missing."""
         ...
 
     async def delete_file(self, name: str, path: str) -> None:

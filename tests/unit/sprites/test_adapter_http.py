@@ -138,6 +138,47 @@ async def test_read_from_offset(status: int, body: bytes, offset: int, expected:
     assert seen[0].url.params["path"] == "/workspace/f"
 
 
+@pytest.mark.parametrize(
+    ("status", "body", "offset", "expected"),
+    [
+        (206, b"0123", 0, b"0123"),
+        (200, b"0123456789" * 1000, 0, b"0123"),  # Range ignored: read no further than 4
+        (200, b"0123456789" * 1000, 6, b"6789"),
+        (416, b"", 10, b""),
+    ],
+)
+async def test_read_at_most_a_limit(status: int, body: bytes, offset: int, expected: bytes) -> None:
+    adapter, seen = adapter_for(lambda r: httpx.Response(status, content=body))
+    async with adapter:
+        assert await adapter.read_file("box", "/workspace/f", offset=offset, limit=4) == expected
+    assert seen[0].headers["Range"] == f"bytes={offset}-{offset + 3}"
+
+
+async def test_lstat_describes_a_link_from_its_directory_listing() -> None:
+    def listing(request: httpx.Request) -> httpx.Response:
+        path = request.url.params["path"]
+        entries = {
+            "/workspace/src": [
+                {"name": "out", "path": "/workspace/src/out", "type": "symlink", "size": 7},
+                {"name": "a.txt", "path": "/workspace/src/a.txt", "type": "file", "size": 3},
+            ],
+            # A file's listing is the file itself: "/workspace/f/f" must not be taken for it.
+            "/workspace/f": [{"name": "f", "path": "/workspace/f", "type": "file", "size": 1}],
+        }[path]
+        return httpx.Response(200, json={"path": path, "count": len(entries), "entries": entries})
+
+    adapter, seen = adapter_for(listing)
+    async with adapter:
+        link = await adapter.lstat("box", "/workspace/src/out")
+        file = await adapter.lstat("box", "/workspace/src/a.txt")
+        with pytest.raises(errors.NotFound):
+            await adapter.lstat("box", "/workspace/src/none")
+        with pytest.raises(errors.NotFound):
+            await adapter.lstat("box", "/workspace/f/f")
+    assert (link.is_symlink, link.is_dir, file.is_symlink, file.size) == (True, False, False, 3)
+    assert [r.url.params["path"] for r in seen] == ["/workspace/src"] * 3 + ["/workspace/f"]
+
+
 async def test_stat_of_a_file_and_of_a_directory() -> None:
     def listing(request: httpx.Request) -> httpx.Response:
         path = request.url.params["path"]
