@@ -3,8 +3,8 @@
 kopf watches and patches the objects its handlers are called for; the operator
 also posts events.k8s.io Events, creates Runs for Intents, reads Secrets, asks
 SubjectAccessReviews, and patches status from long-running daemons at its own
-cadence. This client does exactly those REST calls with the same credentials
-kopf uses (kubeconfig or in-cluster service account).
+cadence. This client does exactly those REST calls with the credentials kubectl would
+use (kubeconfig, exec credential plugins, or in-cluster service account).
 """
 
 from lattice_adapters.kube.client import (
@@ -15,9 +15,12 @@ from lattice_adapters.kube.client import (
     check_namespace,
     resource_path,
 )
-from lattice_adapters.kube.config import KubeConfig, KubeConfigError
+from lattice_adapters.kube.config import KubeConfig
+from lattice_adapters.kube.errors import KubeConfigError
+from lattice_adapters.kube.exec_plugin import Credentials
 
 __all__ = [
+    "Credentials",
     "InvalidName",
     "KubeApiError",
     "KubeClient",

@@ -11,6 +11,7 @@ from urllib.parse import quote
 import aiohttp
 
 from lattice_adapters.kube.config import KubeConfig
+from lattice_adapters.kube.exec_plugin import Credentials
 
 JsonObject = dict[str, Any]
 
@@ -106,31 +107,87 @@ class KubeClient:
         # the total timeout, which failed whole daemons (kopf then retried them a minute
         # later). The total timeout bounds each request once it has its connection.
         self._slots = asyncio.Semaphore(connections)
+        self._entered = False
+        self._key_pair: tuple[bytes, bytes] | None = None
+        self._retired: list[aiohttp.ClientSession] = []
+        self._timers: list[asyncio.TimerHandle] = []
 
     async def __aenter__(self) -> KubeClient:
-        connector = aiohttp.TCPConnector(ssl=self.config.ssl_context(), limit=self._connections)
-        # trust_env=False: never route API traffic through environment proxies.
+        # The session is made by the first request, with the credentials it sends: an exec
+        # plugin runs when a request needs it, not before.
+        self._entered = True
+        return self
+
+    def _new_session(self, credentials: Credentials) -> aiohttp.ClientSession:
+        connector = aiohttp.TCPConnector(
+            ssl=self.config.ssl_context(credentials), limit=self._connections
+        )
+        # trust_env=False: API traffic goes through the kubeconfig's proxy-url only, never
+        # through environment proxies.
         # No base_url: it would drop a path prefix of the server (API proxies serve under one).
         # sock_connect, not connect: aiohttp's `connect` also counts the wait for a free pooled
         # connection, so a burst of requests queued behind the pool failed after 10 s as if
         # the API server were unreachable (hundreds of Intents at once did).
-        self._session = aiohttp.ClientSession(
+        return aiohttp.ClientSession(
             connector=connector,
             trust_env=False,
+            proxy=self.config.proxy_url,
             timeout=aiohttp.ClientTimeout(
                 total=self._total_timeout, sock_connect=self._connect_timeout
             ),
             headers={"User-Agent": self._user_agent, "Accept": "application/json"},
         )
-        return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        for timer in self._timers:
+            timer.cancel()
+        sessions = [s for s in (self._session, *self._retired) if s is not None]
+        self._session, self._retired, self._timers = None, [], []
+        self._entered = False
+        for session in sessions:
+            await session.close()
+
+    async def _credentials(self, stale: Credentials | None = None) -> Credentials:
+        """The current credentials; with `stale` (refused by a 401), the plugin's next ones."""
+        plugin = self.config.exec_plugin
+        if plugin is None:
+            return self.config.credentials()
+        if stale is None and (cached := plugin.fresh()) is not None:
+            return cached
+        # A plugin may take seconds (a cloud CLI); the loop serves other requests meanwhile.
+        if stale is not None:
+            refreshed = await asyncio.to_thread(self.config.refresh, stale)
+            return refreshed if refreshed is not None else stale
+        return await asyncio.to_thread(self.config.credentials)
+
+    def _session_for(self, credentials: Credentials) -> aiohttp.ClientSession:
+        """The session whose TLS carries `credentials`' client certificate: a plugin that
+        hands out a new certificate gets a new connector (the old one's connections keep
+        the old certificate); the old session is closed once its requests had their time."""
+        if not self._entered:
+            raise RuntimeError("KubeClient used outside its context")
+        if self._session is None:
+            self._session = self._new_session(credentials)
+            self._key_pair = credentials.key_pair
+        elif credentials.key_pair != self._key_pair:
+            old = self._session
+            self._session = self._new_session(credentials)
+            self._key_pair = credentials.key_pair
+            self._retired.append(old)
+            self._timers.append(
+                asyncio.get_running_loop().call_later(
+                    self._total_timeout + 1, lambda: asyncio.ensure_future(self._retire(old))
+                )
+            )
+        return self._session
+
+    async def _retire(self, session: aiohttp.ClientSession) -> None:
+        if session in self._retired:
+            self._retired.remove(session)
+            await session.close()
 
     async def request(
         self,
@@ -141,38 +198,65 @@ class KubeClient:
         params: dict[str, str] | None = None,
         content_type: str = "application/json",
     ) -> JsonObject:
-        if self._session is None:
+        if not self._entered:
             raise RuntimeError("KubeClient used outside its context")
-        headers = {"Content-Type": content_type}
-        token = self.config.bearer_token()
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
         data = json.dumps(body) if body is not None else None
         url = self.config.server + path
-        async with (
-            self._slots,
-            self._session.request(method, url, data=data, params=params, headers=headers) as resp,
-        ):
-            text = await resp.text(errors="replace")
-            parsed: Any = None
-            if text.strip().startswith("{"):
-                try:
-                    parsed = json.loads(text)
-                except (json.JSONDecodeError, RecursionError):
-                    parsed = None
-            if resp.status < 400 and not isinstance(parsed, dict):
-                raise KubeApiError(
-                    resp.status,
-                    "NotJSON",
-                    f"{method} {path}: the API server's answer is not a JSON object "
-                    f"({resp.content_type or 'no content type'})",
-                    None,
+        credentials = await self._credentials()
+        async with self._slots:
+            status, reason, text, kind = await self._send(
+                method, url, credentials, data, params, content_type
+            )
+            if status == 401 and self.config.exec_plugin is not None:
+                # Credentials revoked or expired early: the plugin runs once more and the
+                # request is sent once more (kubectl only refreshes for the next request).
+                credentials = await self._credentials(stale=credentials)
+                status, reason, text, kind = await self._send(
+                    method, url, credentials, data, params, content_type
                 )
-            if resp.status >= 400:
-                message = parsed.get("message", text) if isinstance(parsed, dict) else text
-                reason = parsed.get("reason", resp.reason or "") if isinstance(parsed, dict) else ""
-                raise KubeApiError(resp.status, str(reason), str(message)[:2000], parsed)
-            return parsed if isinstance(parsed, dict) else {}
+        parsed: Any = None
+        if text.strip().startswith("{"):
+            try:
+                parsed = json.loads(text)
+            except (json.JSONDecodeError, RecursionError):
+                parsed = None
+        if status < 400 and not isinstance(parsed, dict):
+            raise KubeApiError(
+                status,
+                "NotJSON",
+                f"{method} {path}: the API server's answer is not a JSON object "
+                f"({kind or 'no content type'})",
+                None,
+            )
+        if status >= 400:
+            message = parsed.get("message", text) if isinstance(parsed, dict) else text
+            reason = parsed.get("reason", reason) if isinstance(parsed, dict) else ""
+            raise KubeApiError(status, str(reason), str(message)[:2000], parsed)
+        return parsed if isinstance(parsed, dict) else {}
+
+    async def _send(
+        self,
+        method: str,
+        url: str,
+        credentials: Credentials,
+        data: str | None,
+        params: dict[str, str] | None,
+        content_type: str,
+    ) -> tuple[int, str, str, str]:
+        headers = {"Content-Type": content_type}
+        if credentials.token:
+            headers["Authorization"] = f"Bearer {credentials.token}"
+        session = self._session_for(credentials)
+        async with session.request(
+            method,
+            url,
+            data=data,
+            params=params,
+            headers=headers,
+            server_hostname=self.config.tls_server_name,
+        ) as resp:
+            text = await resp.text(errors="replace")
+            return resp.status, resp.reason or "", text, resp.content_type
 
     async def get(self, path: str, params: dict[str, str] | None = None) -> JsonObject:
         return await self.request("GET", path, params=params)

@@ -1,29 +1,33 @@
-"""Credentials for the Kubernetes API: a kubeconfig file or the in-cluster service account."""
+"""Credentials for the Kubernetes API, found as kubectl finds them.
+
+--kubeconfig, else $KUBECONFIG (a merged list), else ~/.kube/config, else the in-cluster
+service account. The files are merged by kubectl's rules (kubeconfig_files), the context's
+cluster and user resolved by the `kubernetes` package's KubeConfigLoader, and exec
+credential plugins run by exec_plugin."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 import os
 import ssl
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import yaml
+from lattice_adapters.kube.errors import KubeConfigError
+from lattice_adapters.kube.exec_plugin import Credentials, ExecPlugin, ExecSpec
+from lattice_adapters.kube.kubeconfig_files import kubeconfig_paths, read_merged
 
 IN_CLUSTER_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+PROXY_SCHEMES = ("http", "https")
 
-
-class KubeConfigError(RuntimeError):
-    """No usable Kubernetes credentials were found."""
+__all__ = ["Credentials", "KubeConfig", "KubeConfigError"]
 
 
 @dataclass(frozen=True)
 class KubeConfig:
-    """Where the API server is and how to authenticate to it."""
+    """Where the API server is, how to authenticate to it, and the context's namespace."""
 
     server: str
     ca_pem: bytes | None = None
@@ -32,71 +36,173 @@ class KubeConfig:
     token: str | None = None
     token_file: Path | None = None
     insecure: bool = False
+    tls_server_name: str | None = None
+    proxy_url: str | None = None
+    namespace: str = "default"
+    exec_plugin: ExecPlugin | None = field(default=None, compare=False)
 
     def __repr__(self) -> str:  # never print key material or tokens
-        return f"KubeConfig(server={self.server!r})"
+        return f"KubeConfig(server={self.server!r}, namespace={self.namespace!r})"
 
     @classmethod
     def load(cls, path: str | Path | None = None, context: str | None = None) -> KubeConfig:
-        """$KUBECONFIG (first file), then ~/.kube/config, then the in-cluster service account."""
-        if path is None:
-            env = os.environ.get("KUBECONFIG", "")
-            candidates = [Path(p) for p in env.split(os.pathsep) if p]
-            candidates.append(Path.home() / ".kube" / "config")
-            path = next((p for p in candidates if p.exists()), None)
-        if path is not None:
-            return cls.from_file(Path(path), context)
-        if (IN_CLUSTER_DIR / "token").exists() and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        """As kubectl: `path` is --kubeconfig, `context` is --context."""
+        paths = kubeconfig_paths(path)
+        merged = read_merged(paths)
+        empty = not (merged["clusters"] or merged["contexts"] or merged["users"])
+        if empty and path is None and _in_cluster_available():
             return cls.in_cluster()
-        raise KubeConfigError("no kubeconfig found and not running in a cluster")
-
-    @classmethod
-    def in_cluster(cls) -> KubeConfig:
-        host = os.environ["KUBERNETES_SERVICE_HOST"]
-        port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
-        return cls(
-            server=f"https://{host}:{port}",
-            ca_pem=(IN_CLUSTER_DIR / "ca.crt").read_bytes(),
-            token_file=IN_CLUSTER_DIR / "token",
-        )
+        if not paths:
+            raise KubeConfigError("no kubeconfig found and not running in a cluster")
+        if empty and not merged.get("current-context"):
+            raise KubeConfigError(f"{_describe(paths)} is empty")
+        return cls.from_document(merged, context, where=_describe(paths))
 
     @classmethod
     def from_file(cls, path: Path, context: str | None = None) -> KubeConfig:
+        return cls.load(path, context)
+
+    @classmethod
+    def in_cluster(cls) -> KubeConfig:
+        from kubernetes.config.config_exception import ConfigException
+        from kubernetes.config.incluster_config import InClusterConfigLoader
+
+        loaded = _client_configuration()
         try:
-            doc: Any = yaml.safe_load(path.read_text())
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise KubeConfigError(f"cannot read kubeconfig {path}: {_one_line(exc)}") from exc
-        if doc is None:
-            raise KubeConfigError(f"kubeconfig {path} is empty")
-        if not isinstance(doc, dict):
-            raise KubeConfigError(f"kubeconfig {path} is not a mapping")
-        base = path.parent
-        ctx_name = context or doc.get("current-context")
-        if not ctx_name:
-            raise KubeConfigError(f"kubeconfig {path} has no current-context and none was given")
-        ctx = _named(doc.get("contexts"), ctx_name, "context", path)
-        cluster = _named(doc.get("clusters"), ctx.get("cluster"), "cluster", path)
-        user = _named(doc.get("users"), ctx.get("user"), "user", path) if ctx.get("user") else {}
-        token_file = user.get("tokenFile")
+            in_cluster = InClusterConfigLoader(  # type: ignore[no-untyped-call]
+                token_filename=str(IN_CLUSTER_DIR / "token"),
+                cert_filename=str(IN_CLUSTER_DIR / "ca.crt"),
+                try_refresh_token=False,
+            )
+            in_cluster.load_and_set(loaded)  # type: ignore[no-untyped-call]
+        except ConfigException as exc:
+            raise KubeConfigError(f"in-cluster configuration: {exc}") from exc
+        namespace = os.environ.get("POD_NAMESPACE") or _read_text(IN_CLUSTER_DIR / "namespace")
+        return cls(
+            server=loaded.host,
+            ca_pem=Path(loaded.ssl_ca_cert).read_bytes(),
+            token_file=IN_CLUSTER_DIR / "token",  # re-read each time: projected tokens rotate
+            namespace=namespace or "default",
+        )
+
+    @classmethod
+    def from_document(
+        cls, doc: dict[str, Any], context: str | None = None, *, where: str = "kubeconfig"
+    ) -> KubeConfig:
+        """The context's cluster and user of a merged kubeconfig (paths already absolute)."""
+        from kubernetes.config.config_exception import ConfigException
+        from kubernetes.config.kube_config import KubeConfigLoader
+
+        name = context or doc.get("current-context")
+        if not name:
+            raise KubeConfigError(f"{where} has no current-context and no --context was given")
+        ctx = _named(doc, "contexts", "context", name, where)
+        cluster = _named(doc, "clusters", "cluster", ctx.get("cluster"), where)
+        user_name = ctx.get("user")
+        user = _named(doc, "users", "user", user_name, where) if user_name else {}
+        server = _server(cluster, ctx.get("cluster"), where)
+        for section, key in (
+            (cluster, "certificate-authority"),
+            (user, "client-certificate"),
+            (user, "client-key"),
+            (user, "tokenFile"),
+        ):
+            if section.get(key) and not section.get(f"{key}-data"):
+                _read_file(str(section[key]), key)  # named here, not "File does not exist"
+        insecure = bool(cluster.get("insecure-skip-tls-verify", False))
+        if insecure and (
+            cluster.get("certificate-authority") or cluster.get("certificate-authority-data")
+        ):
+            raise KubeConfigError(
+                f"{where}: cluster {ctx.get('cluster')!r}: specifying a root certificates file "
+                "with the insecure flag is not allowed"
+            )
+        # The exec plugin runs here, not in the loader (it would log a failure and go on).
+        static = {k: v for k, v in user.items() if k != "exec"}
+        document = {
+            "current-context": name,
+            "contexts": [{"name": name, "context": ctx}],
+            "clusters": [{"name": ctx.get("cluster"), "cluster": cluster}],
+            "users": [{"name": user_name, "user": static}] if user_name else [],
+        }
+        loaded = _client_configuration()
+        # The loader writes inline keys to files for ssl; here they live in a private
+        # directory only until they are read back.
+        with tempfile.TemporaryDirectory(prefix="lattice-kubeconfig-") as tmp:
+            try:
+                loader = KubeConfigLoader(  # type: ignore[no-untyped-call]
+                    config_dict=document, config_base_path="", temp_file_path=tmp
+                )
+                loader.load_and_set(loaded)  # type: ignore[no-untyped-call]
+            except (ConfigException, ValueError, OSError) as exc:
+                raise KubeConfigError(f"{where}: context {name!r}: {_one_line(exc)}") from exc
+            ca_pem = _read_file(loaded.ssl_ca_cert, "certificate-authority")
+            cert_pem = _read_file(loaded.cert_file, "client-certificate")
+            key_pem = _read_file(loaded.key_file, "client-key")
+        authorization = (loaded.api_key or {}).get("BearerToken") or ""
+        token: str | None = None
+        if authorization.startswith("Bearer "):
+            token = authorization[len("Bearer ") :].strip() or None
+        elif authorization:
+            raise KubeConfigError(
+                f"{where}: user {user_name!r}: username/password authentication is not "
+                "supported (Kubernetes removed it in 1.19)"
+            )
+        token_file = user.get("tokenFile") or None  # kubectl: the file wins over token
+        plugin = None
+        if user.get("exec") is not None:
+            spec = ExecSpec.parse(str(user_name), user["exec"], cluster, ca_pem)
+            plugin = ExecPlugin(spec)
+        proxy = cluster.get("proxy-url") or None
+        if proxy is not None and urlsplit(str(proxy)).scheme not in PROXY_SCHEMES:
+            raise KubeConfigError(
+                f"{where}: cluster {ctx.get('cluster')!r}: proxy-url {proxy!r}: only "
+                f"{' and '.join(PROXY_SCHEMES)} proxies are supported"
+            )
         config = cls(
-            server=_server(cluster, ctx.get("cluster"), path),
-            ca_pem=_data_or_file(cluster, "certificate-authority", base),
-            cert_pem=_data_or_file(user, "client-certificate", base),
-            key_pem=_data_or_file(user, "client-key", base),
-            token=_optional_str(user, "token"),
-            token_file=(base / str(token_file)) if token_file else None,
-            insecure=bool(cluster.get("insecure-skip-tls-verify", False)),
+            server=server,
+            ca_pem=ca_pem,
+            cert_pem=cert_pem,
+            key_pem=key_pem,
+            token=token if token_file is None else None,
+            token_file=Path(token_file) if token_file else None,
+            insecure=insecure,
+            tls_server_name=cluster.get("tls-server-name") or None,
+            proxy_url=str(proxy) if proxy else None,
+            namespace=str(ctx.get("namespace") or "default"),
+            exec_plugin=plugin,
         )
         config.ssl_context()  # a CA or key pair that cannot be loaded is refused here, by name
         return config
 
+    def credentials(self) -> Credentials:
+        """What the next request authenticates with. With an exec plugin this may run it
+        (blocking): call it from a thread in async code."""
+        if self.exec_plugin is not None:
+            return self.exec_plugin.credentials()
+        return Credentials(token=self.bearer_token(), cert_pem=self.cert_pem, key_pem=self.key_pem)
+
+    def refresh(self, stale: Credentials) -> Credentials | None:
+        """New credentials after a 401, or None when nothing could change them."""
+        if self.exec_plugin is None:
+            return None
+        return self.exec_plugin.refresh(stale)
+
     def bearer_token(self) -> str | None:
-        """The current token (re-read from its file each time: projected tokens rotate)."""
+        """The current token (a token file is re-read each time: projected tokens rotate)."""
+        if self.exec_plugin is not None:
+            return self.exec_plugin.credentials().token
         if self.token_file is not None:
-            return self.token_file.read_text().strip()
+            try:
+                return self.token_file.read_text().strip()
+            except OSError as exc:
+                raise KubeConfigError(
+                    f"cannot read tokenFile {self.token_file}: {exc.strerror}"
+                ) from None
         return self.token
 
-    def ssl_context(self) -> ssl.SSLContext | bool:
+    def ssl_context(self, credentials: Credentials | None = None) -> ssl.SSLContext | bool:
+        """TLS for the API server, with `credentials`' key pair (default: the kubeconfig's)."""
         if not self.server.startswith("https"):
             return False
         if self.insecure:
@@ -112,13 +218,20 @@ class KubeConfig:
                 ) from exc
         else:
             ctx = ssl.create_default_context()
-        if self.cert_pem and self.key_pem:
+        pair = (
+            credentials.key_pair
+            if credentials is not None
+            else (self.cert_pem, self.key_pem)
+            if self.cert_pem and self.key_pem
+            else None
+        )
+        if pair is not None:
             # ssl can only load a key pair from files; keep them private and short-lived.
             with tempfile.TemporaryDirectory() as tmp:
                 cert, key = Path(tmp, "c.pem"), Path(tmp, "k.pem")
-                cert.write_bytes(self.cert_pem)
+                cert.write_bytes(pair[0])
                 key.touch(mode=0o600)
-                key.write_bytes(self.key_pem)
+                key.write_bytes(pair[1])
                 try:
                     ctx.load_cert_chain(str(cert), str(key))
                 except ssl.SSLError as exc:
@@ -128,57 +241,62 @@ class KubeConfig:
         return ctx
 
 
-def _named(items: Any, name: Any, what: str, path: Path) -> dict[str, Any]:
-    if items is not None and not isinstance(items, list):
-        raise KubeConfigError(f"kubeconfig {path}: {what}s is not a list")
-    for item in items or []:
-        if isinstance(item, dict) and item.get("name") == name:
-            value = item.get(what) or {}
-            if not isinstance(value, dict):
-                raise KubeConfigError(f"kubeconfig {path}: {what} {name!r} is not a mapping")
-            return value
-    raise KubeConfigError(f"kubeconfig {path} has no {what} named {name!r}")
+def _client_configuration() -> Any:
+    from kubernetes.client import Configuration
+
+    # type.__call__: a fresh Configuration, not a copy of the process-wide default.
+    return type.__call__(Configuration)
 
 
-def _server(cluster: dict[str, Any], name: Any, path: Path) -> str:
+def _in_cluster_available() -> bool:
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and (IN_CLUSTER_DIR / "token").exists()
+
+
+def _describe(paths: list[Path]) -> str:
+    if not paths:
+        return "kubeconfig (no file found)"
+    return "kubeconfig " + os.pathsep.join(str(p) for p in paths)
+
+
+def _named(doc: dict[str, Any], section: str, key: str, name: Any, where: str) -> dict[str, Any]:
+    for item in doc.get(section) or []:
+        if item.get("name") == name:
+            body: dict[str, Any] = item.get(key) or {}
+            return body
+    if key == "context":
+        raise KubeConfigError(f'{where}: context "{name}" does not exist')
+    raise KubeConfigError(f"{where} has no {key} named {name!r}")
+
+
+def _server(cluster: dict[str, Any], name: Any, where: str) -> str:
     """The cluster's URL, path prefix kept (API proxies serve under one)."""
     raw = cluster.get("server")
     if not raw or not isinstance(raw, str):
-        raise KubeConfigError(f"kubeconfig {path}: cluster {name!r} has no server")
+        raise KubeConfigError(f"{where}: cluster {name!r} has no server")
     parts = urlsplit(raw)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise KubeConfigError(
-            f"kubeconfig {path}: server {raw!r} of cluster {name!r} is not an http(s) URL"
-        )
+        raise KubeConfigError(f"{where}: server {raw!r} of cluster {name!r} is not an http(s) URL")
     try:
         parts.port  # noqa: B018 - urlsplit checks the port only when asked
     except ValueError as exc:
-        raise KubeConfigError(f"kubeconfig {path}: server {raw!r}: {exc}") from exc
+        raise KubeConfigError(f"{where}: server {raw!r}: {exc}") from exc
     return raw.rstrip("/")
 
 
-def _optional_str(section: dict[str, Any], key: str) -> str | None:
-    value = section.get(key)
-    return None if value is None else str(value)
+def _read_file(path: str | None, what: str) -> bytes | None:
+    if not path:
+        return None
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise KubeConfigError(f"cannot read {what} {path}: {exc.strerror}") from exc
 
 
-def _data_or_file(section: dict[str, Any], key: str, base: Path) -> bytes | None:
-    if section.get(f"{key}-data"):
-        try:
-            # Line breaks are allowed (as Go's decoder does); any other non-alphabet byte is not.
-            text = "".join(str(section[f"{key}-data"]).split())
-            return base64.b64decode(text, validate=True)
-        except (binascii.Error, ValueError) as exc:
-            # Never fall back to other trust: a corrupt CA must not mean "the system CAs".
-            raise KubeConfigError(f"{key}-data in the kubeconfig is not valid base64") from exc
-    if section.get(key):
-        try:
-            return (base / str(section[key])).read_bytes()
-        except OSError as exc:
-            raise KubeConfigError(
-                f"cannot read {key} {base / str(section[key])}: {exc.strerror}"
-            ) from exc
-    return None
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
 
 
 def _one_line(exc: Exception) -> str:

@@ -11,20 +11,24 @@ from lattice_operator.cli import (
     _errors,
     _events,
     _intents,
+    _kube,
     _mcp,
     _run,
     _runs,
     _sprites_local,
     _watch,
+    _whoami,
 )
 
 app = typer.Typer(
     name="lattice",
     help="Lattice Operator: Kubernetes as the control plane for AI-agent sandboxes.",
     no_args_is_help=True,
-    add_completion=False,
+    # --install-completion / --show-completion (bash, zsh): docs/user-guide.md.
+    add_completion=True,
     pretty_exceptions_enable=False,
 )
+app.callback()(_kube.remember)
 app.command("run")(_run.run)
 app.command("crds")(_crds.crds)
 app.command("sprites-local")(_sprites_local.sprites_local)
@@ -37,8 +41,12 @@ app.command("logs")(_runs.logs)
 app.command("approve")(_intents.approve)
 app.command("reject")(_intents.reject)
 app.command("watch")(_watch.watch)
+app.command("whoami")(_whoami.whoami)
 app.command("mcp")(_mcp.mcp)
 app.add_typer(_mcp.setup_app, name="setup")
+
+
+KUBECTL_PLUGIN = "kubectl lattice"
 
 
 def main() -> None:
@@ -49,4 +57,19 @@ def main() -> None:
         raise SystemExit(_errors.report(exc)) from None
 
 
-__all__ = ["app", "main"]
+def kubectl_main() -> None:
+    """Entry point of `kubectl-lattice`, which kubectl runs for `kubectl lattice …`."""
+    try:
+        app(prog_name=KUBECTL_PLUGIN)
+    except Exception as exc:
+        raise SystemExit(_errors.report(exc)) from None
+
+
+def kubectl_complete_main() -> None:
+    """Entry point of `kubectl_complete-lattice`: kubectl runs it to complete `kubectl lattice`."""
+    from lattice_operator.cli import _kubectl_complete
+
+    _kubectl_complete.main(typer.main.get_command(app), KUBECTL_PLUGIN)
+
+
+__all__ = ["app", "kubectl_complete_main", "kubectl_main", "main"]

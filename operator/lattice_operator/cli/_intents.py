@@ -9,12 +9,12 @@ from typing import Annotated, Any
 import typer
 
 from lattice_operator.cli._format import safe
-from lattice_operator.cli._runs import Namespace, kube_call
+from lattice_operator.cli._kube import Context, Kubeconfig, Namespace, Target, target
 
 Reason = Annotated[str, typer.Option("--reason", "-r", help="Why (recorded with the decision).")]
 
 
-def _decide(intent: str, namespace: str, decision: str, reason: str) -> None:
+def _decide(intent: str, where: Target, decision: str, reason: str) -> None:
     from lattice_adapters.kube import KubeApiError, resource_path
     from lattice_operator.api.v1alpha1.resources import INTENTS
     from lattice_operator.reconcilers.approvals import (
@@ -24,9 +24,9 @@ def _decide(intent: str, namespace: str, decision: str, reason: str) -> None:
         raw_spec_digest,
     )
 
-    path = resource_path(*INTENTS.gvp, namespace, intent)
+    path = resource_path(*INTENTS.gvp, where.namespace, intent)
     try:
-        current: dict[str, Any] = kube_call(lambda kube: kube.get(path))
+        current: dict[str, Any] = where.call(lambda kube: kube.get(path))
     except KubeApiError as exc:
         typer.echo(f"{decision} refused: {safe(exc.message)}", err=True)
         raise typer.Exit(1) from exc
@@ -47,7 +47,7 @@ def _decide(intent: str, namespace: str, decision: str, reason: str) -> None:
     }
     patch = {"metadata": {"annotations": {REQUEST: json.dumps(request)}}}
     try:
-        updated: dict[str, Any] = kube_call(lambda kube: kube.merge_patch(path, patch))
+        updated: dict[str, Any] = where.call(lambda kube: kube.merge_patch(path, patch))
     except KubeApiError as exc:
         typer.echo(f"{decision} refused: {safe(exc.message)}", err=True)
         raise typer.Exit(1) from exc
@@ -84,16 +84,20 @@ def _describe(intent: str, spec: dict[str, Any], digest: str) -> str:
 def approve(
     intent: Annotated[str, typer.Argument(help="The Intent to approve.")],
     reason: Reason = "",
-    namespace: Namespace = "default",
+    namespace: Namespace = None,
+    kubeconfig: Kubeconfig = None,
+    context: Context = None,
 ) -> None:
     """Approve an Intent awaiting approval (needs the `approve` verb on intents.lattice.dev)."""
-    _decide(intent, namespace, "approve", reason)
+    _decide(intent, target(kubeconfig, context, namespace), "approve", reason)
 
 
 def reject(
     intent: Annotated[str, typer.Argument(help="The Intent to reject.")],
     reason: Reason = "",
-    namespace: Namespace = "default",
+    namespace: Namespace = None,
+    kubeconfig: Kubeconfig = None,
+    context: Context = None,
 ) -> None:
     """Reject an Intent awaiting approval (needs the `approve` verb on intents.lattice.dev)."""
-    _decide(intent, namespace, "reject", reason)
+    _decide(intent, target(kubeconfig, context, namespace), "reject", reason)

@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from lattice_operator.cli._kube import Context, Kubeconfig, Namespace, target
+
 
 def mcp(
     project: Annotated[
@@ -20,9 +22,9 @@ def mcp(
         bool,
         typer.Option("--cluster", help="Sprites, Runs and Intents under your kubeconfig identity."),
     ] = False,
-    context: Annotated[
-        str | None, typer.Option(help="kubeconfig context for --cluster (default: current).")
-    ] = None,
+    context: Context = None,
+    kubeconfig: Kubeconfig = None,
+    namespace: Namespace = None,
 ) -> None:
     """Serve the Lattice MCP tools over stdin/stdout (started by the agent, not by hand)."""
     from lattice_operator.mcp.entry import run_cluster, run_project, run_sprite
@@ -32,7 +34,8 @@ def mcp(
         typer.echo("--sprite and --cluster cannot be combined", err=True)
         raise typer.Exit(2)
     if cluster:
-        run_cluster(context)
+        where = target(kubeconfig, context, namespace)
+        run_cluster(where.context, where.kubeconfig, where.namespace_flag)
         return
 
     if sprite:

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
 import typer
 
 from lattice_operator.cli._format import progress_line, safe
+from lattice_operator.cli._kube import Context, Kubeconfig, Namespace, Target, target
 from lattice_operator.receipt_reader import (
     dropped_receipts,
     receipt_event_params,
@@ -18,18 +17,6 @@ from lattice_operator.receipt_reader import (
 )
 
 T = TypeVar("T")
-
-Namespace = Annotated[str, typer.Option("--namespace", "-n", help="Namespace of the Run.")]
-
-
-def kube_call(fn: Callable[[Any], Awaitable[T]]) -> T:
-    from lattice_adapters.kube import KubeClient, KubeConfig
-
-    async def go() -> T:
-        async with KubeClient(KubeConfig.load()) as kube:
-            return await fn(kube)
-
-    return asyncio.run(go())
 
 
 def parse_input(raw: str, expected: dict[str, str]) -> tuple[str, Any]:
@@ -82,19 +69,24 @@ def _types_of(values: dict[str, Any]) -> dict[str, str]:
 
 
 def resume(
-    target: Annotated[str, typer.Argument(help="The Run (NAME or run/NAME) or intent/NAME.")],
+    what: Annotated[
+        str, typer.Argument(metavar="TARGET", help="The Run (NAME or run/NAME) or intent/NAME.")
+    ],
     input: Annotated[
         list[str] | None, typer.Option("--input", "-i", help="key=value; repeatable.")
     ] = None,
-    namespace: Namespace = "default",
+    namespace: Namespace = None,
     wait: Annotated[bool, typer.Option(help="Wait until it leaves Waiting.")] = False,
+    kubeconfig: Kubeconfig = None,
+    context: Context = None,
 ) -> None:
     """Resume a Waiting Run (or Intent) with inputs, checked against what its WAITING expects."""
     from lattice_operator.protocol.inputs import validate_resume_inputs
     from lattice_operator.reconcilers.run import resume_digest
 
-    plural, name = _target(target)
-    obj = _get(namespace, plural, name)
+    plural, name = _object(what)
+    where = target(kubeconfig, context, namespace)
+    obj = _get(where, plural, name)
     status = obj.get("status") or {}
     if plural == "runs":
         waiting = (status.get("events") or {}).get("waiting")
@@ -125,25 +117,30 @@ def resume(
         raise typer.Exit(2)
     checkpoint = waiting["checkpointId"]
     patch = {"spec": {"resume": {"checkpointId": checkpoint, "inputs": inputs}}}
-    kube_call(lambda kube: kube.merge_patch(_path(namespace, plural, name), patch))
+    where.call(lambda kube: kube.merge_patch(_path(where, plural, name), patch))
     typer.echo(f"resume of {name} from {safe(checkpoint)} requested")
     if wait:
-        _wait_phase(namespace, plural, name, leave={"Waiting", "Resuming"}, timeout=300)
+        _wait_phase(where, plural, name, leave={"Waiting", "Resuming"}, timeout=300)
 
 
 def cancel(
-    target: Annotated[str, typer.Argument(help="The Run (NAME or run/NAME) or intent/NAME.")],
-    namespace: Namespace = "default",
+    what: Annotated[
+        str, typer.Argument(metavar="TARGET", help="The Run (NAME or run/NAME) or intent/NAME.")
+    ],
+    namespace: Namespace = None,
+    kubeconfig: Kubeconfig = None,
+    context: Context = None,
 ) -> None:
     """Cancel a Run (its session is killed) or an Intent (and its Run)."""
-    plural, name = _target(target)
-    kube_call(
-        lambda kube: kube.merge_patch(_path(namespace, plural, name), {"spec": {"cancel": True}})
+    plural, name = _object(what)
+    where = target(kubeconfig, context, namespace)
+    where.call(
+        lambda kube: kube.merge_patch(_path(where, plural, name), {"spec": {"cancel": True}})
     )
     typer.echo(f"cancel of {plural[:-1]} {name} requested")
 
 
-def _target(text: str) -> tuple[str, str]:
+def _object(text: str) -> tuple[str, str]:
     from lattice_adapters.kube import InvalidName, check_name
 
     kind, _, name = text.rpartition("/")
@@ -156,27 +153,29 @@ def _target(text: str) -> tuple[str, str]:
         raise typer.BadParameter(str(exc)) from exc
 
 
-def _path(namespace: str, plural: str, name: str) -> str:
+def _path(where: Target, plural: str, name: str) -> str:
     from lattice_adapters.kube import resource_path
     from lattice_operator.api.v1alpha1.resources import GROUP, VERSION
 
-    return resource_path(GROUP, VERSION, plural, namespace, name)
+    return resource_path(GROUP, VERSION, plural, where.namespace, name)
 
 
-def _get(namespace: str, plural: str, name: str) -> dict[str, Any]:
+def _get(where: Target, plural: str, name: str) -> dict[str, Any]:
     from lattice_adapters.kube import KubeApiError
 
     try:
-        return kube_call(lambda kube: kube.get(_path(namespace, plural, name)))
+        return where.call(lambda kube: kube.get(_path(where, plural, name)))
     except KubeApiError as exc:
-        typer.echo(f"cannot read {plural[:-1]} {namespace}/{name}: {safe(exc.message)}", err=True)
+        typer.echo(
+            f"cannot read {plural[:-1]} {where.namespace}/{name}: {safe(exc.message)}", err=True
+        )
         raise typer.Exit(1) from exc
 
 
-def _wait_phase(namespace: str, plural: str, name: str, *, leave: set[str], timeout: float) -> str:
+def _wait_phase(where: Target, plural: str, name: str, *, leave: set[str], timeout: float) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        phase = str((_get(namespace, plural, name).get("status") or {}).get("phase") or "Pending")
+        phase = str((_get(where, plural, name).get("status") or {}).get("phase") or "Pending")
         if phase not in leave:
             typer.echo(f"{name}: {safe(phase)}")
             return phase
@@ -187,7 +186,7 @@ def _wait_phase(namespace: str, plural: str, name: str, *, leave: set[str], time
 
 def logs(
     run: Annotated[str, typer.Argument(help="The Run.")],
-    namespace: Namespace = "default",
+    namespace: Namespace = None,
     receipts: Annotated[
         bool, typer.Option(help="Print the Run's Lifeloop receipts in sequence order.")
     ] = False,
@@ -212,21 +211,24 @@ def logs(
             envvar="LATTICE_STREAM_TOKEN", help="A token for --stream.", show_default=False
         ),
     ] = None,
+    kubeconfig: Kubeconfig = None,
+    context: Context = None,
 ) -> None:
     """Show a Run's progress (phase, events, log tail), or its receipts."""
+    where = target(kubeconfig, context, namespace)
     if receipts:
-        _print_receipts(namespace, run, as_json, instance)
+        _print_receipts(where, run, as_json, instance)
         return
     if follow and stream and not as_json:
-        from lattice_operator.cli._watch import follow_run
+        from lattice_operator.cli._watch import bearer, follow_run
 
-        _get(namespace, "runs", run)  # it exists, and it is ours to read
-        follow_run(stream, token, namespace, run)
+        _get(where, "runs", run)  # it exists, and it is ours to read
+        follow_run(stream, bearer(token, where), where.namespace, run)
         return
     terminal = ("Succeeded", "Failed", "Canceled")
     last = ""
     while True:
-        status = _get(namespace, "runs", run).get("status") or {}
+        status = _get(where, "runs", run).get("status") or {}
         if as_json:
             typer.echo(json.dumps(status, indent=2))
             return
@@ -250,21 +252,22 @@ def logs(
 
 
 def fetch_receipts(
-    namespace: str, run: dict[str, Any], *, instance: str | None = None
+    where: Target, run: dict[str, Any], *, instance: str | None = None
 ) -> tuple[list[dict[str, Any]], int]:
     """The Run's receipts, from the annotations of its Events, in sequence order, and the
     number of untrusted Events that were left out."""
     from lattice_adapters.kube import resource_path
 
-    path = resource_path("events.k8s.io", "v1", "events", namespace)
+    path = resource_path("events.k8s.io", "v1", "events", where.namespace)
     params = receipt_event_params(run)
-    listing = kube_call(lambda kube: kube.get(path, params))
+    listing = where.call(lambda kube: kube.get(path, params))
     return receipts_from_events(listing, instance=instance)
 
 
-def _print_receipts(namespace: str, name: str, as_json: bool, instance: str | None) -> None:
-    run = _get(namespace, "runs", name)
-    receipts, untrusted = fetch_receipts(namespace, run, instance=instance)
+def _print_receipts(where: Target, name: str, as_json: bool, instance: str | None) -> None:
+    namespace = where.namespace
+    run = _get(where, "runs", name)
+    receipts, untrusted = fetch_receipts(where, run, instance=instance)
     dropped = dropped_receipts(run)
     notes = []
     if dropped:

@@ -15,6 +15,7 @@ import typer
 
 from lattice_operator.cli._errors import CliError
 from lattice_operator.cli._format import safe
+from lattice_operator.cli._kube import Context, Kubeconfig, Namespace, Target, target
 
 StreamUrl = Annotated[
     str | None,
@@ -36,12 +37,10 @@ StreamToken = Annotated[
 TERMINAL = {"Succeeded", "Failed", "Canceled", "Deleted"}
 
 
-def bearer(token: str | None) -> str:
+def bearer(token: str | None, where: Target | None = None) -> str:
     if token:
         return token
-    from lattice_adapters.kube import KubeConfig
-
-    found = KubeConfig.load().bearer_token()
+    found = (where or target()).config().bearer_token()
     if not found:
         raise CliError(
             "the stream needs a Kubernetes token and this kubeconfig has none (it uses a "
@@ -82,11 +81,15 @@ def events(url: str, token: str, namespace: str | None) -> Iterator[dict[str, An
 def watch(
     stream: StreamUrl = None,
     token: StreamToken = None,
-    namespace: Annotated[
-        str | None, typer.Option("--namespace", "-n", help="Only this namespace.")
-    ] = None,
+    namespace: Namespace = None,
+    all_namespaces: Annotated[
+        bool, typer.Option("--all-namespaces", "-A", help="Every namespace you may read.")
+    ] = False,
+    kubeconfig: Kubeconfig = None,
+    context: Context = None,
 ) -> None:
-    """A live view of Intents awaiting approval, active Runs and recent alerts."""
+    """A live view of Intents awaiting approval, active Runs and recent alerts (in the
+    context's namespace, -n's, or with -A all)."""
     from rich.console import Group
     from rich.live import Live
     from rich.table import Table
@@ -130,7 +133,11 @@ def watch(
         recent = Text("\n".join(alerts[-10:]) or "no alerts")
         return Group(waiting, active, Text("Recent alerts", style="bold"), recent)
 
-    credential = bearer(token)
+    where = target(kubeconfig, context, namespace)
+    credential = bearer(token, where)
+    if all_namespaces and where.namespace_flag:
+        raise CliError("-n and -A cannot be combined", exit_code=2)
+    namespace = None if all_namespaces else where.namespace
     if not sys.stdout.isatty():
         # Not a terminal (a pipe, a file): one line per event instead of a redrawn view.
         with contextlib.suppress(KeyboardInterrupt):

@@ -162,7 +162,10 @@ async def propose_intent(kube: Any, args: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-_NS = {"type": "string", "description": "Namespace (default: default)"}
+_NS = {
+    "type": "string",
+    "description": "Namespace (default: the kubeconfig context's, else default)",
+}
 _KIND = {"type": "string", "enum": list(KINDS)}
 
 
@@ -219,25 +222,41 @@ CLUSTER_TOOLS: tuple[tuple[str, str, dict[str, Any], ClusterHandler], ...] = (
 
 
 def cluster_dispatch(
-    context: str | None = None,
+    context: str | None = None, kubeconfig: str | None = None, namespace: str | None = None
 ) -> Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]:
-    """Calls a cluster tool with a client for the caller's kubeconfig (one per call)."""
+    """Calls a cluster tool with a client for the caller's kubeconfig (one per call; the
+    kubeconfig is read once, so an exec plugin's credentials are reused until they expire).
+    A tool's namespace defaults to `namespace`, else the context's."""
     handlers = {name: handler for name, _, _, handler in CLUSTER_TOOLS}
+    loaded: list[Any] = []
+
+    def config() -> Any:
+        from lattice_adapters.kube import KubeConfig, KubeConfigError
+
+        if not loaded:
+            try:
+                loaded.append(KubeConfig.load(kubeconfig, context))
+            except (KubeConfigError, OSError, ValueError) as err:
+                raise ToolError(
+                    "NO_KUBECONFIG", f"cannot load a kubeconfig: {err}", "Set KUBECONFIG"
+                ) from None
+        return loaded[0]
 
     async def dispatch(name: str, args: dict[str, Any]) -> dict[str, Any]:
         import aiohttp
 
-        from lattice_adapters.kube import KubeApiError, KubeClient, KubeConfig, KubeConfigError
+        from lattice_adapters.kube import KubeApiError, KubeClient, KubeConfigError
 
+        kube_config = config()
+        if "namespace" not in args:
+            args = {**args, "namespace": namespace or kube_config.namespace}
         try:
-            config = KubeConfig.load(context=context)
-        except (KubeConfigError, OSError, ValueError) as err:
-            raise ToolError(
-                "NO_KUBECONFIG", f"cannot load a kubeconfig: {err}", "Set KUBECONFIG"
-            ) from None
-        try:
-            async with KubeClient(config, user_agent="lattice-mcp") as kube:
+            async with KubeClient(kube_config, user_agent="lattice-mcp") as kube:
                 return await handlers[name](kube, args)
+        except KubeConfigError as err:  # an exec credential plugin failed
+            raise ToolError(
+                "NO_CREDENTIALS", f"{name}: {err}", "Fix the kubeconfig's user"
+            ) from None
         except KubeApiError as err:
             raise translate(err, name) from None
         except aiohttp.ClientError as err:

@@ -61,22 +61,27 @@ def run_sprite() -> None:
     anyio.run(serve_stdio, sprite_server(session))
 
 
-def cluster_server(context: str | None) -> Any:
+def cluster_server(
+    context: str | None, kubeconfig: str | None = None, namespace: str | None = None
+) -> Any:
     """The `lattice mcp --cluster` server: the cluster under the caller's kubeconfig identity."""
     from lattice_operator.mcp.cluster_tools import CLUSTER_TOOLS, cluster_dispatch
     from lattice_operator.mcp.server import PublishedTool, build_server, package_version
 
     published = [PublishedTool(n, d, s) for n, d, s, _ in CLUSTER_TOOLS]
-    return build_server("lattice-cluster", package_version(), published, cluster_dispatch(context))
+    dispatch = cluster_dispatch(context, kubeconfig, namespace)
+    return build_server("lattice-cluster", package_version(), published, dispatch)
 
 
-def run_cluster(context: str | None) -> None:
+def run_cluster(
+    context: str | None, kubeconfig: str | None = None, namespace: str | None = None
+) -> None:
     """`lattice mcp --cluster`: Sprites, Runs and Intents as tools, until stdin closes."""
     import anyio
 
     from lattice_operator.mcp.server import serve_stdio
 
-    anyio.run(serve_stdio, cluster_server(context))
+    anyio.run(serve_stdio, cluster_server(context, kubeconfig, namespace))
 
 
 __all__ = [

@@ -155,7 +155,7 @@ KUBECONFIGS: list[tuple[str, Callable[[Path], Any], str]] = [
     (
         "missing context",
         lambda d: {**kubeconfig("https://127.0.0.1:1"), "current-context": "gone"},
-        "no context named 'gone'",
+        'context "gone" does not exist',
     ),
     (
         "missing cluster",

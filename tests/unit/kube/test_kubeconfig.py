@@ -1,0 +1,175 @@
+"""Reading kubeconfigs by kubectl's rules, and exec plugins over time (the identities they give
+the API server: tests/e2e/test_kubeconfig_parity.py)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lattice_adapters.kube import KubeConfig, KubeConfigError
+from lattice_adapters.kube.exec_plugin import ExecPlugin, ExecSpec
+from tests.support.kubeconfigs import EXEC_V1, document, exec_credential, plugin, write
+
+SERVER = "https://127.0.0.1:1"
+
+
+@pytest.fixture(autouse=True)
+def no_ambient_kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+
+
+def test_kubeconfig_list_merges_as_kubectl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Clusters in one file, users (with relative token files) and contexts in another, each
+    # file's current-context different, a missing file first: the first value set wins.
+    first = write(
+        tmp_path / "clusters.yaml",
+        document(clusters={"c": {"server": SERVER, "insecure-skip-tls-verify": True}}, current="a"),
+    )
+    (tmp_path / "u").mkdir()
+    (tmp_path / "u" / "a.token").write_text("token-a\n")
+    second = write(
+        tmp_path / "u" / "users.yaml",
+        document(
+            clusters={"c": {"server": "https://127.0.0.1:2"}},
+            users={"a": {"tokenFile": "a.token"}, "b": {"token": "token-b"}},
+            contexts={
+                "a": {"cluster": "c", "user": "a", "namespace": "team-a"},
+                "b": {"cluster": "c", "user": "b"},
+            },
+            current="b",
+        ),
+    )
+    monkeypatch.setenv("KUBECONFIG", f"{tmp_path / 'missing.yaml'}::{first}:{second}")
+    config = KubeConfig.load()
+    assert config.server == SERVER
+    assert config.bearer_token() == "token-a"
+    assert config.namespace == "team-a"
+    other = KubeConfig.load(context="b")
+    assert (other.bearer_token(), other.namespace) == ("token-b", "default")
+
+
+def test_an_empty_file_in_the_list_is_read_as_empty(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "empty.yaml").write_text("")
+    full = write(
+        tmp_path / "full.yaml",
+        document(
+            clusters={"c": {"server": SERVER}},
+            users={"u": {"token": "t"}},
+            contexts={"x": {"cluster": "c", "user": "u"}},
+            current="x",
+        ),
+    )
+    monkeypatch.setenv("KUBECONFIG", f"{tmp_path / 'empty.yaml'}:{full}")
+    assert KubeConfig.load().bearer_token() == "t"
+
+
+def test_explicit_kubeconfig_must_exist(tmp_path: Path) -> None:
+    with pytest.raises(KubeConfigError, match="does not exist"):
+        KubeConfig.load(tmp_path / "nope.yaml")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def spec(command: Path, **extra: Any) -> ExecSpec:
+    raw = {"command": str(command), "apiVersion": EXEC_V1, "interactiveMode": "Never", **extra}
+    return ExecSpec.parse("me", raw, {"server": SERVER}, None)
+
+
+def counting_plugin(tmp_path: Path, answer: str) -> tuple[Path, Path]:
+    runs = tmp_path / "runs"
+    script = plugin(
+        tmp_path / "cred",
+        f"echo run >> '{runs}'\nprintf '%s' \"$KUBERNETES_EXEC_INFO\" > '{tmp_path}/info'\n"
+        f"cat <<'JSON'\n{answer}\nJSON\n",
+    )
+    return script, runs
+
+
+def test_plugin_credentials_are_reused_until_shortly_before_they_expire(tmp_path: Path) -> None:
+    clock = Clock()
+    expires = clock.now + timedelta(minutes=10)
+    answer = exec_credential(EXEC_V1, token="t1", expirationTimestamp=expires.isoformat())
+    script, runs = counting_plugin(tmp_path, answer)
+    exec_plugin = ExecPlugin(spec(script), clock=clock)
+    assert exec_plugin.credentials().token == "t1"
+    clock.now += timedelta(minutes=9)
+    exec_plugin.credentials()
+    assert runs.read_text().count("run") == 1
+    clock.now += timedelta(seconds=45)  # within REFRESH_BEFORE of the expiry
+    exec_plugin.credentials()
+    assert runs.read_text().count("run") == 2
+
+
+def test_a_refused_credential_runs_the_plugin_once_for_all_callers(tmp_path: Path) -> None:
+    # Each run hands out a new token (t1, t2, ...).
+    runs = tmp_path / "runs"
+    script = plugin(
+        tmp_path / "cred",
+        f"""echo run >> '{runs}'
+n=$(wc -l < '{runs}' | tr -d ' ')
+echo '{{"apiVersion": "{EXEC_V1}", "kind": "ExecCredential", "status": {{"token": "t'$n'"}}}}'
+""",
+    )
+    exec_plugin = ExecPlugin(spec(script))
+    stale = exec_plugin.credentials()
+    assert stale.token == "t1"
+    assert exec_plugin.refresh(stale).token == "t2"
+    # A second request refused with t1 (sent before the refresh) gets t2, no third run.
+    assert exec_plugin.refresh(stale).token == "t2"
+    assert runs.read_text().count("run") == 2
+
+
+@pytest.mark.parametrize(
+    ("mode", "terminal", "interactive"),
+    [("Never", True, False), ("IfAvailable", False, False), ("IfAvailable", True, True)],
+)
+def test_interactive_mode_decides_what_the_plugin_is_told(
+    tmp_path: Path, mode: str, terminal: bool, interactive: bool
+) -> None:
+    script, _ = counting_plugin(tmp_path, exec_credential(EXEC_V1, token="t"))
+    exec_plugin = ExecPlugin(spec(script, interactiveMode=mode), stdin_is_terminal=lambda: terminal)
+    exec_plugin.credentials()
+    info = json.loads((tmp_path / "info").read_text())
+    assert info["spec"]["interactive"] is interactive
+    assert "cluster" not in info["spec"]  # provideClusterInfo not asked for
+
+
+def test_a_plugin_that_needs_a_terminal_without_one_is_an_error(tmp_path: Path) -> None:
+    script, runs = counting_plugin(tmp_path, exec_credential(EXEC_V1, token="t"))
+    exec_plugin = ExecPlugin(
+        spec(script, interactiveMode="Always"), stdin_is_terminal=lambda: False
+    )
+    with pytest.raises(KubeConfigError, match="needs a terminal"):
+        exec_plugin.credentials()
+    assert not runs.exists()
+
+
+@pytest.mark.parametrize(
+    ("answer", "words"),
+    [
+        ("not json", "did not print an ExecCredential"),
+        (exec_credential("client.authentication.k8s.io/v1beta1", token="t"), "apiVersion"),
+        (exec_credential(EXEC_V1), "neither a token"),
+        (exec_credential(EXEC_V1, clientCertificateData="x"), "needs both"),
+        (exec_credential(EXEC_V1, token="t", expirationTimestamp="soon"), "RFC 3339"),
+    ],
+)
+def test_a_bad_plugin_answer_is_named(tmp_path: Path, answer: str, words: str) -> None:
+    script, _ = counting_plugin(tmp_path, answer)
+    with pytest.raises(KubeConfigError, match=words) as caught:
+        ExecPlugin(spec(script)).credentials()
+    assert str(script) in str(caught.value)
