@@ -15,7 +15,7 @@ from lattice_adapters.kube.client import (
     check_namespace,
     resource_path,
 )
-from lattice_adapters.kube.config import KubeConfig
+from lattice_adapters.kube.config import KubeConfig, use_by_default
 from lattice_adapters.kube.errors import KubeConfigError
 from lattice_adapters.kube.exec_plugin import Credentials
 
@@ -29,4 +29,5 @@ __all__ = [
     "check_name",
     "check_namespace",
     "resource_path",
+    "use_by_default",
 ]

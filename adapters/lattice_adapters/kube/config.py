@@ -22,7 +22,17 @@ from lattice_adapters.kube.kubeconfig_files import kubeconfig_paths, read_merged
 IN_CLUSTER_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 PROXY_SCHEMES = ("http", "https")
 
-__all__ = ["Credentials", "KubeConfig", "KubeConfigError"]
+__all__ = ["Credentials", "KubeConfig", "KubeConfigError", "use_by_default"]
+
+_chosen: tuple[str | Path | None, str | None] = (None, None)
+
+
+def use_by_default(path: str | Path | None, context: str | None) -> None:
+    """--kubeconfig and --context for every later `KubeConfig.load()` given neither: an
+    operator process works against one cluster, read from several places (its start-up
+    check, its client, both kopf registries' logins)."""
+    global _chosen
+    _chosen = (path, context)
 
 
 @dataclass(frozen=True)
@@ -46,7 +56,10 @@ class KubeConfig:
 
     @classmethod
     def load(cls, path: str | Path | None = None, context: str | None = None) -> KubeConfig:
-        """As kubectl: `path` is --kubeconfig, `context` is --context."""
+        """As kubectl: `path` is --kubeconfig, `context` is --context (neither given: those
+        chosen with `use_by_default`, if any)."""
+        if path is None and context is None:
+            path, context = _chosen
         paths = kubeconfig_paths(path)
         merged = read_merged(paths)
         empty = not (merged["clusters"] or merged["contexts"] or merged["users"])

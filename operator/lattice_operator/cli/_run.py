@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from lattice_operator.cli._errors import CliError
+from lattice_operator.cli._kube import Context, Kubeconfig
 
 
 def run(
@@ -48,9 +49,15 @@ def run(
         ),
     ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
+    kubeconfig: Kubeconfig = None,
+    context: Context = None,
 ) -> None:
     """Run the operator against the current kubeconfig (or in-cluster credentials)."""
     from pydantic import ValidationError
+
+    from lattice_adapters.kube import use_by_default
+
+    use_by_default(kubeconfig, context)
 
     from lattice_operator.settings import OperatorSettings
 

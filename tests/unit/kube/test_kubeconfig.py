@@ -4,13 +4,16 @@ the API server: tests/e2e/test_kubeconfig_parity.py)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from lattice_adapters.kube import KubeConfig, KubeConfigError
+from lattice_adapters.kube import KubeConfig, KubeConfigError, use_by_default
 from lattice_adapters.kube.exec_plugin import ExecPlugin, ExecSpec
 from tests.support.kubeconfigs import EXEC_V1, document, exec_credential, plugin, write
 
@@ -173,3 +176,40 @@ def test_a_bad_plugin_answer_is_named(tmp_path: Path, answer: str, words: str) -
     with pytest.raises(KubeConfigError, match=words) as caught:
         ExecPlugin(spec(script)).credentials()
     assert str(script) in str(caught.value)
+
+
+def test_a_process_wide_choice_applies_to_loads_given_neither(tmp_path: Path) -> None:
+    """`lattice run --kubeconfig F --context C`: every load of the operator's reads F and C."""
+    chosen = write(
+        tmp_path / "chosen.yaml",
+        document(
+            clusters={"c": {"server": SERVER}},
+            users={"a": {"token": "token-a"}, "b": {"token": "token-b"}},
+            contexts={"a": {"cluster": "c", "user": "a"}, "b": {"cluster": "c", "user": "b"}},
+            current="a",
+        ),
+    )
+    use_by_default(chosen, "b")
+    try:
+        assert KubeConfig.load().bearer_token() == "token-b"
+        assert KubeConfig.load(chosen, "a").bearer_token() == "token-a"  # given: as given
+    finally:
+        use_by_default(None, None)
+    with pytest.raises(KubeConfigError, match="no kubeconfig found"):
+        KubeConfig.load()
+
+
+def test_lattice_run_reads_its_kubeconfig_flag(tmp_path: Path) -> None:
+    """The operator's start-up check reads --kubeconfig (and says what is wrong with it)."""
+    missing = tmp_path / "nowhere.yaml"
+    command = [sys.executable, "-m", "lattice_operator", "run", "--standalone"]
+    done = subprocess.run(
+        [*command, "--kubeconfig", str(missing)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "HOME": str(tmp_path)},
+    )
+    assert done.returncode != 0
+    assert f"kubeconfig {missing} does not exist" in done.stderr, done.stderr
