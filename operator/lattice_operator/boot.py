@@ -288,8 +288,8 @@ def run_operator(settings: OperatorSettings, *, verbose: bool = False) -> int:
 
 async def _serve(settings: OperatorSettings, serving_registry: Any, metrics: Any) -> int:
     """supervise(), with /metrics served from this loop while it runs (a few sockets and
-    no thread per connection: stream.doors)."""
-    from lattice_operator.stream.doors import serve_metrics
+    no thread per connection: doors)."""
+    from lattice_operator.doors import serve_metrics
 
     runner = None
     if settings.metrics_port:

@@ -435,6 +435,9 @@ async def test_connections_over_the_bound_are_answered_503_and_closed(
         busy = _counted("busy", event="other")
         reader, writer = await asyncio.open_connection("127.0.0.1", door.port)
         try:
+            # The 503 is written at once; the connection is closed once the request is in
+            # (closing before would reset it and could lose the answer).
+            writer.write(b"POST /github/ns/repo HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
             answer = await _closed_by_server(reader)
         finally:
             writer.close()

@@ -35,6 +35,7 @@ from lattice_adapters.kube import KubeApiError, KubeClient, resource_path
 from lattice_operator.api.v1alpha1.githubrepository import GitHubIdentity, GitHubRepository
 from lattice_operator.api.v1alpha1.resources import INTENTS
 from lattice_operator.clock import Clock
+from lattice_operator.doors import BoundedSite, runner_options
 from lattice_operator.forge.events import BadDelivery, parse_delivery
 from lattice_operator.forge.webhooks import (
     HANDLED_EVENTS,
@@ -48,7 +49,7 @@ from lattice_operator.metrics import WEBHOOK_DELIVERIES, WEBHOOK_SECONDS
 from lattice_operator.ports.errors import AdapterError
 from lattice_operator.ports.forge import Forge
 from lattice_operator.reconcilers.approvals import REQUEST, parse_records
-from lattice_operator.settings import ForgeSettings
+from lattice_operator.settings import ConnectionLimits, ForgeSettings
 
 log = logging.getLogger(__name__)
 
@@ -300,63 +301,26 @@ async def _read_body(content: StreamReader, limit: int) -> bytes | None:
     return b"".join(parts)
 
 
-class _Busy(asyncio.Protocol):
-    """A connection over the bound: answered 503 and closed, nothing read."""
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.WriteTransport)
-        WEBHOOK_DELIVERIES.labels(event="other", outcome="busy").inc()
-        transport.write(
-            b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-        )
-        transport.close()
-
-
-class BoundedSite(web.BaseSite):
-    """A TCP site serving at most `limit` connections at once (aiohttp has no such bound):
-    one more is answered 503 and closed."""
-
-    def __init__(self, runner: web.AppRunner, host: str, port: int, limit: int) -> None:
-        super().__init__(runner)
-        self._app_runner = runner
-        self._host = host
-        self._port = port
-        self._limit = limit
-
-    @property
-    def name(self) -> str:
-        return f"http://{self._host}:{self._port}"
-
-    async def start(self) -> None:
-        await super().start()
-        server = self._app_runner.server
-        assert server is not None
-
-        def protocol() -> asyncio.BaseProtocol:
-            if len(server.connections) >= self._limit:
-                return _Busy()
-            return server()
-
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(protocol, self._host, self._port)
-
-
 async def serve(receiver: WebhookReceiver, settings: ForgeSettings) -> web.AppRunner:
-    """The receiver on `settings.webhook_host:webhook_port`, with its limits: aiohttp's
-    keep-alive timer (armed when a connection opens and after each answer, and firing only
-    while no request head is complete) is both the header-read and the idle timeout."""
+    """The receiver on `settings.webhook_host:webhook_port`, with its limits: a request head
+    must arrive within `webhook_idle_timeout` of the connection opening or of the previous
+    answer, and one connection over `webhook_max_connections` is answered 503."""
+    idle = settings.webhook_idle_timeout
+    limits = ConnectionLimits(
+        header_timeout=idle, idle_timeout=idle, max_connections=settings.webhook_max_connections
+    )
     runner = web.AppRunner(
         receiver.app(),
         access_log=None,
         shutdown_timeout=1.0,
-        keepalive_timeout=settings.webhook_idle_timeout,
         lingering_time=LINGER,
+        **runner_options(limits),
     )
     await runner.setup()
-    site = BoundedSite(
-        runner, settings.webhook_host, settings.webhook_port, settings.webhook_max_connections
-    )
-    await site.start()
+    busy = WEBHOOK_DELIVERIES.labels(event="other", outcome="busy").inc
+    await BoundedSite(
+        runner, settings.webhook_host, settings.webhook_port, limits, on_busy=busy
+    ).start()
     return runner
 
 
@@ -367,4 +331,4 @@ def _mapped(repository: GitHubRepository, login: str) -> GitHubIdentity | None:
     return None
 
 
-__all__ = ["BoundedSite", "SecretCache", "WebhookReceiver", "serve"]
+__all__ = ["SecretCache", "WebhookReceiver", "serve"]

@@ -11,11 +11,11 @@ from aiohttp import web
 
 from lattice_adapters.kube import KubeApiError, KubeClient, resource_path
 from lattice_operator.api.v1alpha1.resources import GROUP, INTENTS, RUNS, SPRITES
+from lattice_operator.doors import BoundedSite, runner_options
 from lattice_operator.handlers._context import context_of
 from lattice_operator.handlers._wakeups import wake_for_run
 from lattice_operator.stream.access import AccessCache, Identity, ReviewLimits
 from lattice_operator.stream.changes import ChangeFeed
-from lattice_operator.stream.doors import BoundedSite, runner_options
 from lattice_operator.stream.envelope import Subject
 from lattice_operator.stream.hub import EventHub
 from lattice_operator.stream.server import build_app

@@ -1,4 +1,5 @@
-"""The operator's own HTTP doors (the stream and /metrics) on asyncio, with bounded cost.
+"""The operator's own HTTP doors (the stream, /metrics, the GitHub receiver) on asyncio, with
+bounded cost.
 
 aiohttp alone keeps a connection that sends half a request, or none, for its keep-alive
 time (3,630 s) and accepts any number of them. Here a connection must send its first
@@ -10,6 +11,7 @@ socket and a little memory for seconds, never a thread.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -27,9 +29,17 @@ class BoundedSite(web.BaseSite):
 
     The runner must be made with `runner_options(limits)` (aiohttp's own idle timeout)."""
 
-    def __init__(self, runner: web.BaseRunner, host: str, port: int, limits: ConnectionLimits):
+    def __init__(
+        self,
+        runner: web.BaseRunner,
+        host: str,
+        port: int,
+        limits: ConnectionLimits,
+        on_busy: Callable[[], None] | None = None,
+    ):
         super().__init__(runner)
         self._host, self._port, self.limits = host, port, limits
+        self._on_busy = on_busy
         self.open = 0
         """Connections accepted and not yet closed (refused ones not counted)."""
         self.bound_port = port
@@ -46,6 +56,8 @@ class BoundedSite(web.BaseSite):
 
     def _accept(self) -> asyncio.Protocol:
         if self.open >= self.limits.max_connections:
+            if self._on_busy is not None:
+                self._on_busy()
             return _Busy(self.limits.header_timeout)
         handler = self._runner.server
         assert handler is not None, "runner not set up"

@@ -13,8 +13,8 @@ import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 
+from lattice_operator.doors import BoundedSite, runner_options, serve_metrics
 from lattice_operator.settings import ConnectionLimits
-from lattice_operator.stream.doors import BoundedSite, runner_options, serve_metrics
 
 WAIT = 20.0
 """Bound on every wait for the server to act (the limits under test are far shorter)."""
