@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import ssl
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from lattice_adapters.kube.exec_plugin import Credentials, ExecPlugin, ExecSpec
 from lattice_adapters.kube.kubeconfig_files import kubeconfig_paths, read_merged
 
 IN_CLUSTER_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+_LOADING = threading.Lock()
 PROXY_SCHEMES = ("http", "https")
 
 __all__ = ["Credentials", "KubeConfig", "KubeConfigError", "use_by_default"]
@@ -140,8 +142,12 @@ class KubeConfig:
         }
         loaded = _client_configuration()
         # The loader writes inline keys to files for ssl; here they live in a private
-        # directory only until they are read back.
-        with tempfile.TemporaryDirectory(prefix="lattice-kubeconfig-") as tmp:
+        # directory only until they are read back. One load at a time: the loader caches
+        # those files process-wide by content (kube_config._temp_files) and lists a file
+        # before writing it, so a load in another thread (the operator loads in three) read
+        # an empty certificate, and sent its requests as system:anonymous, or a file whose
+        # directory the first load had just removed.
+        with _LOADING, tempfile.TemporaryDirectory(prefix="lattice-kubeconfig-") as tmp:
             try:
                 loader = KubeConfigLoader(  # type: ignore[no-untyped-call]
                     config_dict=document, config_base_path="", temp_file_path=tmp

@@ -213,3 +213,42 @@ def test_lattice_run_reads_its_kubeconfig_flag(tmp_path: Path) -> None:
     )
     assert done.returncode != 0
     assert f"kubeconfig {missing} does not exist" in done.stderr, done.stderr
+
+
+def test_loads_in_threads_at_once_each_get_the_whole_certificate(tmp_path: Path) -> None:
+    """The operator loads its kubeconfig in three threads at start-up; the `kubernetes`
+    loader's process-wide file cache made some of them read an empty or vanished client
+    certificate (and send requests as system:anonymous)."""
+    import base64
+    from concurrent.futures import ThreadPoolExecutor
+
+    from lattice_adapters import tls
+
+    _, ca_key, ca_cert = tls.make_ca("test-ca")
+    pair = tls.client_cert(ca_key, ca_cert, "alice")
+    cert, key = pair.cert_pem, pair.key_pem
+    path = write(
+        tmp_path / "certs.yaml",
+        document(
+            clusters={"c": {"server": SERVER, "insecure-skip-tls-verify": True}},
+            users={
+                "u": {
+                    "client-certificate-data": base64.b64encode(cert).decode(),
+                    "client-key-data": base64.b64encode(key).decode(),
+                }
+            },
+            contexts={"x": {"cluster": "c", "user": "u"}},
+            current="x",
+        ),
+    )
+
+    def load(_: int) -> tuple[bytes | None, bytes | None] | str:
+        try:
+            config = KubeConfig.load(path)
+        except KubeConfigError as exc:
+            return str(exc)
+        return config.cert_pem, config.key_pem
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(load, range(120)))
+    assert set(results) == {(cert, key)}
