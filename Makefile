@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 # Long set-up steps say what they do, how far along they are and how long each took.
 PROGRESS := $(PYTHON) hack/progress.py
 
-.PHONY: help venv tools sprite-rootfs browser prometheus github-fixtures node-tools image chart dashboards test unit lint typecheck crds crds-check cluster-up cluster-down node-up node-down dev bench soak node-test clean
+.PHONY: help venv tools sprite-rootfs browser prometheus github-fixtures node-tools registry image chart-package chart dashboards test unit lint typecheck crds crds-check cluster-up cluster-down node-up node-down dev bench soak node-test clean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
@@ -39,11 +39,17 @@ prometheus: ## Install the pinned Prometheus and promtool the monitoring tests r
 node-tools: ## Build the node's binaries: kubelet, kube-scheduler, kube-proxy (cached like tools)
 	@$(PROGRESS) node-tools --steps 4 -- bash hack/build-node-tools.sh >/dev/null
 
+registry: ## Build the node tests' registry (CNCF distribution), crane and htpasswd (pinned Go modules; cached like tools)
+	@$(PROGRESS) registry --steps 3 -- bash hack/build-registry.sh >/dev/null
+
 github-fixtures: ## GitHub's OpenAPI description and webhook examples for the local GitHub (npm, pinned; cached)
 	@$(PROGRESS) github-fixtures -- bash hack/github-fixtures.sh >/dev/null
 
 image: ## Build the operator image as an OCI archive, daemonless (cached; path on the last line)
 	@$(PROGRESS) image -- bash hack/build-image.sh
+
+chart-package: tools ## Package the chart pinned to a pushed image: make chart-package IMAGE_REPOSITORY=host/lattice/lattice-operator IMAGE_DIGEST=sha256:... (path on the last line)
+	@bash hack/package-chart.sh "$(IMAGE_REPOSITORY)" "$(IMAGE_DIGEST)" $(CHART_DESTINATION)
 
 chart: venv tools ## Static checks of charts/lattice-operator: helm lint --strict, template matrix, strict server dry run
 	$(PY) -m pytest tests/chart $(PYTEST_ARGS)
@@ -69,7 +75,7 @@ crds-check: venv
 unit: venv ## Only the tests that need no cluster
 	$(PY) -m pytest tests/unit tests/test_layout.py $(PYTEST_ARGS)
 
-test: venv tools sprite-rootfs browser prometheus github-fixtures node-tools lint typecheck crds-check ## Everything: lint, types, unit, contract, e2e and node tests (root)
+test: venv tools sprite-rootfs browser prometheus github-fixtures node-tools registry lint typecheck crds-check ## Everything: lint, types, unit, contract, e2e and node tests (root)
 	$(PY) -m pytest -m 'not bench and not node' $(PYTEST_ARGS)
 	$(PY) -m pytest -m node tests/node $(PYTEST_ARGS)
 
@@ -88,7 +94,7 @@ node-down: venv ## Stop the node cluster started by node-up
 dev: venv tools sprite-rootfs ## The whole stack on this machine, with a sample driven to completion
 	$(LATTICE) dev
 
-node-test: venv tools sprite-rootfs prometheus node-tools ## Only the node tests (part of make test): the chart on a real node in a network namespace; root
+node-test: venv tools sprite-rootfs prometheus node-tools registry ## Only the node tests (part of make test): the chart on a real node in a network namespace; root
 	$(PY) -m pytest -m node tests/node $(PYTEST_ARGS)
 
 bench: venv tools sprite-rootfs prometheus ## Benchmarks; figures go to bench-results/, issue 17's table printed last

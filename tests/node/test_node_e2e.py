@@ -1,5 +1,8 @@
-"""End to end on a real node: the image `make image` builds, imported into the node's
-containerd, installed with the Helm chart, drives the samples to completion.
+"""End to end on a real node, installed as a platform team installs it: the image `make image`
+builds pushed by digest to a private registry (TLS, basic auth) inside the node's network
+namespace, the chart packaged pinned to that digest and pushed there as an OCI artifact,
+`helm install oci://…` with an imagePullSecret; the node's containerd pulls the image through
+the kubelet with that Secret. The operator then drives the samples to completion.
 
 Marker `node` (`make node-test`): it starts a whole single-node cluster in a network namespace
 of its own with `lattice cluster up --node` (and stops it with `lattice cluster down`), which
@@ -14,10 +17,12 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -30,6 +35,7 @@ from lattice_adapters.localcluster.node import NODE_IP, NodeCluster
 from lattice_operator.forge.builders import triage_name
 from tests.support.node_image import OciArchive
 from tests.support.prometheus import RULES, prometheus_command, service_monitor_targets
+from tests.support.registry import Registry, archive_digest, start_registry
 
 pytestmark = pytest.mark.node
 
@@ -39,7 +45,10 @@ SAMPLES = ROOT / "manifests" / "samples"
 LATTICE = str(ROOT / ".venv" / "bin" / "lattice")
 RELEASE, NAMESPACE = "lattice", "lattice-system"
 NS_RELEASE, NS_NAMESPACE, TEAM = "lattice-ns", "lattice-ns-system", "team-a"
-IMAGE_REPO = "lattice.invalid/lattice-operator"
+IMAGE_PATH = "lattice/lattice-operator"  # in the registry
+CHART_PATH = "charts"  # oci://<registry>/charts/lattice-operator
+VERSION = "0.1.0"
+PULL_SECRET = "lattice-registry"
 SPRITES_PORT = 8480
 SPRITES_TOKEN = "node-test-token"
 TIMINGS: dict[str, float] = {}
@@ -125,18 +134,77 @@ def ready(pod: dict[str, Any]) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
+@pytest.fixture(scope="module")
+def registry(node: NodeCluster, tmp_path_factory: pytest.TempPathFactory) -> Registry:
+    return start_registry(node, tmp_path_factory.mktemp("registry"))
+
+
+@dataclass(frozen=True)
+class Released:
+    """What a release publishes: the image by digest, the chart pinned to it."""
+
+    registry: Registry
+    image: str  # repository@digest
+    digest: str
+    chart: str  # oci://host/charts/lattice-operator
+
+    def chart_args(self) -> list[str]:
+        return [self.chart, "--version", VERSION, "--ca-file", str(self.registry.ca_file)]
+
+
+@pytest.fixture(scope="module")
+def released(
+    registry: Registry, image: OciArchive, tmp_path_factory: pytest.TempPathFactory
+) -> Released:
+    """The release steps: crane pushes the image's OCI layout; hack/package-chart.sh pins
+    the chart's default image to the pushed digest; helm pushes the chart."""
+    started = time.monotonic()
+    digest = registry.push_image(image.path, IMAGE_PATH, VERSION)
+    TIMINGS["image push (crane)"] = time.monotonic() - started
+    assert digest == archive_digest(image.path)  # byte for byte: the digest make image built
+    repository = f"{registry.host}/{IMAGE_PATH}"
+    destination = tmp_path_factory.mktemp("release")
+    out = subprocess.run(
+        ["bash", str(ROOT / "hack" / "package-chart.sh"), repository, digest, str(destination)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "HELM": str(registry.node.bin_dir / "helm")},
+    )
+    assert out.returncode == 0, out.stderr
+    package = Path(out.stdout.strip().splitlines()[-1])
+    registry.login_helm()
+    started = time.monotonic()
+    registry.push_chart(package, CHART_PATH)
+    TIMINGS["chart push (helm push)"] = time.monotonic() - started
+    return Released(
+        registry,
+        f"{repository}@{digest}",
+        digest,
+        f"oci://{registry.host}/{CHART_PATH}/lattice-operator",
+    )
+
+
 def install(
     node: NodeCluster,
     sprites: str,
+    released: Released,
     release: str,
     namespace: str,
     *values: str,
     github: bool = False,
 ) -> float:
-    """helm install with the local Sprites server as backend; seconds until both operator
+    """helm install from the registry (the packaged chart's own image values, an
+    imagePullSecret), the local Sprites server as backend; seconds until both operator
     Pods are Ready. `github`: with GitHub on, its token in a Secret (no GitHub is reachable
     here: the API URL is a closed port; the webhook receiver needs none)."""
     node.kubectl("create", "namespace", namespace)
+    registry = released.registry
+    node.kubectl(
+        "-n", namespace, "create", "secret", "docker-registry", PULL_SECRET,
+        f"--docker-server={registry.host}", f"--docker-username={registry.username}",
+        f"--docker-password={registry.password}",
+    )  # fmt: skip
     node.kubectl(
         "-n", namespace, "create", "secret", "generic", "sprites",
         f"--from-literal=token={SPRITES_TOKEN}",
@@ -154,8 +222,8 @@ def install(
         )  # fmt: skip
     started = time.monotonic()
     node.helm(
-        "install", release, str(CHART), "--namespace", namespace,
-        "--set", f"image.repository={IMAGE_REPO}",
+        "install", release, *released.chart_args(), "--namespace", namespace,
+        "--set", f"imagePullSecrets[0].name={PULL_SECRET}",
         "--set", f"sprites.apiUrl={sprites}",
         "--set", "sprites.tokenSecret=sprites",
         "--set", f"networkPolicy.spritesPorts={{{SPRITES_PORT}}}",
@@ -169,12 +237,29 @@ def install(
 
 
 @pytest.fixture(scope="module")
-def installed(node: NodeCluster, sprites: str, image: OciArchive) -> NodeCluster:
-    node.import_image(image.path, f"{IMAGE_REPO}:0.1.0")
+def installed(node: NodeCluster, sprites: str, released: Released) -> NodeCluster:
     TIMINGS["helm install -> 2 operator Pods Ready"] = install(
-        node, sprites, RELEASE, NAMESPACE, github=True
+        node, sprites, released, RELEASE, NAMESPACE, github=True
     )
+    pulls = [
+        pulled_seconds(e["message"])
+        for e in node.kube_json("-n", NAMESPACE, "get", "events")["items"]
+        if e.get("reason") == "Pulled" and released.image in e.get("message", "")
+    ]
+    if pulls:
+        TIMINGS["node pulls the image (kubelet)"] = max(pulls)
     return node
+
+
+GO_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def pulled_seconds(message: str) -> float:
+    """From the kubelet's `Successfully pulled image "…" in 1m2.5s (…)` (a Go duration)."""
+    found = re.search(r" in ([0-9.hms]+) ", message)
+    parts = GO_DURATION.findall(found.group(1)) if found else []
+    return sum(float(value) * UNIT_SECONDS[unit] for value, unit in parts)
 
 
 def get(node: NodeCluster, kind: str, name: str, namespace: str = "default") -> Any:
@@ -207,12 +292,17 @@ def leader_gauge(node: NodeCluster, pod: str) -> str:
     return lines[0].split()[1] if lines else f"? {out.stderr.strip()}"
 
 
-def test_both_operator_pods_run_as_the_image_with_one_leader(installed: NodeCluster) -> None:
+def test_both_operator_pods_run_as_the_image_with_one_leader(
+    installed: NodeCluster, released: Released
+) -> None:
     pods = operator_pods(installed)
     assert len(pods) == 2
     for pod in pods:
+        # The packaged chart's default: the pushed image by digest, pulled with the Secret.
+        assert pod["spec"]["containers"][0]["image"] == released.image
+        assert pod["spec"]["imagePullSecrets"] == [{"name": PULL_SECRET}]
         (status,) = pod["status"]["containerStatuses"]
-        assert status["image"].endswith(f"{IMAGE_REPO}:0.1.0")
+        assert status["imageID"].endswith(released.digest), status
         assert status["ready"] is True  # the standby too: it serves the webhooks
     names = sorted(p["metadata"]["name"] for p in pods)
     leader = wait_until(lambda: holder(installed), "a Lease holder", 60)
@@ -220,6 +310,55 @@ def test_both_operator_pods_run_as_the_image_with_one_leader(installed: NodeClus
     gauges = {pod: leader_gauge(installed, pod) for pod in names}
     assert sorted(gauges.values()) == ["0.0", "1.0"], gauges
     assert gauges[leader] == "1.0"
+
+
+def test_the_node_pulled_from_the_registry_which_wants_the_credentials(
+    installed: NodeCluster, released: Released
+) -> None:
+    """The registry answers the image's manifest only to its account; the node's containerd
+    fetched it as that account (the imagePullSecret's); a Pod without the Secret that must
+    pull is refused."""
+    registry = released.registry
+    manifest = f"/v2/{IMAGE_PATH}/manifests/{released.digest}"
+    accept = ("-H", "Accept: application/vnd.oci.image.manifest.v1+json")
+    assert registry.status(manifest, *accept) == 401
+    assert registry.status(manifest, *accept, "-u", f"{registry.username}:wrong") == 401
+    account = f"{registry.username}:{registry.password}"
+    assert registry.status(manifest, *accept, "-u", account) == 200
+    pulls = [
+        line
+        for line in registry.log().splitlines()
+        if 'msg="response completed"' in line
+        and f'http.request.uri="{manifest}"' in line
+        and re.search(r'http\.request\.useragent="?containerd/', line)  # quoted: 1.6.20~ds1
+    ]
+    assert pulls, registry.log()[-3000:]
+    assert all(f"auth.user.name={registry.username} " in line for line in pulls), pulls
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "no-pull-secret"},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {"name": "c", "image": released.image, "imagePullPolicy": "Always",
+                 "command": ["true"]}
+            ],
+        },
+    }  # fmt: skip
+    installed.kubectl("apply", "-f", "-", input=json.dumps(pod))
+
+    def refused() -> str:
+        statuses = get(installed, "pod", "no-pull-secret").get("status", {})
+        for status in statuses.get("containerStatuses") or []:
+            waiting = status.get("state", {}).get("waiting") or {}
+            if waiting.get("reason") in ("ErrImagePull", "ImagePullBackOff"):
+                return str(waiting.get("message") or waiting["reason"])
+        return ""
+
+    message = wait_until(refused, "the pull without the Secret refused", 120)
+    installed.kubectl("delete", "pod", "no-pull-secret", "--wait=false")
+    assert "401" in message or "nauthorized" in message, message
 
 
 def test_helm_test_reaches_the_webhook_over_tls(installed: NodeCluster) -> None:
@@ -671,10 +810,14 @@ def assert_ran_once(node: NodeCluster, name: str) -> None:
     assert "done" in status["logTail"], status["logTail"]
 
 
-def upgrade(node: NodeCluster, *values: str) -> None:
-    """helm upgrade --reuse-values; returns once every operator Pod is new and Ready."""
+def upgrade(node: NodeCluster, released: Released, *values: str) -> None:
+    """helm upgrade --reuse-values from the registry; returns once every operator Pod is new
+    and Ready."""
     before = {p["metadata"]["uid"] for p in operator_pods(node)}
-    node.helm("upgrade", RELEASE, str(CHART), "--namespace", NAMESPACE, "--reuse-values", *values)
+    node.helm(
+        "upgrade", RELEASE, *released.chart_args(), "--namespace", NAMESPACE, "--reuse-values",
+        *values,
+    )  # fmt: skip
 
     def rolled() -> bool:
         pods = operator_pods(node)
@@ -683,10 +826,12 @@ def upgrade(node: NodeCluster, *values: str) -> None:
     wait_until(rolled, "both operator Pods replaced and Ready", 240)
 
 
-def test_helm_upgrade_rolls_the_pods_while_a_run_completes(installed: NodeCluster) -> None:
+def test_helm_upgrade_rolls_the_pods_while_a_run_completes(
+    installed: NodeCluster, released: Released
+) -> None:
     node = installed
     counting_run(node, "upgrade-run")
-    upgrade(node, "--set", "verbose=true")
+    upgrade(node, released, "--set", "verbose=true")
     for pod in operator_pods(node):
         assert "--verbose" in pod["spec"]["containers"][0]["args"]
     assert_ran_once(node, "upgrade-run")
@@ -702,7 +847,7 @@ def serving_certificate(node: NodeCluster) -> Any:
 
 
 def test_the_webhook_certificate_rotates_without_a_refused_request(
-    installed: NodeCluster,
+    installed: NodeCluster, released: Released
 ) -> None:
     """Both replicas serve the webhook behind its Service; a CA and certificate valid one
     minute are rotated every twenty seconds or so; admission requests keep coming through
@@ -710,6 +855,7 @@ def test_the_webhook_certificate_rotates_without_a_refused_request(
     node = installed
     upgrade(
         node,
+        released,
         # --set-json: helm's --set reads a decimal as a string.
         "--set-json", "webhook.certValidityDays=0.0007",  # about 60 s
         "--set-json", "webhook.certRotateBeforeDays=0.00046",  # about 40 s
@@ -747,6 +893,7 @@ def test_the_webhook_certificate_rotates_without_a_refused_request(
     # Back to the defaults: the next leader rotates to a year-long certificate.
     upgrade(
         node,
+        released,
         "--set", "webhook.certValidityDays=365",
         "--set", "webhook.certRotateBeforeDays=30",
         "--set", "settings.webhook.certificate.propagation=10",
@@ -915,9 +1062,11 @@ def test_audit_log_shows_every_operator_request_allowed_and_every_grant_used(
     audit_log_check(installed, user, grants, 0, UNEXERCISED_GRANTS)
 
 
-def test_a_missing_token_secret_leaves_the_operator_running(installed: NodeCluster) -> None:
+def test_a_missing_token_secret_leaves_the_operator_running(
+    installed: NodeCluster, released: Released
+) -> None:
     node = installed
-    upgrade(node, "--set", "sprites.tokenSecret=no-such-secret")
+    upgrade(node, released, "--set", "sprites.tokenSecret=no-such-secret")
     assert "no-such-secret" in get_settings(node)
     sprite = {
         "apiVersion": "lattice.dev/v1alpha1",
@@ -963,14 +1112,16 @@ def test_helm_uninstall_keeps_crds_and_custom_resources(installed: NodeCluster) 
 
 
 def test_namespaced_mode_is_proven_by_the_audit_log_too(
-    node: NodeCluster, sprites: str, installed: NodeCluster
+    node: NodeCluster, sprites: str, installed: NodeCluster, released: Released
 ) -> None:
     """A second installation serving one namespace only: its Roles there (and in its own
     namespace), a ClusterRole for the cluster-scoped calls; the samples complete, and the
     audit log shows every request allowed and every grant used."""
     since = len((node.state / "audit.log").read_text().splitlines())
     node.kubectl("create", "namespace", TEAM)
-    install(node, sprites, NS_RELEASE, NS_NAMESPACE, "--set", f"watchNamespaces={{{TEAM}}}")
+    install(
+        node, sprites, released, NS_RELEASE, NS_NAMESPACE, "--set", f"watchNamespaces={{{TEAM}}}"
+    )
     wait_until(lambda: holder(node, NS_NAMESPACE, NS_RELEASE), "a Lease holder", 60)
     drive_the_agent_sample(node, TEAM)
     approve_the_gated_sample(node, TEAM)

@@ -136,9 +136,19 @@ class NodeCluster:
         return ["nsenter", f"--net=/run/netns/{self.netns}", *args]
 
     def run(
-        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 180
+        self,
+        *args: str,
+        input: str | None = None,
+        check: bool = True,
+        timeout: float = 180,
+        env: dict[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), "HOME": str(self.state)}
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(self.kubeconfig),
+            "HOME": str(self.state),
+            **(env or {}),
+        }
         out = subprocess.run(
             self.ns_cmd(*args),
             input=input,
@@ -189,6 +199,21 @@ class NodeCluster:
     def log(self, name: str) -> str:
         path = self.state / f"{name}.log"
         return path.read_text(errors="replace") if path.exists() else ""
+
+    def trust_registry(self, host: str, ca_pem: bytes) -> Path:
+        """Make containerd trust `host`'s (`address:port`) TLS certificate from `ca_pem`:
+        a hosts.toml under its config_path, read at each pull, so no restart is needed.
+        Credentials are not kept here: the kubelet hands containerd a Pod's imagePullSecret."""
+        directory = self.state / "containerd" / "certs.d" / host
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "ca.crt").write_bytes(ca_pem)
+        (directory / "hosts.toml").write_text(
+            f'server = "https://{host}"\n\n'
+            f'[host."https://{host}"]\n'
+            '  capabilities = ["pull", "resolve"]\n'
+            f'  ca = "{directory / "ca.crt"}"\n'
+        )
+        return directory / "hosts.toml"
 
     def import_image(self, archive: Path, name: str | None = None) -> None:
         """Import an OCI archive; with `name`, under that name instead of the archive's.
@@ -260,6 +285,7 @@ def _write_pki(state: Path) -> None:
 def _containerd_config(state: Path) -> Path:
     cd = state / "containerd"
     (cd / "net.d").mkdir(parents=True)
+    (cd / "certs.d").mkdir()
     (cd / "net.d" / "10-bridge.conflist").write_text(
         json.dumps(
             {
@@ -310,6 +336,9 @@ state = "{cd / "state"}"
 [{cri}.cni]
   bin_dir = "{CNI_BIN}"
   conf_dir = "{cd / "net.d"}"
+[{cri}.registry]
+  # One directory per registry host (hosts.toml: its CA), read at each pull.
+  config_path = "{cd / "certs.d"}"
 """
     path = cd / "config.toml"
     path.write_text(config)

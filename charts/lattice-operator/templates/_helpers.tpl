@@ -27,6 +27,16 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
+{{/* The operator's image: repository@digest when a digest is pinned (a released chart), else
+repository:tag (the tag defaults to the chart's appVersion). */}}
+{{- define "lattice.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "lattice.webhookService" -}}
 {{- printf "%s-webhook" (include "lattice.fullname" .) -}}
 {{- end -}}

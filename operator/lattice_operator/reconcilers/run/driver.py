@@ -153,6 +153,8 @@ class RunDriver:
 
     async def _step(self, run: Run) -> None:
         phase = self.recorder.phase
+        if phase in _UNDER_WAY and self.files.sprite is None and not await self._adopt(run):
+            return
         if phase == "Waiting":
             await self._waiting(run)
         elif phase == "Resuming":
@@ -162,6 +164,22 @@ class RunDriver:
             await self._follow(run)
         else:
             await self._start(run)
+
+    async def _adopt(self, run: Run) -> bool:
+        """A Run an earlier release started names its session but not its backend sprite
+        (`status.spriteName` came later): it ran in its Sprite's, which is taken as its own.
+        With no such sprite known the session cannot be reached: the attempt is lost (and
+        retried as the Run allows), rather than failing here at every pass."""
+        sprite = self._sprites.lookup(self.ref.namespace, run.spec.sprite_ref.name)
+        if sprite is not None and sprite.backend_name is not None:
+            self.files.sprite = sprite.backend_name
+            self.recorder.status.sprite_name = sprite.backend_name
+            return True
+        why = sprite.reason if sprite else f"Sprite {run.spec.sprite_ref.name!r} not found"
+        await self._attempt_failed(
+            run, EndReason.SESSION_LOST, f"the session's sprite is not known: {why}"
+        )
+        return False
 
     def _engine(self, run: Run) -> None:
         if self.files.sprite is None:
@@ -439,6 +457,10 @@ class RunDriver:
         recorder.set("False", Reason.CANCELED, "canceled by spec.cancel")
         recorder.status.completion_time = self._clock.now()
         await recorder.flush(force=True)
+
+
+# Phases with a session (or one to resume): they need the Run's backend sprite.
+_UNDER_WAY = frozenset({"Starting", "Running", "Waiting", "Resuming"})
 
 
 def _timed_out(run: Run) -> str:
