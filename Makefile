@@ -9,6 +9,11 @@ LATTICE := $(VENV)/bin/lattice
 # The venv is rebuilt only when the dependency pins change.
 VENV_STAMP := $(VENV)/.stamp-$(shell cat pyproject.toml requirements.lock 2>/dev/null | sha256sum | cut -c1-12)
 PYTEST_ARGS ?=
+# The suite's workers (pytest-xdist; 0: one process). Each has its own control plane, Sprites
+# server and operators, nothing shared; a file's tests stay on one worker (module fixtures).
+# One process on a given $KUBECONFIG: two workers' operators would share its cluster-wide
+# webhook configurations.
+TEST_WORKERS ?= $(if $(KUBECONFIG),0,2)
 # Long set-up steps say what they do, how far along they are and how long each took.
 PROGRESS := $(PYTHON) hack/progress.py
 
@@ -76,7 +81,7 @@ unit: venv ## Only the tests that need no cluster
 	$(PY) -m pytest tests/unit tests/test_layout.py $(PYTEST_ARGS)
 
 test: venv tools sprite-rootfs browser prometheus github-fixtures node-tools registry lint typecheck crds-check ## Everything: lint, types, unit, contract, e2e and node tests (root)
-	$(PY) -m pytest -m 'not bench and not node' $(PYTEST_ARGS)
+	$(PY) -m pytest -m 'not bench and not node' -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 	$(PY) -m pytest -m node tests/node $(PYTEST_ARGS)
 
 cluster-up: venv tools ## Start the local control plane (kubeconfig in .lattice/cluster/)

@@ -90,7 +90,7 @@ def test_monitoring_values_are_checked_by_the_schema() -> None:
 
 @pytest.fixture(scope="module")
 def prometheus_operator_crds(cluster: Cluster) -> Iterator[None]:
-    cluster.kubectl("create", "namespace", NAMESPACE, check=False)
+    cluster.ensure_namespace(NAMESPACE)
     for crd in sorted(CRDS.glob("*.yaml")):
         cluster.kubectl("apply", "--server-side", "-f", str(crd))
     for name in ("servicemonitors", "prometheusrules"):

@@ -22,7 +22,7 @@ CERT_MANAGER_KINDS = {"Certificate", "Issuer"}
 def chart_namespaces(cluster: Cluster) -> Iterator[None]:
     names = [NAMESPACE, "team-a", "team-b"]
     for name in names:
-        cluster.kubectl("create", "namespace", name, check=False)
+        cluster.ensure_namespace(name)
     yield
     for name in names:
         cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)

@@ -70,6 +70,19 @@ class Cluster:
         self.core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name)))
         return name
 
+    def ensure_namespace(self, name: str, timeout: float = 120.0) -> None:
+        """A namespace of a fixed name, Active: one an earlier module deleted (`--wait=false`)
+        may still be terminating, and creating it then does nothing until it is gone."""
+
+        def active() -> bool:
+            self.kubectl("create", "namespace", name, check=False)
+            got = self.kubectl(
+                "get", "namespace", name, "-o", "jsonpath={.status.phase}", check=False
+            )
+            return got.returncode == 0 and got.stdout.strip() == "Active"
+
+        wait_for(active, timeout=timeout, interval=1.0, what=f"namespace {name} to be Active")
+
     def delete_namespace(self, name: str) -> None:
         with contextlib.suppress(k8s.ApiException):
             self.core.delete_namespace(name)

@@ -3,6 +3,7 @@ write it (a pass deciding on a view that lags behind the operator's own write)."
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
 
 from lattice_operator.handlers._context import OperatorContext
@@ -25,9 +26,10 @@ def _counts() -> tuple[float, float]:
 def test_a_decision_is_counted_once_per_generation() -> None:
     it = intent()
     born = datetime(2026, 1, 1, tzinfo=UTC)
-    it = it.model_copy(
-        update={"metadata": it.metadata.model_copy(update={"creation_timestamp": born})}
-    )
+    # A uid of its own: decisions are remembered process-wide by uid and generation, and
+    # another test's Intent of the same name may have been counted in this process before.
+    meta = {"creation_timestamp": born, "uid": str(uuid.uuid4())}
+    it = it.model_copy(update={"metadata": it.metadata.model_copy(update=meta)})
     decision = reconcile_intent(world(it, policies=[policy("require_approval")])).decision
     assert isinstance(decision, Decision)
     ctx = OperatorContext()
