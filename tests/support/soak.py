@@ -94,7 +94,8 @@ def run_round(number: int, args: argparse.Namespace, out: Path) -> tuple[Round, 
         "-p",
         "no:cacheprovider",
         f"--junitxml={junit}",
-        *(args.pytest or DEFAULT_PATHS),
+        *args.pytest,
+        *(() if any(Path(a).exists() for a in args.pytest) else DEFAULT_PATHS),
     ]
     started = time.monotonic()
     print(f"soak: round {number}/{args.rounds}: {' '.join(command[3:])}", flush=True)
