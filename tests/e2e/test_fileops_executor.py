@@ -16,25 +16,14 @@ from lattice_operator.api.v1alpha1.fileops import FileOpsRequest
 from lattice_operator.fileops.executor import execute
 from lattice_operator.fileops.response import FileOpsResponse
 from lattice_operator.ports.errors import NotFound
+from tests.support.fileops_requests import fileops_request
 from tests.support.sprites_server import LocalSprites
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
-REPORT = {"changedFiles": True, "diffSummary": True, "commandOutputs": "on_failure"}
 
 
 def request(ops: list[dict[str, Any]], **extra: Any) -> FileOpsRequest:
-    return FileOpsRequest.model_validate(
-        {
-            "proto": "triflow.fileops.v1",
-            "id": extra.pop("id", "S1"),
-            "purpose": extra.pop("purpose", "execute_step"),
-            "summary": "test",
-            "done": ["it is done"],
-            "ops": ops,
-            "report": extra.pop("report", REPORT),
-            **extra,
-        }
-    )
+    return fileops_request(ops, **extra)
 
 
 @pytest.fixture

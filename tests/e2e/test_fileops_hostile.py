@@ -17,6 +17,7 @@ from lattice_operator.fileops.executor import execute
 from lattice_operator.fileops.response import FileOpsResponse
 from lattice_operator.fileops.tree import FILE_BYTES
 from lattice_operator.ports.sprites import FileStat, SpriteBackend
+from tests.support.fileops_requests import fileops_request
 from tests.support.sprites_server import LocalSprites
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -24,18 +25,7 @@ ALWAYS = {"changedFiles": True, "diffSummary": True, "commandOutputs": "always"}
 
 
 def request(ops: list[dict[str, Any]], **extra: Any) -> FileOpsRequest:
-    return FileOpsRequest.model_validate(
-        {
-            "proto": "triflow.fileops.v1",
-            "id": extra.pop("id", "S1"),
-            "purpose": "execute_step",
-            "summary": "test",
-            "done": ["it is done"],
-            "ops": ops,
-            "report": extra.pop("report", ALWAYS),
-            **extra,
-        }
-    )
+    return fileops_request(ops, report=extra.pop("report", ALWAYS), **extra)
 
 
 class Counted:

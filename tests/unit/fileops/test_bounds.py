@@ -20,6 +20,7 @@ from lattice_operator.fileops.errors import PatchRefused
 from lattice_operator.fileops.patch import Work, apply_update, parse
 from lattice_operator.ports.sprites import SpriteBackend
 from tests.support.fake_backend import FakeBackend
+from tests.support.fileops_requests import fileops_request
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 BIG = "".join(f"line {i}\n" for i in range(100_000))
@@ -114,17 +115,8 @@ def test_a_diff_of_a_whole_rewrite_is_counted_without_a_quadratic_comparison(
 
 
 def request(ops: list[dict[str, Any]]) -> FileOpsRequest:
-    return FileOpsRequest.model_validate(
-        {
-            "proto": "triflow.fileops.v1",
-            "id": "S1",
-            "purpose": "execute_step",
-            "summary": "test",
-            "done": ["done"],
-            "ops": ops,
-            "report": {"changedFiles": True, "diffSummary": True, "commandOutputs": "never"},
-        }
-    )
+    never = {"changedFiles": True, "diffSummary": True, "commandOutputs": "never"}
+    return fileops_request(ops, report=never)
 
 
 async def test_patching_and_diffing_leave_the_event_loop_serving(

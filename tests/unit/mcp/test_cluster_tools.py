@@ -28,34 +28,8 @@ async def test_without_a_kubeconfig(tmp_path: Path) -> None:
     assert code == "NO_KUBECONFIG"
 
 
-async def test_an_unreachable_api_server(tmp_path: Path) -> None:
-    with socket.socket() as probe:  # a local port nobody listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    kubeconfig = tmp_path / "config"
-    kubeconfig.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
-                "users": [{"name": "u", "user": {"token": "t"}}],
-                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-                "current-context": "x",
-            }
-        )
-    )
-    async with lattice_mcp("--cluster", env={"KUBECONFIG": str(kubeconfig)}) as session:
-        code = await error_code(session, "lattice_cluster_get", kind="runs", name="r")
-        not_an_object = await error_code(session, "lattice_cluster_propose_intent", spec="x")
-        bad_kind = await error_code(session, "lattice_cluster_list", kind="pods")
-    assert code == "KUBE_UNREACHABLE"
-    assert not_an_object == "INVALID_ARGUMENT"
-    assert bad_kind == "INVALID_ARGUMENT"
-
-
-async def test_a_path_as_a_name_is_an_invalid_argument_naming_it(tmp_path: Path) -> None:
-    # Refused before any request: the API server here is a port nobody listens on.
+def _unreachable(tmp_path: Path) -> Path:
+    """A kubeconfig whose API server is a local port nobody listens on."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -72,6 +46,23 @@ async def test_a_path_as_a_name_is_an_invalid_argument_naming_it(tmp_path: Path)
             }
         )
     )
+    return kubeconfig
+
+
+async def test_an_unreachable_api_server(tmp_path: Path) -> None:
+    kubeconfig = _unreachable(tmp_path)
+    async with lattice_mcp("--cluster", env={"KUBECONFIG": str(kubeconfig)}) as session:
+        code = await error_code(session, "lattice_cluster_get", kind="runs", name="r")
+        not_an_object = await error_code(session, "lattice_cluster_propose_intent", spec="x")
+        bad_kind = await error_code(session, "lattice_cluster_list", kind="pods")
+    assert code == "KUBE_UNREACHABLE"
+    assert not_an_object == "INVALID_ARGUMENT"
+    assert bad_kind == "INVALID_ARGUMENT"
+
+
+async def test_a_path_as_a_name_is_an_invalid_argument_naming_it(tmp_path: Path) -> None:
+    # Refused before any request: the API server here is a port nobody listens on.
+    kubeconfig = _unreachable(tmp_path)
     calls = [
         ("lattice_cluster_get", {"kind": "runs", "name": "../../api/v1/secrets"}, "name"),
         ("lattice_cluster_run_events", {"name": "r", "namespace": "../kube-system"}, "namespace"),
