@@ -32,6 +32,17 @@ def _hand_made_run(name: str) -> dict[str, object]:
     return doc
 
 
+def _assert_refused_by_the_operator(stack: Stack, namespace: str, name: str) -> None:
+    """The Run failed for its Sprite's runPolicy before any session started."""
+    run = stack.wait_phase(namespace, "runs", name, {"Succeeded", "Failed"})
+    status = run["status"]
+    assert status["phase"] == "Failed", status
+    condition = next(c for c in status["conditions"] if c["type"] == "Succeeded")
+    assert condition["reason"] == "RunPolicy"
+    assert "spec.runPolicy: IntentOnly" in condition["message"]
+    assert not status.get("sessionId")  # never executed
+
+
 def test_intent_only_refuses_a_hand_made_run_at_admission(stack: Stack, namespace: str) -> None:
     stack.apply(namespace, POLICY)
     _guarded_sprite(stack, namespace)
@@ -54,13 +65,7 @@ def test_intent_only_is_enforced_by_the_operator_when_admission_could_not(
     # The Run exists before its Sprite does, so admission had nothing to check against.
     stack.apply(namespace, _hand_made_run("early"))
     _guarded_sprite(stack, namespace)
-    run = stack.wait_phase(namespace, "runs", "early", {"Succeeded", "Failed"})
-    status = run["status"]
-    assert status["phase"] == "Failed", status
-    condition = next(c for c in status["conditions"] if c["type"] == "Succeeded")
-    assert condition["reason"] == "RunPolicy"
-    assert "spec.runPolicy: IntentOnly" in condition["message"]
-    assert not status.get("sessionId")  # never executed
+    _assert_refused_by_the_operator(stack, namespace, "early")
 
 
 RUN_CREATOR = {
@@ -113,9 +118,4 @@ def test_the_operator_refuses_a_run_claiming_an_intent_of_another_group(
     real = stack.get(namespace, "intents", "governed")
     stack.apply(namespace, _claiming_run("early", "evil.example/v1", real["metadata"]["uid"]))
     _guarded_sprite(stack, namespace)
-    run = stack.wait_phase(namespace, "runs", "early", {"Succeeded", "Failed"})
-    status = run["status"]
-    assert status["phase"] == "Failed", status
-    condition = next(c for c in status["conditions"] if c["type"] == "Succeeded")
-    assert condition["reason"] == "RunPolicy"
-    assert not status.get("sessionId")  # never executed
+    _assert_refused_by_the_operator(stack, namespace, "early")
