@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import secrets
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
+from lattice_adapters.sprites import SpritesAdapter
 from tests.support.cluster import Cluster
 from tests.support.sprites_server import LocalSprites
 from tests.support.stack import Stack, operator_stack
@@ -22,3 +24,15 @@ def stack(
         yield s
         if not s.operator.alive():
             raise AssertionError(f"the operator died:\n{s.operator.log()[-5000:]}")
+
+
+@pytest.fixture
+async def sprite(local_sprites: LocalSprites) -> AsyncIterator[tuple[SpritesAdapter, str]]:
+    """A sprite of the local server for the test alone, and an adapter to it (FileOps tests)."""
+    name = f"fo-{secrets.token_hex(4)}"
+    async with SpritesAdapter(local_sprites.credentials) as adapter:
+        await adapter.create_sprite(name)
+        try:
+            yield adapter, name
+        finally:
+            await adapter.delete_sprite(name)

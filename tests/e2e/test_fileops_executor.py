@@ -4,8 +4,6 @@ every status, patches that do and do not apply, the constraints enforced."""
 from __future__ import annotations
 
 import json
-import secrets
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,24 +15,12 @@ from lattice_operator.fileops.executor import execute
 from lattice_operator.fileops.response import FileOpsResponse
 from lattice_operator.ports.errors import NotFound
 from tests.support.fileops_requests import fileops_request
-from tests.support.sprites_server import LocalSprites
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def request(ops: list[dict[str, Any]], **extra: Any) -> FileOpsRequest:
     return fileops_request(ops, **extra)
-
-
-@pytest.fixture
-async def sprite(local_sprites: LocalSprites) -> AsyncIterator[tuple[SpritesAdapter, str]]:
-    name = f"fo-{secrets.token_hex(4)}"
-    async with SpritesAdapter(local_sprites.credentials) as adapter:
-        await adapter.create_sprite(name)
-        try:
-            yield adapter, name
-        finally:
-            await adapter.delete_sprite(name)
 
 
 async def run(sprite: tuple[SpritesAdapter, str], req: FileOpsRequest) -> FileOpsResponse:

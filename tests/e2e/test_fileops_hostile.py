@@ -4,8 +4,6 @@ the writable roots."""
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -18,7 +16,6 @@ from lattice_operator.fileops.response import FileOpsResponse
 from lattice_operator.fileops.tree import FILE_BYTES
 from lattice_operator.ports.sprites import FileStat, SpriteBackend
 from tests.support.fileops_requests import fileops_request
-from tests.support.sprites_server import LocalSprites
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 ALWAYS = {"changedFiles": True, "diffSummary": True, "commandOutputs": "always"}
@@ -52,17 +49,6 @@ class GrowsAfterStat(Counted):
     async def stat(self, name: str, path: str) -> FileStat:
         info = await self.inner.stat(name, path)
         return info.model_copy(update={"size": 0})
-
-
-@pytest.fixture
-async def sprite(local_sprites: LocalSprites) -> AsyncIterator[tuple[SpritesAdapter, str]]:
-    name = f"fh-{secrets.token_hex(4)}"
-    async with SpritesAdapter(local_sprites.credentials) as adapter:
-        await adapter.create_sprite(name)
-        try:
-            yield adapter, name
-        finally:
-            await adapter.delete_sprite(name)
 
 
 async def run(
