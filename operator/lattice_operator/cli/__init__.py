@@ -18,6 +18,7 @@ from lattice_operator.cli import (
     _sprites_local,
     _watch,
     _whoami,
+    _workflow,
 )
 
 app = typer.Typer(
@@ -44,6 +45,10 @@ app.command("watch")(_watch.watch)
 app.command("whoami")(_whoami.whoami)
 app.command("mcp")(_mcp.mcp)
 app.add_typer(_mcp.setup_app, name="setup")
+# The seed's workflow over project documents (docs/mcp.md): `lat prime` is `lattice prime`.
+for _name in ("prime", "overview", "ready", "show", "claim", "close", "check", "fmt"):
+    app.command(_name)(getattr(_workflow, _name))
+app.add_typer(_workflow.skills_app, name="skills")
 
 
 KUBECTL_PLUGIN = "kubectl lattice"

@@ -12,7 +12,8 @@ import secrets
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from datetime import date, datetime
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
@@ -43,6 +44,26 @@ _RAW_ID = re.compile(r"^lattice-id:[ \t]*[\"']?(L[A-Z]{5})\b", re.MULTILINE)
 _SKIPPED_DIRS = frozenset({".git", ".venv", "node_modules", "__pycache__", ".claude"})
 
 
+# The looser shape of an ID read from a document: the seed's own IDs also hold digits.
+ANY_ID_PATTERN = re.compile(r"^L[A-Z0-9]{3,}$")
+
+
+def timestamp(now: datetime) -> str:
+    """A front-matter time: UTC ISO 8601 with `Z` (`created-at`, `closed-at`)."""
+    return now.isoformat().replace("+00:00", "Z")
+
+
+def jsonable(value: Any) -> Any:
+    """Front-matter values as JSON: YAML dates and times become ISO 8601 strings."""
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    return value
+
+
 def new_lattice_id() -> str:
     """A random Lattice ID, e.g. `LCGWQN`."""
     return "L" + "".join(secrets.choice(ID_ALPHABET) for _ in range(ID_LENGTH))
@@ -67,6 +88,12 @@ class Document:
     @property
     def is_closed(self) -> bool:
         return self.front_matter.get("closed-at") is not None
+
+    @property
+    def is_root(self) -> bool:
+        """A directory's root document: `D/<name of D>.md` (`api/api.md`)."""
+        path = PurePosixPath(self.path)
+        return path.stem == path.parent.name and path.parent.name != ""
 
 
 class _NoAliasDumper(yaml.SafeDumper):
@@ -156,16 +183,43 @@ def _reason(err: Exception) -> str:
     return " ".join(str(err).split())
 
 
+def _header_end(text: str) -> int:
+    """Where the body starts (after the closing `---` line), or -1 without front matter."""
+    if not text.startswith("---\n"):
+        return -1
+    end = text.find("\n---\n", 3)
+    return -1 if end < 0 else end + 5
+
+
+def with_body(text: str, body: str) -> str:
+    """The file text with its body replaced; the front matter is kept byte for byte."""
+    end = _header_end(text)
+    if end < 0:
+        raise ValueError("the text has no front matter")
+    blank = "\n" if text[end:].startswith("\n") else ""
+    return text[:end] + blank + body
+
+
+def with_fields(text: str, fields: dict[str, Any]) -> str:
+    """The file text with new front-matter fields appended after the others; every other
+    byte (comments, quoting, unknown keys, the body) is kept as it was."""
+    end = _header_end(text)
+    if end < 0:
+        raise ValueError("the text has no front matter")
+    lines = yaml.dump(
+        fields, Dumper=_NoAliasDumper, sort_keys=False, allow_unicode=True, width=1_000_000
+    )
+    return text[: end - 4] + lines + text[end - 4 :]
+
+
 def parse(path: str, text: str) -> Document | None:
     """A document from file text, or None when the text has no front matter (not one of
     ours). Front matter that cannot be read raises DocumentError when it holds a
     `lattice-id` line, else the file is not ours either and is None."""
-    if not text.startswith("---\n"):
-        return None
-    end = text.find("\n---\n", 3)
+    end = _header_end(text)
     if end < 0:
         return None
-    raw = text[4 : end + 1]
+    raw = text[4 : end - 4]
     try:
         front = _load(path, raw)
     except DocumentError as err:
@@ -174,7 +228,7 @@ def parse(path: str, text: str) -> Document | None:
             return None
         err.lattice_id = found.group(1)
         raise
-    body = text[end + 5 :]
+    body = text[end:]
     return Document(path=path, front_matter=front, body=body.removeprefix("\n"))
 
 
@@ -369,20 +423,41 @@ class Project:
         return rel
 
     def rewrite(self, doc: Document, front_matter: dict[str, Any]) -> None:
-        path = self.inside(self.root / doc.path, shown=doc.path)
+        self.write(doc.path, render(front_matter, doc.body))
+
+    def read(self, rel: str) -> str:
+        """The text of the file at `rel` (inside the root), line endings as they are."""
+        return _read(self.inside(self.root / rel, shown=rel))
+
+    def write(self, rel: str, text: str) -> None:
+        """Replace the file at `rel` atomically: readers see the old text or the new."""
+        path = self.inside(self.root / rel, shown=rel)
+        mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
         # mkstemp creates a new file (never follows a planted symlink); replace is atomic.
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-                handle.write(render(front_matter, doc.body))
-            os.chmod(tmp, 0o644)
+                handle.write(text)
+            os.chmod(tmp, mode)
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
 
+    def add_fields(self, doc: Document, fields: dict[str, Any]) -> None:
+        """Add front-matter fields the document lacks, touching nothing else in the file."""
+        text = self.read(doc.path)
+        current = parse(doc.path, text)
+        if current is None or any(key in current.front_matter for key in fields):
+            # Replacing a key (or a file changed under us): the whole front matter is written.
+            base = current or doc
+            self.rewrite(base, {**base.front_matter, **fields})
+            return
+        self.write(doc.path, with_fields(text, fields))
+
 
 __all__ = [
+    "ANY_ID_PATTERN",
     "ID_ALPHABET",
     "ID_LENGTH",
     "MAX_DESCRIPTION",
@@ -392,8 +467,12 @@ __all__ = [
     "Document",
     "Project",
     "filename_stem",
+    "jsonable",
     "name_from_filename",
     "new_lattice_id",
     "parse",
     "render",
+    "timestamp",
+    "with_body",
+    "with_fields",
 ]

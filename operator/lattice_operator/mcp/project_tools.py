@@ -18,8 +18,10 @@ from lattice_operator.mcp.documents import (
     Document,
     Project,
     filename_stem,
+    jsonable,
     name_from_filename,
     render,
+    timestamp,
 )
 from lattice_operator.mcp.errors import ToolError
 
@@ -125,7 +127,7 @@ def _created(project: Project, directory_arg: str, clock: Clock) -> tuple[Any, d
         "name": "",
         "description": "",
         "parent-id": parent.lattice_id,
-        "created-at": clock.now().isoformat().replace("+00:00", "Z"),
+        "created-at": timestamp(clock.now()),
     }
     return directory, front, parent.lattice_id
 
@@ -192,7 +194,7 @@ def create_document(project: Project, clock: Clock, args: Mapping[str, Any]) -> 
 # -- the seed's planned tools ----------------------------------------------------------------
 
 
-def _summary(doc: Document) -> dict[str, Any]:
+def document_summary(doc: Document) -> dict[str, Any]:
     front = doc.front_matter
     summary: dict[str, Any] = {
         "lattice_id": doc.lattice_id,
@@ -215,10 +217,7 @@ def _summary(doc: Document) -> dict[str, Any]:
 
 def show(project: Project, clock: Clock, args: Mapping[str, Any]) -> dict[str, Any]:
     doc = project.find(_string(args, "lattice_id"))
-    front = {
-        k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in doc.front_matter.items()
-    }
-    return {**_summary(doc), "front_matter": front, "body": doc.body}
+    return {**document_summary(doc), "front_matter": jsonable(doc.front_matter), "body": doc.body}
 
 
 def list_documents(project: Project, clock: Clock, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -238,7 +237,7 @@ def list_documents(project: Project, clock: Clock, args: Mapping[str, Any]) -> d
     documents, broken = project.scan()
     found = []
     for doc in documents:
-        summary = _summary(doc)
+        summary = document_summary(doc)
         if not doc.path.startswith(prefix):
             continue
         if kind is not None and summary["kind"] != kind:
@@ -255,7 +254,8 @@ def list_documents(project: Project, clock: Clock, args: Mapping[str, Any]) -> d
     return {"documents": found, "count": len(found), "invalid": invalid}
 
 
-def _task(project: Project, lattice_id: str) -> Document:
+def task_document(project: Project, lattice_id: str) -> Document:
+    """The task with this ID; NOT_FOUND, or NOT_A_TASK for a knowledge-base document."""
     doc = project.find(lattice_id)
     if not doc.is_task:
         raise ToolError(
@@ -266,28 +266,33 @@ def _task(project: Project, lattice_id: str) -> Document:
     return doc
 
 
+def close_fields(clock: Clock, reason: str | None) -> dict[str, Any]:
+    """The front-matter fields closing a task adds (`lattice close` writes the same)."""
+    fields: dict[str, Any] = {"closed-at": timestamp(clock.now())}
+    if reason:
+        fields["closed-reason"] = reason
+    return fields
+
+
 def close_task(project: Project, clock: Clock, args: Mapping[str, Any]) -> dict[str, Any]:
     ids = _strings(args, "lattice_ids")
     if not ids:
         raise _invalid("lattice_ids", "a non-empty list of task IDs")
     reason = _optional_string(args, "reason")
-    tasks = [_task(project, i) for i in ids]  # all checked before any is changed
+    tasks = [task_document(project, i) for i in ids]  # all checked before any is changed
     closed, already = [], []
-    now = clock.now().isoformat().replace("+00:00", "Z")
+    fields = close_fields(clock, reason)
     for doc in tasks:
         if doc.is_closed:
             already.append(doc.lattice_id)
             continue
-        front = {**doc.front_matter, "closed-at": now}
-        if reason:
-            front["closed-reason"] = reason
-        project.rewrite(doc, front)
+        project.add_fields(doc, fields)
         closed.append(doc.lattice_id)
     return {"closed": closed, "already_closed": already}
 
 
 def update(project: Project, clock: Clock, args: Mapping[str, Any]) -> dict[str, Any]:
-    doc = _task(project, _string(args, "lattice_id"))
+    doc = task_document(project, _string(args, "lattice_id"))
     front = dict(doc.front_matter)
     priority = _priority(args, default=None)
     if priority is not None:
@@ -302,12 +307,12 @@ def update(project: Project, clock: Clock, args: Mapping[str, Any]) -> dict[str,
     removed = set(_strings(args, "remove_labels"))
     front["labels"] = [lb for lb in labels if lb not in removed]
     project.rewrite(doc, front)
-    return _summary(Document(doc.path, front, doc.body))
+    return document_summary(Document(doc.path, front, doc.body))
 
 
 def add_dependency(project: Project, clock: Clock, args: Mapping[str, Any]) -> dict[str, Any]:
-    task = _task(project, _string(args, "lattice_id"))
-    blocker = _task(project, _string(args, "blocked_by"))
+    task = task_document(project, _string(args, "lattice_id"))
+    blocker = task_document(project, _string(args, "blocked_by"))
     if blocker.lattice_id == task.lattice_id:
         raise ToolError(
             "DEPENDENCY_CYCLE",
@@ -477,4 +482,4 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
 )
 
-__all__ = ["TOOLS", "ToolSpec"]
+__all__ = ["TOOLS", "ToolSpec", "close_fields", "document_summary", "task_document"]
