@@ -256,7 +256,11 @@ def list_documents(project: Project, clock: Clock, args: Mapping[str, Any]) -> d
 
 def task_document(project: Project, lattice_id: str) -> Document:
     """The task with this ID; NOT_FOUND, or NOT_A_TASK for a knowledge-base document."""
-    doc = project.find(lattice_id)
+    return require_task(project.find(lattice_id), lattice_id)
+
+
+def require_task(doc: Document, lattice_id: str) -> Document:
+    """`doc`, if it is a task; NOT_A_TASK for a knowledge-base document."""
     if not doc.is_task:
         raise ToolError(
             "NOT_A_TASK",

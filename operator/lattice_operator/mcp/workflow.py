@@ -14,7 +14,7 @@ from lattice_operator.mcp.claims import Claim, ClaimStore
 from lattice_operator.mcp.documents import Document, Project, jsonable, timestamp
 from lattice_operator.mcp.errors import ToolError
 from lattice_operator.mcp.index import ProjectIndex
-from lattice_operator.mcp.project_tools import close_fields, document_summary
+from lattice_operator.mcp.project_tools import close_fields, document_summary, require_task
 
 # The spec's "Recommended AI Workflows", with this CLI's name for `lat`.
 PRIME_SECTIONS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
@@ -180,14 +180,7 @@ def _get(index: ProjectIndex, lattice_id: str) -> Document:
 
 
 def _task(index: ProjectIndex, lattice_id: str) -> Document:
-    doc = _get(index, lattice_id)
-    if not doc.is_task:
-        raise ToolError(
-            "NOT_A_TASK",
-            f"'{lattice_id}' ({doc.path}) is a knowledge-base document, not a task",
-            "Pass the ID of a task",
-        )
-    return doc
+    return require_task(_get(index, lattice_id), lattice_id)
 
 
 def show(project: Project, lattice_id: str) -> dict[str, Any]:
