@@ -44,6 +44,9 @@ class IntentReason(StrEnum):
     BRANCH_REFUSED = "BranchRefused"
     REMEDIATED = "Remediated"
     REMEDIATION_FAILED = "RemediationFailed"
+    INVALID_SPEC = "InvalidSpec"
+    """A kind this operator does not know, or its params missing: admission refuses both,
+    so only an object that got past it (an older CRD, a direct etcd write) ends so."""
 
 
 WAITING_REASONS = frozenset(
