@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import pytest
 from lattice_adapters.localcluster.controlplane import free_port
 from tests.support.cluster import Cluster, wait_for
 from tests.support.e2e_runs import apply_run, ready_sprite
+from tests.support.processes import SIGINT_IGNORED
 from tests.support.sprites_server import LocalSprites
 from tests.support.stack import Stack, operator_stack
 
@@ -229,6 +231,33 @@ def test_lattice_logs_follows_and_lattice_watch_shows_through_the_stream(
             env=env,
         )  # fmt: skip
         wait_for(lambda: subscribers(url) == 2, what="both followers subscribed")
+        # `lattice logs -f` through the stream and by polling, each started with SIGINT ignored
+        # as a script's background job is: Ctrl-C still ends it while it waits for the Run's
+        # next line, as a shell expects (130).
+        streamed = ["--stream", url, "--token", viewer]
+        for how, extra in (("streaming", streamed), ("polling", [])):
+            interrupted = subprocess.Popen(
+                [*SIGINT_IGNORED, lattice, "logs", "followed", "-f", "-n", namespace, *extra],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env={k: v for k, v in env.items() if k != "LATTICE_STREAM_URL"},
+            )
+            if extra:
+                wait_for(lambda: subscribers(url) == 3, what="the third follower subscribed")
+            else:
+                assert interrupted.stdout is not None
+                ready, _, _ = select.select([interrupted.stdout], [], [], 60)
+                assert ready, "lattice logs -f printed no progress line"
+            interrupted.send_signal(signal.SIGINT)
+            try:
+                _, err = interrupted.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                interrupted.kill()
+                raise AssertionError(f"lattice logs -f ({how}) ignored Ctrl-C") from None
+            assert interrupted.returncode == 130, (how, err)
+            assert "Traceback" not in err, (how, err)
+            wait_for(lambda: subscribers(url) == 2, what="the third follower gone")
         (stack.sprites.host_root(sprite) / "go").touch()
         try:
             stdout, stderr = follow.communicate(timeout=120)
@@ -251,7 +280,7 @@ def test_lattice_logs_follows_and_lattice_watch_shows_through_the_stream(
             raise AssertionError(
                 f"lattice watch ignored Ctrl-C:\n{out[-2000:]}{err[-2000:]}"
             ) from None
-    assert watch.returncode == 0, err
+    assert watch.returncode == 130, err  # Ctrl-C ends it, as a shell expects
     assert "Traceback" not in err, err
     # Not a terminal here: one line per event.
     followed = [line for line in out.splitlines() if f"{namespace}/followed" in line]

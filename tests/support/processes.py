@@ -1,10 +1,20 @@
-"""Looking at host processes from a test (local server tests only)."""
+"""Looking at host processes from a test (local server tests only), and starting them."""
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
+
+SIGINT_IGNORED = [
+    sys.executable,
+    "-c",
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+    "os.execv(sys.argv[1], sys.argv[1:])",
+]
+"""Prefix for a command line: runs it with SIGINT ignored (exec keeps it so), as a
+non-interactive shell starts `cmd &` and as `make soak`'s runner was started."""
 
 
 def alive(pid: int) -> bool:

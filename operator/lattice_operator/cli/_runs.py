@@ -10,6 +10,7 @@ import typer
 
 from lattice_operator.cli._format import progress_line, safe
 from lattice_operator.cli._kube import Context, Kubeconfig, Namespace, Target, target
+from lattice_operator.cli._stop import until_stopped
 from lattice_operator.receipt_reader import (
     dropped_receipts,
     receipt_event_params,
@@ -225,6 +226,16 @@ def logs(
         _get(where, "runs", run)  # it exists, and it is ours to read
         follow_run(stream, bearer(token, where), where.namespace, run)
         return
+    if follow:
+        # Ctrl-C or SIGTERM ends the polling as it ends `lattice watch` (130 or 143).
+        with until_stopped():
+            _show(where, run, as_json=as_json, follow=True)
+        return
+    _show(where, run, as_json=as_json, follow=False)
+
+
+def _show(where: Target, run: str, *, as_json: bool, follow: bool) -> None:
+    """The Run's progress line (each new one while following), then its log tail."""
     terminal = ("Succeeded", "Failed", "Canceled")
     last = ""
     while True:

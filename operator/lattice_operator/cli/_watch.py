@@ -3,7 +3,6 @@ active Runs with their progress, recent alerts); the stream client `lattice logs
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
@@ -16,6 +15,7 @@ import typer
 from lattice_operator.cli._errors import CliError
 from lattice_operator.cli._format import safe
 from lattice_operator.cli._kube import Context, Kubeconfig, Namespace, Target, target
+from lattice_operator.cli._stop import until_stopped
 
 StreamUrl = Annotated[
     str | None,
@@ -140,12 +140,13 @@ def watch(
     namespace = None if all_namespaces else where.namespace
     if not sys.stdout.isatty():
         # Not a terminal (a pipe, a file): one line per event instead of a redrawn view.
-        with contextlib.suppress(KeyboardInterrupt):
+        with until_stopped():
             for item in events(stream, credential, namespace):
                 typer.echo(_line(item))
         return
-    # Ctrl-C ends the view (its last state stays on the screen), without a traceback.
-    with Live(view(), refresh_per_second=4) as live, contextlib.suppress(KeyboardInterrupt):
+    # Ctrl-C or SIGTERM ends the view (its last state stays on the screen, the cursor comes
+    # back: Live's exit runs first), without a traceback.
+    with until_stopped(), Live(view(), refresh_per_second=4) as live:
         for item in events(stream, credential, namespace):
             ev = item["data"]
             p = ev.get("payload") or {}
@@ -187,23 +188,24 @@ def follow_run(stream: str, token: str | None, namespace: str, run: str) -> None
     from lattice_operator.cli._format import progress_line
 
     started = time.monotonic()
-    for item in events(stream, bearer(token), namespace):
-        ev = item["data"]
-        p = ev.get("payload") or {}
-        if item["event"] != "run.output" or p.get("name") != run:
-            continue
-        status = {
-            "phase": p.get("phase"),
-            "events": {
-                "eventCount": p.get("events"),
-                "currentPhase": p.get("currentPhase"),
-                "progress": p.get("progress") or {},
-            },
-        }
-        typer.echo(progress_line(status))
-        for line in p.get("lines") or []:
-            typer.echo(f"  | {safe(line)}")
-        if p.get("phase") in TERMINAL:
-            return
+    with until_stopped():
+        for item in events(stream, bearer(token), namespace):
+            ev = item["data"]
+            p = ev.get("payload") or {}
+            if item["event"] != "run.output" or p.get("name") != run:
+                continue
+            status = {
+                "phase": p.get("phase"),
+                "events": {
+                    "eventCount": p.get("events"),
+                    "currentPhase": p.get("currentPhase"),
+                    "progress": p.get("progress") or {},
+                },
+            }
+            typer.echo(progress_line(status))
+            for line in p.get("lines") or []:
+                typer.echo(f"  | {safe(line)}")
+            if p.get("phase") in TERMINAL:
+                return
     if os.environ.get("LATTICE_DEBUG"):
         typer.echo(f"stream ended after {time.monotonic() - started:.1f}s", err=True)
