@@ -36,6 +36,7 @@ in stdout order, without the durability the outbox gives.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import compress, count, repeat
@@ -134,6 +135,7 @@ class RunEventEngine:
         limits: EngineLimits | None = None,
         cursor: StreamCursor | None = None,
         status: RunEventsStatus | None = None,
+        log_tail: Sequence[str] = (),
         require_stdout_copies: bool = False,
     ) -> None:
         self.require_stdout_copies = require_stdout_copies
@@ -183,6 +185,9 @@ class RunEventEngine:
             log_lines=limits.log_tail_lines,
             log_line_chars=limits.log_line_chars,
         )
+        # A restored engine's log tail goes on from the one its status kept: a replayed
+        # scrollback adds nothing to it (see `feed_stdout`).
+        self._splitter.seed_log(log_tail)
         self._merger = StreamMerger(
             max_provisional=limits.max_provisional,
             max_provisional_bytes=limits.max_provisional_bytes,
@@ -311,11 +316,13 @@ class RunEventEngine:
         whose events the outbox has (or will have) already. Its lines are only used to
         find where lines start; none is held as a provisional copy or committed, so a
         replay longer than what the merger remembers cannot be mistaken for stdout-only
-        events.
+        events. Nor does it go into the log tail: the scrollback may begin inside a line,
+        and its whole lines were kept by whoever followed the session before (a restored
+        engine starts from their tail, `log_tail`).
         """
         result = _feed_result()
         if replay:
-            self._splitter.feed(data)
+            self._splitter.feed(data, keep_log=False)
             return result
         if self.canonical == "outbox":
             lines, offsets, bodies, slow = self._splitter.feed_columns(data)

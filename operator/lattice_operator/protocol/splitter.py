@@ -12,6 +12,7 @@ newline, so a hostile stream cannot grow memory.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from io import BytesIO as _BytesIO
 from itertools import accumulate, compress, count, repeat
 from operator import is_, is_not
@@ -60,14 +61,15 @@ class StdoutSplitter:
         """Bytes held for an unfinished line."""
         return len(self._carry)
 
-    def feed(self, data: bytes) -> list[EventLine]:
-        """Consume one frame; return the event lines it completed, in order."""
-        lines, offsets, bodies, slow = self.feed_columns(data)
+    def feed(self, data: bytes, *, keep_log: bool = True) -> list[EventLine]:
+        """Consume one frame; return the event lines it completed, in order. `keep_log`
+        False: its ordinary lines are not kept for the log tail (a replay)."""
+        lines, offsets, bodies, slow = self.feed_columns(data, keep_log)
         if slow:
             return slow
         return list(zip(lines, offsets, bodies, repeat(False)))
 
-    def feed_columns(self, data: bytes) -> EventColumns:
+    def feed_columns(self, data: bytes, keep_log: bool = True) -> EventColumns:
         """Consume one frame; return the event lines it completed, as columns.
 
         (lines, offsets, bodies, slow): the event lines' numbers, offsets and bodies
@@ -88,7 +90,7 @@ class StdoutSplitter:
             data = data[newline + 1 :]
         buffer = self._carry + data if self._carry else data
         if len(buffer) > self._max:  # a line in it may be over the cap: line by line
-            return [], [], [], self._feed_long(buffer)
+            return [], [], [], self._feed_long(buffer, keep_log)
         # Columns built by C loops over the frame's lines (readlines, map, compress): no
         # Python-level step per line. `readlines` finds newlines with memchr (`split` looks
         # at every byte) and keeps them, so each line's length already counts its newline.
@@ -112,7 +114,8 @@ class StdoutSplitter:
         events = is_event.count(True)
         if events < len(lines):
             # Ordinary output, as one segment of its lines: only a bounded tail is kept.
-            self._keep_log(b"".join(compress(lines, map(is_, cut, lines)))[:-1])
+            if keep_log:
+                self._keep_log(b"".join(compress(lines, map(is_, cut, lines)))[:-1])
             if not events:
                 return [], [], [], []
         return (
@@ -122,24 +125,24 @@ class StdoutSplitter:
             [],
         )
 
-    def _feed_long(self, buffer: bytes) -> list[EventLine]:
+    def _feed_long(self, buffer: bytes, keep_log: bool = True) -> list[EventLine]:
         out: list[EventLine] = []
         parts = buffer.split(b"\n")
         carry = parts.pop()
         line, offset, limit = self._line, self._offset, self._max
         for part in parts:
             if len(part) > limit:
-                self._long_line(out, part, line, offset)
+                self._long_line(out, part, line, offset, keep_log)
             elif part.startswith(LINE_PREFIX):
                 out.append((line, offset, part[_PREFIX_LEN:].strip(), False))
-            elif part and part != b"\r":
+            elif part and part != b"\r" and keep_log:
                 self._keep_log(part)
             offset += len(part) + 1
             line += 1
         self._line, self._offset = line, offset
         if len(carry) > limit:
             # Report the start now and drop the rest of this line as it streams in.
-            self._long_line(out, carry, line, offset)
+            self._long_line(out, carry, line, offset, keep_log)
             self._offset += len(carry)
             self._carry = b""
             self._skipping = True
@@ -156,6 +159,11 @@ class StdoutSplitter:
         self._log_bytes += len(segment)
         while self._log_bytes > self._log_cap:
             self._log_bytes -= len(self._log.popleft())
+
+    def seed_log(self, lines: Iterable[str]) -> None:
+        """Start the log tail with lines kept before (a restored Run's status.logTail)."""
+        for line in lines:
+            self._keep_log(line.encode())
 
     def flush(self) -> list[EventLine]:
         """End of stream: the unfinished last line, if any, counts as complete."""
@@ -185,10 +193,12 @@ class StdoutSplitter:
         shown = [line.rstrip("\r").rsplit("\r", 1)[-1] for line in text.split("\n")]
         return [clip(line, self._log_chars) for line in shown if line][-self._log_lines :]
 
-    def _long_line(self, out: list[EventLine], part: bytes, line: int, offset: int) -> None:
+    def _long_line(
+        self, out: list[EventLine], part: bytes, line: int, offset: int, keep_log: bool
+    ) -> None:
         if part.startswith(LINE_PREFIX):
             out.append((line, offset, part[_PREFIX_LEN : _PREFIX_LEN + 1024].strip(), True))
-        else:
+        elif keep_log:
             self._keep_log(part[: self._log_chars * 4])
 
 

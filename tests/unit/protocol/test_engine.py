@@ -357,6 +357,21 @@ def test_replayed_scrollback_is_never_held_however_long() -> None:
     assert e.status().event_count == 52
 
 
+def test_a_restored_engine_keeps_the_log_tail_and_a_replay_adds_no_fragment() -> None:
+    # Found by the node upgrade test: the new leader's log tail began with the end of an event
+    # line (the scrollback began inside it) and had lost what the old leader had kept.
+    first = engine()
+    first.feed_stdout(b"execs=1\n" + PREFIX + info("e0", at=0) + b"\nworking\n")
+    kept = first.log_tail()
+    assert kept == ["execs=1", "working"]
+    restored = engine(cursor=first.cursor, status=first.status(), log_tail=kept)
+    restored.stdout_reattached()
+    replay = b"working\n" + PREFIX + info("e1", at=1) + b"\n"
+    restored.feed_stdout(replay[3:], replay=True)  # the scrollback begins inside a line
+    restored.feed_stdout(b"ticks=2\n")
+    assert restored.log_tail() == ["execs=1", "working", "ticks=2"]
+
+
 def test_an_unmarked_replay_beyond_the_window_is_reported() -> None:
     # Why replays must be marked: the merger remembers only a window of committed lines.
     lines = [info(f"e{i}", at=i) for i in range(50)]

@@ -172,6 +172,7 @@ class RunRecorder:
                 work_item_id,
                 cursor=cursor if resumed else None,
                 status=self.status.events,
+                log_tail=self.status.log_tail if resumed else (),
                 require_stdout_copies=True,
             )
         return self.engine
