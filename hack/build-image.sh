@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Build the operator's container image without a container engine, as an OCI
-# archive: a Debian base from Debian's packages (mmdebstrap), the project's
-# wheel and its pinned dependencies installed into /opt/lattice, assembled into
-# an OCI layout with umoci and tarred. The result is the image the Containerfile
-# describes (same Debian release, same Python, same venv path, user, entrypoint
-# and labels). Idempotent: the archive is cached outside the clone under a key
-# of every input; a warm call only prints its path.
+# archive of two layers: (1) a Debian base from Debian's packages (mmdebstrap)
+# with a venv in /opt/lattice holding the pinned dependencies, (2) the project's
+# wheel installed into that venv by the venv's own pip (umoci unpack, chroot,
+# umoci repack). The result is the image the Containerfile describes (same
+# Debian release, same Python, same venv path, user, entrypoint and labels).
+# Idempotent: the base layer is cached under a key of the pins (the lock file,
+# the dependency list, this script), the archive under a key of every input; a
+# change to the sources rebuilds the second layer only (seconds, where the base
+# takes minutes), a warm call only prints the archive's path.
 #
 # Prints the archive path on its last line of stdout. Needs root (mmdebstrap in
 # root mode, umoci writing files owned by other users) and, on first use, the
@@ -36,8 +39,19 @@ key="$(
       -o -name '*.sh' -o -name 'py.typed' -o -name '*.html' -o -name '*.js' -o -name '*.css' \) -not -path '*/__pycache__/*' | LC_ALL=C sort | xargs sha256sum)
   } | sha256sum | cut -c1-16
 )"
+# The base layer's key: what decides the dependencies and the Debian base (the
+# project's version line left out, so a release reuses the base).
+base_key="$(
+  { cat "$here/image.env" "$0" "$root/requirements.lock"; grep -v '^version = ' "$root/pyproject.toml"; } \
+    | sha256sum | cut -c1-16
+)"
 outdir="$cache/image/${version}-${key}"
 archive="$outdir/lattice-operator-oci.tar"
+# One build at a time per cache (make test's node tests and its suite may both ask): a second
+# caller waits, then finds the archive made.
+mkdir -p "$cache/image"
+exec 9>"$cache/image/.build.lock"
+flock 9
 if [ -f "$outdir/.stamp" ] && [ -f "$archive" ]; then
   echo "$archive"
   exit 0
@@ -49,7 +63,7 @@ trap 'rm -rf "$work"' EXIT
 # 1. The wheel, and every runtime dependency as a binary wheel at the pinned
 #    version (the lock file also pins the test and dev tools; only what the
 #    wheel requires is fetched). The wheelhouse is cached by the lock's hash.
-lock_key="$(cat "$root/requirements.lock" "$root/pyproject.toml" "$here/image.env" | sha256sum | cut -c1-16)"
+lock_key="$({ cat "$root/requirements.lock" "$here/image.env"; grep -v '^version = ' "$root/pyproject.toml"; } | sha256sum | cut -c1-16)"
 wheelhouse="$cache/image/wheels-${lock_key}"
 py="${PYTHON:-python3}"
 echo "build-image: building the wheel" >&2
@@ -75,36 +89,62 @@ mkdir -p "$work/wheels"
 cp "$wheelhouse"/*.whl "$wheel" "$work/wheels/"
 cp "$root/requirements.lock" "$work/wheels/requirements.lock"
 
-# 2. The root filesystem: Debian's minimal base plus Python, then a venv in
-#    /opt/lattice with only our wheels (no index), then the non-root user.
+# 2. The base layer: Debian's minimal base plus Python, a venv in /opt/lattice
+#    with the pinned dependencies only (no index), the non-root user. Cached.
 #    The package sources are the host's own apt sources.
-sources="${APT_SOURCES:-/etc/apt/sources.list.d/debian.sources}"
-[ -f "$sources" ] || { echo "build-image: no apt sources file at $sources (set APT_SOURCES)" >&2; exit 1; }
-echo "build-image: debootstrapping ${DEBIAN_SUITE} with ${DEBIAN_PACKAGES}" >&2
+base="$cache/image/base-${base_key}"
 export SOURCE_DATE_EPOCH
-mmdebstrap --quiet --mode=root --variant=minbase --format=tar \
-  --include="${DEBIAN_PACKAGES}" \
-  --skip=output/dev \
-  --customize-hook='mkdir -p "$1/tmp/wheels"' \
-  --customize-hook="sync-in $work/wheels /tmp/wheels" \
-  --customize-hook='chroot "$1" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root python3 -m venv /opt/lattice' \
-  --customize-hook='chroot "$1" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root /opt/lattice/bin/pip install --quiet --disable-pip-version-check --no-index --find-links /tmp/wheels -c /tmp/wheels/requirements.lock lattice-operator' \
-  --customize-hook='chroot "$1" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root /opt/lattice/bin/pip uninstall --quiet --yes pip' \
-  --customize-hook='chroot "$1" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root /opt/lattice/bin/lattice --help >/dev/null' \
-  --customize-hook='rm -rf "$1/tmp/wheels" "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/* "$1"/usr/share/doc "$1"/usr/share/man "$1"/usr/share/locale' \
-  --customize-hook='echo "lattice:x:65532:65532:lattice operator:/nonexistent:/usr/sbin/nologin" >> "$1/etc/passwd"' \
-  --customize-hook='echo "lattice:x:65532:" >> "$1/etc/group"' \
-  --customize-hook='chroot "$1" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root dpkg-query -W -f "\${Package}=\${Version}\n" > "$1/opt/lattice/debian-packages.txt"' \
-  "${DEBIAN_SUITE}" "$work/rootfs.tar" "$sources" >&2
-
-# 3. The OCI layout: one layer, the config (user, entrypoint, environment,
-#    labels) and the name containerd reads when it imports the archive.
 created="$(date -u -d "@${SOURCE_DATE_EPOCH}" +%Y-%m-%dT%H:%M:%SZ)"
+if [ ! -f "$base/.stamp" ]; then
+  sources="${APT_SOURCES:-/etc/apt/sources.list.d/debian.sources}"
+  [ -f "$sources" ] || { echo "build-image: no apt sources file at $sources (set APT_SOURCES)" >&2; exit 1; }
+  echo "build-image: the base layer: debootstrapping ${DEBIAN_SUITE} with ${DEBIAN_PACKAGES} and the pinned dependencies" >&2
+  # Every dependency of the wheel, as pip resolves it, then the wheel itself uninstalled:
+  # the base holds exactly the dependencies, whatever the sources say later.
+  mmdebstrap --quiet --mode=root --variant=minbase --format=tar \
+    --include="${DEBIAN_PACKAGES}" \
+    --skip=output/dev \
+    --customize-hook='mkdir -p "$1/tmp/wheels"' \
+    --customize-hook="sync-in $work/wheels /tmp/wheels" \
+    --customize-hook='chroot "$1" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root python3 -m venv /opt/lattice' \
+    --customize-hook='chroot "$1" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root /opt/lattice/bin/pip install --quiet --disable-pip-version-check --no-index --find-links /tmp/wheels -c /tmp/wheels/requirements.lock lattice-operator' \
+    --customize-hook='chroot "$1" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root /opt/lattice/bin/pip uninstall --quiet --yes lattice-operator' \
+    --customize-hook='rm -rf "$1/tmp/wheels" "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/* "$1"/usr/share/doc "$1"/usr/share/man "$1"/usr/share/locale' \
+    --customize-hook='echo "lattice:x:65532:65532:lattice operator:/nonexistent:/usr/sbin/nologin" >> "$1/etc/passwd"' \
+    --customize-hook='echo "lattice:x:65532:" >> "$1/etc/group"' \
+    --customize-hook='chroot "$1" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root dpkg-query -W -f "\${Package}=\${Version}\n" > "$1/opt/lattice/debian-packages.txt"' \
+    "${DEBIAN_SUITE}" "$work/rootfs.tar" "$sources" >&2
+  rm -rf "$base.tmp" && mkdir -p "$base.tmp"
+  umoci init --layout "$base.tmp/oci"
+  umoci new --image "$base.tmp/oci:base"
+  umoci raw add-layer --image "$base.tmp/oci:base" --history.created "$created" \
+    --history.created_by "hack/build-image.sh (mmdebstrap ${DEBIAN_SUITE}, pinned dependencies)" "$work/rootfs.tar"
+  rm -f "$work/rootfs.tar"
+  echo "key=${base_key}" > "$base.tmp/.stamp"
+  rm -rf "$base" && mv "$base.tmp" "$base"
+fi
+
+# 3. The second layer: the wheel installed into the base's venv by its own pip (no
+#    dependency can come in: --no-deps, no index), then pip itself removed; umoci
+#    records the difference as a layer.
+echo "build-image: the operator layer" >&2
 layout="$work/oci"
-umoci init --layout "$layout"
-umoci new --image "$layout:${version}"
-umoci raw add-layer --image "$layout:${version}" --history.created "$created" \
-  --history.created_by "hack/build-image.sh (mmdebstrap ${DEBIAN_SUITE})" "$work/rootfs.tar"
+cp -a "$base/oci" "$layout"
+umoci unpack --image "$layout:base" "$work/bundle" >/dev/null
+rootfs="$work/bundle/rootfs"
+cp "$wheel" "$rootfs/tmp/"
+in_image() { chroot "$rootfs" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root "$@"; }
+in_image /opt/lattice/bin/pip install --quiet --disable-pip-version-check --no-index --no-deps "/tmp/$(basename "$wheel")"
+in_image /opt/lattice/bin/pip check >&2
+in_image /opt/lattice/bin/pip uninstall --quiet --yes pip
+in_image /opt/lattice/bin/lattice --help >/dev/null
+rm -f "$rootfs/tmp/$(basename "$wheel")"
+umoci repack --image "$layout:${version}" --history.created "$created" \
+  --history.created_by "hack/build-image.sh (the lattice-operator wheel)" "$work/bundle"
+umoci rm --image "$layout:base"
+
+# 4. The image's config (user, entrypoint, environment, labels) and the name
+#    containerd reads when it imports the archive.
 umoci config --image "$layout:${version}" --created "$created" --history.created "$created" \
   --architecture amd64 --os linux --author "Lattice Operator" \
   --config.user 65532:65532 --config.workingdir / \

@@ -8,7 +8,12 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.support.node_image import OciArchive
+
+# With the node tests: they need this image anyway, and build it once for both.
+pytestmark = pytest.mark.node
 
 REQUIRED_LABELS = (
     "org.opencontainers.image.source",
@@ -19,7 +24,7 @@ REQUIRED_LABELS = (
 
 def test_archive_names_the_image_for_containerd(image: OciArchive) -> None:
     (entry,) = image.index()["manifests"]
-    assert entry["annotations"]["io.containerd.image.name"] == "lattice-operator:0.1.0"
+    assert entry["annotations"]["io.containerd.image.name"] == "lattice-operator:0.2.0"
 
 
 def test_config_is_non_root_with_the_lattice_entrypoint(image: OciArchive) -> None:
@@ -38,7 +43,7 @@ def test_image_runs_as_non_root_with_a_read_only_root(image: OciArchive, tmp_pat
     subprocess.run(["tar", "-xf", str(image.path), "-C", str(layout)], check=True)
     bundle = tmp_path / "bundle"
     subprocess.run(
-        ["umoci", "unpack", "--image", f"{layout}:0.1.0", str(bundle)],
+        ["umoci", "unpack", "--image", f"{layout}:0.2.0", str(bundle)],
         check=True,
         capture_output=True,
     )
@@ -47,12 +52,16 @@ def test_image_runs_as_non_root_with_a_read_only_root(image: OciArchive, tmp_pat
     assert spec["process"]["user"]["uid"] == 65532
     spec["root"]["readonly"] = True
     spec["process"]["terminal"] = False
-    # The entrypoint with `--help`, then a check that nothing can be written outside /tmp.
+    # The entrypoint with `--help`, then checks that nothing can be written outside /tmp and
+    # that pip is gone.
     spec["process"]["args"] = [
         "/bin/sh",
         "-c",
         "/opt/lattice/bin/lattice run --help >/dev/null && id -u && "
-        "if touch /opt/lattice/x 2>/dev/null; then echo writable; fi",
+        "if touch /opt/lattice/x 2>/dev/null; then echo writable; fi; "
+        # pip was removed in the top layer: nothing can install into the venv at run time.
+        "if [ -e /opt/lattice/bin/pip ] || /opt/lattice/bin/python -m pip --version 2>/dev/null;"
+        " then echo pip; fi",
     ]
     spec_path.write_text(json.dumps(spec))
     name = f"lattice-image-test-{tmp_path.name}"
