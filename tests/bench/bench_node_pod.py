@@ -61,7 +61,7 @@ ROUNDS = max(2, int(20 * SCALE))
 # A Pod of the operator image spends 10-80 s having containerd's `native` snapshotter copy
 # the image's ~300 MB filesystem: a few rounds of it say enough.
 ROUNDS_OPERATOR_IMAGE = max(1, int(5 * SCALE))
-IMAGE = "lattice.invalid/lattice-operator:0.1.0"
+IMAGE = "lattice.invalid/lattice-operator:0.2.0"
 NAMESPACE, SPRITE = "rvp", "rvp"
 SPRITES_PORT, LIVENESS_PORT, METRICS_PORT = 8480, 18081, 18090
 SPRITES_TOKEN = "node-bench-token"

@@ -29,14 +29,14 @@ def _pods(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def test_the_image_is_repository_and_tag_without_a_digest() -> None:
     for kind, spec in _pods(render()).items():
-        assert spec["containers"][0]["image"] == "lattice-operator:0.1.0", kind
+        assert spec["containers"][0]["image"] == "lattice-operator:0.2.0", kind
         assert "imagePullSecrets" not in spec, kind
 
 
 def test_a_digest_pins_the_image_and_both_pods_get_the_pull_secret() -> None:
     docs = render(
         "--set", f"image.repository={REPOSITORY}",
-        "--set", "image.tag=0.1.0",
+        "--set", "image.tag=0.2.0",
         "--set", f"image.digest={DIGEST}",
         "--set", "imagePullSecrets[0].name=regcred",
     )  # fmt: skip
@@ -67,14 +67,14 @@ def test_the_packaged_chart_defaults_to_the_released_digest(tmp_path: Path) -> N
     out = _package(REPOSITORY, DIGEST, str(tmp_path))
     assert out.returncode == 0, out.stderr
     package = Path(out.stdout.strip().splitlines()[-1])
-    assert package == tmp_path / "lattice-operator-0.1.0.tgz"
+    assert package == tmp_path / "lattice-operator-0.2.0.tgz"
     with tarfile.open(package) as tar:
         handle = tar.extractfile("lattice-operator/values.yaml")
         assert handle is not None
         values = yaml.safe_load(handle.read())
     assert values["image"] == {
         "repository": REPOSITORY,
-        "tag": "0.1.0",
+        "tag": "0.2.0",
         "digest": DIGEST,
         "pullPolicy": "IfNotPresent",
     }
@@ -91,8 +91,8 @@ def test_the_packaged_chart_defaults_to_the_released_digest(tmp_path: Path) -> N
     ("args", "message"),
     [
         ((REPOSITORY, "sha256:abc"), "DIGEST 'sha256:abc' is not sha256:<64 hex digits>"),
-        ((f"{REPOSITORY}:0.1.0@{DIGEST}", DIGEST), "is not an image repository"),
-        ((f"{REPOSITORY}:0.1.0", DIGEST), "is not an image repository"),
+        ((f"{REPOSITORY}:0.2.0@{DIGEST}", DIGEST), "is not an image repository"),
+        ((f"{REPOSITORY}:0.2.0", DIGEST), "is not an image repository"),
         ((REPOSITORY,), "usage: hack/package-chart.sh REPOSITORY DIGEST"),
     ],
 )

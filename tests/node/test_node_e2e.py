@@ -16,224 +16,48 @@ import base64
 import hashlib
 import hmac
 import json
-import os
 import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 from lattice_adapters import tls
-from lattice_adapters.localcluster.node import NODE_IP, NodeCluster
+from lattice_adapters.localcluster.node import NodeCluster
 from lattice_operator.forge.builders import triage_name
-from tests.support.node_image import OciArchive
+from tests.support.node_e2e import (
+    CHART,
+    HTTP_CLIENT,
+    IMAGE_PATH,
+    LATTICE,
+    NAMESPACE,
+    NS_NAMESPACE,
+    NS_RELEASE,
+    PULL_SECRET,
+    RELEASE,
+    SAMPLES,
+    TEAM,
+    TIMINGS,
+    Released,
+    condition,
+    get,
+    holder,
+    http,
+    install,
+    lease,
+    operator_pods,
+    ready,
+    service_url,
+    wait_phase,
+    wait_until,
+)
 from tests.support.prometheus import RULES, prometheus_command, service_monitor_targets
-from tests.support.registry import Registry, archive_digest, start_registry
 
 pytestmark = pytest.mark.node
-
-ROOT = Path(__file__).resolve().parents[2]
-CHART = ROOT / "charts" / "lattice-operator"
-SAMPLES = ROOT / "manifests" / "samples"
-LATTICE = str(ROOT / ".venv" / "bin" / "lattice")
-RELEASE, NAMESPACE = "lattice", "lattice-system"
-NS_RELEASE, NS_NAMESPACE, TEAM = "lattice-ns", "lattice-ns-system", "team-a"
-IMAGE_PATH = "lattice/lattice-operator"  # in the registry
-CHART_PATH = "charts"  # oci://<registry>/charts/lattice-operator
-VERSION = "0.1.0"
-PULL_SECRET = "lattice-registry"
-SPRITES_PORT = 8480
-SPRITES_TOKEN = "node-test-token"
-TIMINGS: dict[str, float] = {}
-
-
-def wait_until(predicate: Any, what: str, timeout: float = 300) -> Any:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
-
-
-def lattice_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    path = os.pathsep.join([str(ROOT / "operator"), str(ROOT / "adapters")])
-    return subprocess.run(
-        [sys.executable, "-m", "lattice_operator", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-        env={**os.environ, "PYTHONPATH": path},
-    )
-
-
-@pytest.fixture(scope="module")
-def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeCluster]:
-    """The node cluster, started as a newcomer starts it: `lattice cluster up --node`."""
-    state = tmp_path_factory.mktemp("node") / "cluster"
-    started = time.monotonic()
-    up = lattice_cli("cluster", "up", "--node", "--audit-log", "--state-dir", str(state))
-    assert up.returncode == 0, up.stdout + up.stderr
-    TIMINGS["node start"] = time.monotonic() - started
-    cluster = NodeCluster.load(state)
-    assert f"export KUBECONFIG={cluster.kubeconfig}" in up.stdout
-    assert cluster.kubectl("get", "--raw=/readyz").stdout.strip() == "ok"
-    try:
-        yield cluster
-    finally:
-        records = list(cluster.records)
-        down = lattice_cli("cluster", "down", "--state-dir", str(state))
-        cluster.reap()
-        timings = {k: round(v, 1) for k, v in TIMINGS.items()}
-        print(f"\nnode e2e timings (s): {json.dumps(timings)}")
-    assert down.returncode == 0, down.stdout + down.stderr
-    assert "node cluster stopped" in down.stdout
-    still = [r.name for r in records if cluster.alive(r.name)]
-    assert not still, f"still running after `lattice cluster down`: {still}"
-    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
-    assert cluster.netns not in namespaces.stdout
-
-
-@pytest.fixture(scope="module")
-def sprites(node: NodeCluster, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The local Sprites server, a process inside the node's network namespace (recorded
-    with the cluster, so `lattice cluster down` stops it too)."""
-    state = tmp_path_factory.mktemp("sprites")
-    node.spawn(
-        "sprites-local",
-        [
-            LATTICE, "sprites-local", "--host", NODE_IP, "--port", str(SPRITES_PORT),
-            "--state-dir", str(state), "--ready-file", str(state / "ready.json"),
-        ],
-        env={"SPRITES_LOCAL_TOKEN": SPRITES_TOKEN},
-    )  # fmt: skip
-    wait_until(lambda: (state / "ready.json").exists(), "the local Sprites server", 60)
-    return f"http://{NODE_IP}:{SPRITES_PORT}"
-
-
-def operator_pods(node: NodeCluster, namespace: str = NAMESPACE) -> list[dict[str, Any]]:
-    pods = node.kube_json(
-        "-n", namespace, "get", "pods", "-l", "app.kubernetes.io/name=lattice-operator"
-    )
-    return [p for p in pods["items"] if p["metadata"].get("deletionTimestamp") is None]
-
-
-def ready(pod: dict[str, Any]) -> bool:
-    conditions = pod.get("status", {}).get("conditions", [])
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
-
-
-@pytest.fixture(scope="module")
-def registry(node: NodeCluster, tmp_path_factory: pytest.TempPathFactory) -> Registry:
-    return start_registry(node, tmp_path_factory.mktemp("registry"))
-
-
-@dataclass(frozen=True)
-class Released:
-    """What a release publishes: the image by digest, the chart pinned to it."""
-
-    registry: Registry
-    image: str  # repository@digest
-    digest: str
-    chart: str  # oci://host/charts/lattice-operator
-
-    def chart_args(self) -> list[str]:
-        return [self.chart, "--version", VERSION, "--ca-file", str(self.registry.ca_file)]
-
-
-@pytest.fixture(scope="module")
-def released(
-    registry: Registry, image: OciArchive, tmp_path_factory: pytest.TempPathFactory
-) -> Released:
-    """The release steps: crane pushes the image's OCI layout; hack/package-chart.sh pins
-    the chart's default image to the pushed digest; helm pushes the chart."""
-    started = time.monotonic()
-    digest = registry.push_image(image.path, IMAGE_PATH, VERSION)
-    TIMINGS["image push (crane)"] = time.monotonic() - started
-    assert digest == archive_digest(image.path)  # byte for byte: the digest make image built
-    repository = f"{registry.host}/{IMAGE_PATH}"
-    destination = tmp_path_factory.mktemp("release")
-    out = subprocess.run(
-        ["bash", str(ROOT / "hack" / "package-chart.sh"), repository, digest, str(destination)],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, "HELM": str(registry.node.bin_dir / "helm")},
-    )
-    assert out.returncode == 0, out.stderr
-    package = Path(out.stdout.strip().splitlines()[-1])
-    registry.login_helm()
-    started = time.monotonic()
-    registry.push_chart(package, CHART_PATH)
-    TIMINGS["chart push (helm push)"] = time.monotonic() - started
-    return Released(
-        registry,
-        f"{repository}@{digest}",
-        digest,
-        f"oci://{registry.host}/{CHART_PATH}/lattice-operator",
-    )
-
-
-def install(
-    node: NodeCluster,
-    sprites: str,
-    released: Released,
-    release: str,
-    namespace: str,
-    *values: str,
-    github: bool = False,
-) -> float:
-    """helm install from the registry (the packaged chart's own image values, an
-    imagePullSecret), the local Sprites server as backend; seconds until both operator
-    Pods are Ready. `github`: with GitHub on, its token in a Secret (no GitHub is reachable
-    here: the API URL is a closed port; the webhook receiver needs none)."""
-    node.kubectl("create", "namespace", namespace)
-    registry = released.registry
-    node.kubectl(
-        "-n", namespace, "create", "secret", "docker-registry", PULL_SECRET,
-        f"--docker-server={registry.host}", f"--docker-username={registry.username}",
-        f"--docker-password={registry.password}",
-    )  # fmt: skip
-    node.kubectl(
-        "-n", namespace, "create", "secret", "generic", "sprites",
-        f"--from-literal=token={SPRITES_TOKEN}",
-    )  # fmt: skip
-    if github:
-        node.kubectl(
-            "-n", namespace, "create", "secret", "generic", "github-token",
-            "--from-literal=token=node-e2e-token",
-        )  # fmt: skip
-        values = (
-            *values,
-            "--set", "github.enabled=true",
-            "--set", "github.tokenSecret=github-token",
-            "--set", "github.apiUrl=http://127.0.0.1:9/",
-        )  # fmt: skip
-    started = time.monotonic()
-    node.helm(
-        "install", release, *released.chart_args(), "--namespace", namespace,
-        "--set", f"imagePullSecrets[0].name={PULL_SECRET}",
-        "--set", f"sprites.apiUrl={sprites}",
-        "--set", "sprites.tokenSecret=sprites",
-        "--set", f"networkPolicy.spritesPorts={{{SPRITES_PORT}}}",
-        *values,
-    )  # fmt: skip
-    wait_until(
-        lambda: len([p for p in operator_pods(node, namespace) if ready(p)]) == 2,
-        f"both operator Pods of {release} Ready",
-    )
-    return time.monotonic() - started
 
 
 @pytest.fixture(scope="module")
@@ -260,28 +84,6 @@ def pulled_seconds(message: str) -> float:
     found = re.search(r" in ([0-9.hms]+) ", message)
     parts = GO_DURATION.findall(found.group(1)) if found else []
     return sum(float(value) * UNIT_SECONDS[unit] for value, unit in parts)
-
-
-def get(node: NodeCluster, kind: str, name: str, namespace: str = "default") -> Any:
-    out = node.kubectl("-n", namespace, "get", kind, name, "-o", "json", check=False)
-    return json.loads(out.stdout) if out.returncode == 0 else {}
-
-
-def condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
-    for c in obj.get("status", {}).get("conditions", []):
-        if c["type"] == kind:
-            return dict(c)
-    return None
-
-
-def lease(node: NodeCluster, namespace: str = NAMESPACE, release: str = RELEASE) -> Any:
-    name = f"{release}-lattice-operator"
-    out = node.kubectl("-n", namespace, "get", "lease", name, "-o", "json", check=False)
-    return json.loads(out.stdout).get("spec") or {} if out.returncode == 0 else {}
-
-
-def holder(node: NodeCluster, namespace: str = NAMESPACE, release: str = RELEASE) -> str:
-    return str(lease(node, namespace, release).get("holderIdentity") or "")
 
 
 def leader_gauge(node: NodeCluster, pod: str) -> str:
@@ -373,24 +175,6 @@ def test_operator_logs_are_readable_through_the_api(installed: NodeCluster) -> N
     assert out.stdout.strip()
 
 
-def phase_of(node: NodeCluster, kind: str, name: str, namespace: str = "default") -> str:
-    return str(get(node, kind, name, namespace).get("status", {}).get("phase") or "")
-
-
-def wait_phase(
-    node: NodeCluster, kind: str, name: str, phases: set[str], namespace: str = "default"
-) -> str:
-    return str(
-        wait_until(
-            lambda: (
-                phase_of(node, kind, name, namespace) in phases
-                and phase_of(node, kind, name, namespace)
-            ),
-            f"{kind} {namespace}/{name} in {sorted(phases)}",
-        )
-    )
-
-
 def drive_the_agent_sample(node: NodeCluster, namespace: str) -> None:
     """The sample Sprite Ready; the sample agent Run through WAITING, resumed, Succeeded."""
     node.kubectl("-n", namespace, "apply", "-f", str(SAMPLES / "sprite.yaml"))
@@ -439,65 +223,6 @@ def test_samples_complete_on_the_node(installed: NodeCluster) -> None:
 
 def test_gated_intent_is_approved_through_the_chart_webhook(installed: NodeCluster) -> None:
     approve_the_gated_sample(installed, "default")
-
-
-# An HTTP client run inside the node's network namespace, where Service addresses route (kube-
-# proxy's iptables rules): GET or POST one URL; print the status, the content type and the
-# body, each on a line of its own, or, for a stream, its lines until one contains `until`
-# (then exit 0; 2 on timeout).
-HTTP_CLIENT = """
-import sys, time, urllib.error, urllib.request
-url, method, headers, body, until, timeout = sys.argv[1:7]
-request = urllib.request.Request(url, method=method, data=body.encode() if body else None)
-for header in filter(None, headers.split("\\n")):
-    key, _, value = header.partition(": ")
-    request.add_header(key, value)
-opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-try:
-    response = opener.open(request, timeout=float(timeout))
-except urllib.error.HTTPError as exc:
-    print(exc.code, exc.headers.get("Content-Type"), exc.read().decode(errors="replace"), sep="\\n")
-    sys.exit(0)
-print(response.status, response.headers.get("Content-Type"), sep="\\n", flush=True)
-if not until:
-    print(response.read().decode(errors="replace"))
-    sys.exit(0)
-deadline = time.monotonic() + float(timeout)
-while time.monotonic() < deadline:
-    line = response.readline().decode(errors="replace")
-    if not line:
-        break
-    print(line.rstrip(), flush=True)
-    if until in line:
-        sys.exit(0)
-sys.exit(2)
-"""
-
-
-def service_url(node: NodeCluster, service: str, namespace: str = NAMESPACE) -> str:
-    spec = node.kube_json("-n", namespace, "get", "service", service)["spec"]
-    return f"http://{spec['clusterIP']}:{spec['ports'][0]['port']}"
-
-
-def http(
-    node: NodeCluster,
-    url: str,
-    *,
-    method: str = "GET",
-    headers: dict[str, str] | None = None,
-    body: str = "",
-    until: str = "",
-) -> tuple[int, str, str]:
-    """(status, content type, body) of one request from inside the namespace (0: no answer);
-    `until`: a stream, read up to the line that contains it."""
-    lines = "\n".join(f"{k}: {v}" for k, v in (headers or {}).items())
-    out = node.run(
-        sys.executable, "-c", HTTP_CLIENT, url, method, lines, body, until, "10", check=False
-    )
-    if out.returncode != 0:
-        return 0, "", out.stderr[-500:]
-    status, content_type, text = (out.stdout + "\n\n").split("\n", 2)
-    return int(status), content_type, text
 
 
 STREAM = f"{RELEASE}-lattice-operator-stream"
