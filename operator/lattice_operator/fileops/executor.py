@@ -487,18 +487,4 @@ def for_status(response: FileOpsResponse) -> dict[str, Any]:
     return {k: v for k, v in slim.items() if v is not None}
 
 
-def summarise(response: FileOpsResponse) -> str:
-    """One line for the Intent's result."""
-    if response.status == "ok":
-        changed = ", ".join(response.changed_files or []) or "nothing"
-        return f"{len(response.ops or [])} ops done; changed: {changed}"
-    if response.fail is not None:
-        return response.fail.reason
-    if response.split is not None:
-        return "the step needs substeps (split)"
-    if response.ask is not None:
-        return "; ".join(response.ask.questions)[:1024]
-    return "; ".join(f"{e.field}: {e.error}" for e in response.errors or [])[:1024]
-
-
-__all__: Sequence[str] = ["check", "execute", "for_status", "summarise"]
+__all__: Sequence[str] = ["check", "execute", "for_status"]
