@@ -5,10 +5,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 from kubernetes.client.exceptions import ApiException
@@ -102,7 +104,32 @@ class Stack:
         self.operator = spawn_operator(
             self.cluster.kubeconfig, self.log_dir, *self.args, env=self.env
         )
+        wait_webhooks_served(self.cluster)
         return self.operator
+
+
+def wait_webhooks_served(cluster: Cluster, timeout: float = 60.0) -> None:
+    """Until the webhook configurations the operator registers point at a server that accepts
+    connections: its own, once it has registered. Ready (healthz) comes first; until then a
+    write would meet no webhook at all, or one left by an operator stopped earlier (a test
+    that ran `lattice run` with the default settings), refused with a connection error."""
+
+    def served() -> bool:
+        out = cluster.kubectl(
+            "get", "validatingwebhookconfiguration", "lattice.dev", "-o", "json", check=False
+        )
+        if out.returncode != 0:
+            return False
+        urls = {w["clientConfig"].get("url", "") for w in json.loads(out.stdout)["webhooks"]}
+        for url in urls:
+            address = urlsplit(url)
+            try:
+                socket.create_connection((address.hostname, address.port or 443), 2).close()
+            except OSError:
+                return False
+        return bool(urls)
+
+    wait_for(served, timeout=timeout, what="the operator's webhooks registered and served")
 
     def crash_and_restart(self) -> OperatorProcess:
         """Kill the operator (no graceful shutdown) and start a new one with the same arguments."""
@@ -128,6 +155,8 @@ def operator_stack(
     op = spawn_operator(cluster.kubeconfig, log_dir, *full_args, env=env)
     stack = Stack(cluster, sprites, op, config, log_dir, port, full_args, env)
     try:
+        if overrides.get("webhook", {}).get("managed", True) is not None:
+            wait_webhooks_served(cluster)
         yield stack
     finally:
         stack.operator.stop()
