@@ -8,87 +8,13 @@ from typing import Any
 
 import pytest
 
-from lattice_operator.api.v1alpha1 import Intent, Run, Sprite
+from lattice_operator.api.v1alpha1 import Intent
 from lattice_operator.api.v1alpha1.healthcheck import HealthIssue, Incident, IncidentIssue
 from lattice_operator.forge.incidents import incident_step
 from lattice_operator.reconcilers.approvals import ApprovalRefused, parse_request, record_for
-from lattice_operator.reconcilers.intent import IntentWorld, reconcile_intent
-from tests.support.intent_world import NOW, policy
-
-AGENT = {"spriteRef": {"name": "box"}, "command": ["agent"]}
-
-
-def pr_intent(**status: Any) -> Intent:
-    return Intent.model_validate(
-        {
-            "metadata": {"name": "pr", "namespace": "ns", "uid": "u-1", "generation": 1},
-            "spec": {
-                "kind": "pr_create_from_plan",
-                "params": {"prCreateFromPlan": {"repo": "octo/app", "plan": "do it", "run": AGENT}},
-                "allowedActions": ["OPEN_PR"],
-            },
-            "status": status,
-        }
-    )
-
-
-def sprite(ready: bool = True) -> Sprite:
-    return Sprite.model_validate(
-        {
-            "metadata": {"name": "box", "namespace": "ns"},
-            "spec": {},
-            "status": {
-                "spriteName": "ns-box",
-                "conditions": [
-                    {
-                        "type": "Ready",
-                        "status": "True" if ready else "False",
-                        "reason": "R",
-                        "message": "",
-                        "lastTransitionTime": NOW.isoformat(),
-                    }
-                ],
-            },
-        }
-    )
-
-
-def run(phase: str, **status: Any) -> Run:
-    return Run.model_validate(
-        {
-            "metadata": {
-                "name": "pr-run",
-                "namespace": "ns",
-                "uid": "r",
-                "ownerReferences": [
-                    {
-                        "apiVersion": "lattice.dev/v1alpha1",
-                        "kind": "Intent",
-                        "name": "pr",
-                        "uid": "u-1",
-                        "controller": True,
-                    }
-                ],
-            },
-            "spec": {**AGENT, "intentRef": {"name": "pr"}},
-            "status": {"phase": phase, **status},
-        }
-    )
-
-
-def world(it: Intent, **kw: Any) -> IntentWorld:
-    values: dict[str, Any] = {
-        "intent": it,
-        "policies": [policy("allow")],
-        "default_policy": None,
-        "approvals": [],
-        "run": None,
-        "sprite": sprite(),
-        "now": NOW,
-        "forge_ready": True,
-    }
-    values.update(kw)
-    return IntentWorld(**values)
+from lattice_operator.reconcilers.intent import reconcile_intent
+from tests.support.forge_pipeline import pr_intent, prepared, run, sprite, world
+from tests.support.intent_world import NOW
 
 
 def test_without_github_the_kind_waits_with_a_reason() -> None:
@@ -120,21 +46,8 @@ def test_the_workspace_is_prepared_once_the_sprite_is_ready() -> None:
     assert plan.create == []  # no Run before the workspace is there
 
 
-def _prepared(**forge: Any) -> dict[str, Any]:
-    return {
-        "forge": {
-            "repo": "octo/app",
-            "baseBranch": "main",
-            "baseSha": "a" * 40,
-            "headBranch": "lattice/pr",
-            "preparedAt": NOW.isoformat(),
-            **forge,
-        }
-    }
-
-
 def test_a_prepared_intent_runs_its_agent_told_where_things_are() -> None:
-    plan = reconcile_intent(world(pr_intent(**_prepared())))
+    plan = reconcile_intent(world(pr_intent(**prepared())))
     [manifest] = plan.create
     env = {e["name"]: e["value"] for e in manifest["spec"]["env"]}
     assert env["LATTICE_FORGE_BRANCH"] == "lattice/pr"
@@ -155,7 +68,7 @@ def test_a_pr_opened_by_the_run_ends_it_with_the_pr_in_status() -> None:
             }
         ],
     )
-    plan = reconcile_intent(world(pr_intent(**_prepared()), run=done))
+    plan = reconcile_intent(world(pr_intent(**prepared()), run=done))
     assert plan.phase == "Succeeded"
     assert plan.status.forge is not None
     assert plan.status.forge.pull_request is not None
@@ -165,14 +78,14 @@ def test_a_pr_opened_by_the_run_ends_it_with_the_pr_in_status() -> None:
 
 
 def test_a_run_that_opened_no_pr_has_its_branch_taken_back() -> None:
-    plan = reconcile_intent(world(pr_intent(**_prepared()), run=run("Succeeded")))
+    plan = reconcile_intent(world(pr_intent(**prepared()), run=run("Succeeded")))
     assert plan.phase == "Executing"
     assert plan.forge is not None
     assert plan.forge.step == "finish"
 
 
 def test_github_unreachable_waits_with_a_reason_until_the_retry_time() -> None:
-    failing = _prepared(
+    failing = prepared(
         problem="GitHub unreachable (transport_error, safe_retry)",
         retryAt=(NOW + timedelta(seconds=30)).isoformat(),
         attempts=2,
@@ -189,7 +102,7 @@ def test_github_unreachable_waits_with_a_reason_until_the_retry_time() -> None:
 
 
 def test_retries_are_bounded() -> None:
-    spent = _prepared(problem="boom", attempts=5)
+    spent = prepared(problem="boom", attempts=5)
     plan = reconcile_intent(world(pr_intent(**spent), run=run("Succeeded")))
     assert plan.phase == "Failed"
     assert plan.status.conditions[-1].reason == "ForgeFailed"

@@ -24,10 +24,10 @@ from lattice_operator.reconcilers import intent_limits
 from lattice_operator.reconcilers.intent import IntentPlan, reconcile_intent
 from lattice_operator.reconcilers.intent_kinds import EXECUTORS, forge_grant_of, sprite_to_read
 from tests.support.admission_cases import sample
+from tests.support.forge_pipeline import pr_intent, prepared
+from tests.support.forge_pipeline import run as pr_run
+from tests.support.forge_pipeline import world as forge_world
 from tests.support.intent_world import NOW, advance, intent, policy, world
-from tests.unit.forge.test_forge_pipeline import _prepared, pr_intent
-from tests.unit.forge.test_forge_pipeline import run as pr_run
-from tests.unit.forge.test_forge_pipeline import world as forge_world
 
 
 def of_kind(kind: str) -> Intent:
@@ -133,7 +133,7 @@ def test_a_pull_request_url_as_long_as_the_run_allows_is_cut_in_the_result() -> 
             {"requestId": "1", "action": "OPEN_PR", "status": "fulfilled", "number": 7, "url": url}
         ],
     )
-    plan = reconcile_intent(forge_world(pr_intent(**_prepared()), run=opened))
+    plan = reconcile_intent(forge_world(pr_intent(**prepared()), run=opened))
     assert plan.phase == "Succeeded"
     assert plan.status.result is not None
     assert plan.status.result.artifacts == [f"pr_url: {url}"[:1024]]
