@@ -107,6 +107,11 @@ class Stack:
         wait_webhooks_served(self.cluster)
         return self.operator
 
+    def crash_and_restart(self) -> OperatorProcess:
+        """Kill the operator (no graceful shutdown) and start a new one with the same arguments."""
+        self.operator.kill()
+        return self.start()
+
 
 def wait_webhooks_served(cluster: Cluster, timeout: float = 60.0) -> None:
     """Until the webhook configurations the operator registers point at a server that accepts
@@ -130,11 +135,6 @@ def wait_webhooks_served(cluster: Cluster, timeout: float = 60.0) -> None:
         return bool(urls)
 
     wait_for(served, timeout=timeout, what="the operator's webhooks registered and served")
-
-    def crash_and_restart(self) -> OperatorProcess:
-        """Kill the operator (no graceful shutdown) and start a new one with the same arguments."""
-        self.operator.kill()
-        return self.start()
 
 
 def write_config(path: Path, metrics_port: int, **overrides: Any) -> Path:
