@@ -81,7 +81,7 @@ unit: venv ## Only the tests that need no cluster
 	$(PY) -m pytest tests/unit tests/test_layout.py $(PYTEST_ARGS)
 
 # The node tests start first, in the background (they mostly wait on a real node); the static
-# checks and the suite run meanwhile; the node tests' report (node-test.log) is printed last.
+# checks run beside the suite; their reports (checks.log, node-test.log) are printed after it.
 test: venv tools sprite-rootfs browser prometheus github-fixtures node-tools registry ## Everything: lint, types, unit, contract, e2e and node tests (root)
 	$(PY) -m tests.support.make_test --workers $(TEST_WORKERS) --checks "$(MAKE) --no-print-directory lint typecheck crds-check" $(PYTEST_ARGS)
 
@@ -113,4 +113,4 @@ soak: venv tools sprite-rootfs browser prometheus github-fixtures ## Contract an
 
 clean: ## Remove the virtualenv and local state (not the binary cache)
 	-$(LATTICE) cluster down 2>/dev/null
-	rm -rf $(VENV) .lattice bench-results soak-results node-test.log .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .lattice bench-results soak-results node-test.log checks.log .pytest_cache .mypy_cache .ruff_cache

@@ -1,12 +1,14 @@
 """What `make test` runs once the tools are built: the node tests in the background from the
-start, the static checks and then the suite in the foreground, the node tests' report last.
+start, the static checks beside the suite, the suite in the foreground; then the checks' and the
+node tests' reports.
 
 The node tests spend most of their time waiting on a real node (Pods starting, images
 pulled, rollouts), so they overlap the rest instead of following it. They share nothing with
 the suite: their cluster lives in a network namespace of its own, with its own API server,
 registry and Sprites server. Their output goes to a log file (two pytest reports interleaved
 would be unreadable), which is printed whole when they end; a line says where it is while they
-run. Ctrl-C stops the foreground and lets the node tests tear their cluster down.
+run. Failed checks stop the suite and the node tests (red already). Ctrl-C stops the foreground
+and lets the node tests tear their cluster down.
 
     python -m tests.support.make_test --workers 2 [--checks "make lint"] [pytest args...]
 """
@@ -32,18 +34,11 @@ def pytest_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "pytest", *args]
 
 
-def run(command: list[str], what: str) -> int:
-    started = time.monotonic()
-    print(f"make test: {what}: {shlex.join(command)}", flush=True)
-    code = subprocess.run(command, check=False).returncode
-    print(f"make test: {what}: exit {code} after {minutes(time.monotonic() - started)}", flush=True)
-    return code
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--workers", type=int, default=2, help="the suite's xdist workers (0: one)")
-    parser.add_argument("--checks", default="", help="a command run before the suite (lint...)")
+    parser.add_argument("--checks", default="", help="a command run beside the suite (lint...)")
+    parser.add_argument("--checks-log", type=Path, default=Path("checks.log"))
     parser.add_argument("--node-log", type=Path, default=Path("node-test.log"))
     parser.add_argument("--no-node", action="store_true", help="skip the node tests")
     args, pytest_args = parser.parse_known_args(argv)
@@ -72,19 +67,47 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
     codes: dict[str, int] = {}
+    checks: subprocess.Popen[bytes] | None = None
+    checks_started = time.monotonic()
+    if args.checks:
+        sink = args.checks_log.open("wb")
+        checks = subprocess.Popen(shlex.split(args.checks), stdout=sink, stderr=subprocess.STDOUT)
+        sink.close()
+        print(f"make test: static checks started beside the suite (log: {args.checks_log})")
+    workers = ["-n", str(args.workers), "--dist", "loadfile"] if args.workers else []
+    command = pytest_command("-m", SUITE_MARKS, *workers, *pytest_args)
+    print(f"make test: suite: {shlex.join(command)}", flush=True)
+    suite_started = time.monotonic()
+    suite = subprocess.Popen(command)
+    stopped = False
     try:
-        if args.checks:
-            codes["checks"] = run(shlex.split(args.checks), "static checks")
-        if codes.get("checks") and node is not None:
-            node.send_signal(signal.SIGINT)  # red already: stop the node tests (they clean up)
-        elif not codes.get("checks"):
-            workers = ["-n", str(args.workers), "--dist", "loadfile"] if args.workers else []
-            suite = pytest_command("-m", SUITE_MARKS, *workers, *pytest_args)
-            codes["suite"] = run(suite, "suite")
-    except KeyboardInterrupt:
+        while suite.poll() is None:
+            if checks is not None and checks.poll() and not stopped:
+                # Red already: stop the suite and the node tests (which clean up).
+                stopped = True
+                suite.send_signal(signal.SIGINT)
+                if node is not None:
+                    node.send_signal(signal.SIGINT)
+            time.sleep(0.2)
+    except KeyboardInterrupt:  # Ctrl-C reached the suite and the checks too (same group)
         codes["interrupted"] = 130
         if node is not None:
             node.send_signal(signal.SIGINT)
+    codes["suite"] = suite.wait()
+    print(
+        f"make test: suite: exit {codes['suite']} after"
+        f" {minutes(time.monotonic() - suite_started)}",
+        flush=True,
+    )
+    if checks is not None:
+        codes["checks"] = checks.wait()
+        print(f"make test: ---- static checks ({args.checks_log}) ----", flush=True)
+        sys.stdout.buffer.write(args.checks_log.read_bytes())
+        print(
+            f"make test: static checks: exit {codes['checks']}"
+            f" (started {minutes(time.monotonic() - checks_started)} ago)",
+            flush=True,
+        )
     if node is not None:
         if node.poll() is None:
             print("make test: waiting for the node tests", flush=True)
@@ -98,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.buffer.write(args.node_log.read_bytes())
         sys.stdout.flush()
     failed = {what: code for what, code in codes.items() if code}
-    summary = ", ".join(f"{what} exit {code}" for what, code in codes.items())
+    order = ("checks", "suite", "node tests", "interrupted")
+    summary = ", ".join(f"{what} exit {codes[what]}" for what in order if what in codes)
     print(f"make test: {summary}; {minutes(time.monotonic() - started)} in all", flush=True)
     return 1 if failed else 0
 
