@@ -39,12 +39,13 @@ class OciArchive:
         return self.blob(self.manifest()["config"]["digest"])
 
 
-def build_image() -> OciArchive:
-    """Run `make image` (cached: a no-op when nothing changed) and return its archive."""
-    out = subprocess.run(
-        ["make", "--no-print-directory", "image"], cwd=ROOT, capture_output=True, text=True
-    )
-    assert out.returncode == 0, f"make image failed:\n{out.stderr[-4000:]}"
+def build_image(
+    command: tuple[str, ...] = ("make", "--no-print-directory", "image"), cwd: Path = ROOT
+) -> OciArchive:
+    """Run `make image` (cached: a no-op when nothing changed), or another build that prints
+    its archive's path on its last line, and return that archive."""
+    out = subprocess.run(list(command), cwd=cwd, capture_output=True, text=True)
+    assert out.returncode == 0, f"{' '.join(command)} failed:\n{out.stderr[-4000:]}"
     path = Path(out.stdout.strip().splitlines()[-1])
-    assert path.is_file(), f"make image printed {path}, which is not a file"
+    assert path.is_file(), f"{' '.join(command)} printed {path}, which is not a file"
     return OciArchive(path)

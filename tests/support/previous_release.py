@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.support.node_image import OciArchive
+from tests.support.node_image import build_image as build_archive
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,14 +55,4 @@ def checkout(destination: Path) -> PreviousRelease:
 
 def build_image(release: PreviousRelease) -> OciArchive:
     """The previous release's image, by its own build script (a no-op when cached)."""
-    out = subprocess.run(
-        ["bash", str(release.tree / "hack" / "build-image.sh")],
-        cwd=release.tree,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert out.returncode == 0, f"the previous release's image failed:\n{out.stderr[-4000:]}"
-    path = Path(out.stdout.strip().splitlines()[-1])
-    assert path.is_file(), f"its build printed {path}, which is not a file"
-    return OciArchive(path)
+    return build_archive(("bash", str(release.tree / "hack" / "build-image.sh")), release.tree)
