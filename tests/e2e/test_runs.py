@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from lattice_operator.protocol import RunEventsStatus, StreamCursor
-from tests.support.admission_cases import sample
+from tests.support.admission_cases import build, sample
 from tests.support.agents import agent
 from tests.support.cluster import wait_for
 from tests.support.e2e_runs import apply_run, lattice, ready_sprite, session_ids
@@ -466,3 +466,118 @@ def test_a_finished_run_is_deleted_after_its_ttl(stack: Stack, namespace: str) -
 
     wait_for(gone, timeout=60, what="the Run with ttlSecondsAfterFinished deleted")
     assert stack.get(namespace, "runs", "kept")["status"]["phase"] == "Succeeded"
+
+
+def test_a_run_naming_an_agent_is_negotiated_before_its_exec(stack: Stack, namespace: str) -> None:
+    """spec.agent (issue 32 §2): an unknown adapter is refused at admission naming the field;
+    a required capability the adapter does not have fails the Run before any exec, with
+    its reason in status and a failed session.starting receipt; a preferred one missing
+    and a preferred placement the command cannot take run degraded, recorded as such."""
+    sprite = ready_sprite(stack, namespace)
+    doc = build("run.yaml", "agent-unknown", {"spec.command": ["true"]})
+    doc["spec"]["spriteRef"]["name"] = "box"
+    doc["spec"]["agent"] = {"adapter": "gpt-9"}
+    refused = stack.cluster.kubectl(
+        "apply", "-n", namespace, "-f", "-", input=json.dumps(doc), check=False
+    )
+    assert refused.returncode != 0
+    assert "spec.agent.adapter" in refused.stderr, refused.stderr
+
+    marker = stack.sprites.host_root(sprite) / "ran-refused"
+    apply_run(
+        stack,
+        namespace,
+        "agent-refused",
+        ["sh", "-c", "touch /workspace/ran-refused"],
+        agent={
+            "adapter": "codex",
+            "capabilities": [{"name": "context.compacted", "requirement": "required"}],
+        },
+    )
+    run = stack.wait_phase(namespace, "runs", "agent-refused", {"Succeeded", "Failed"})
+    status = run["status"]
+    assert _condition(run)["reason"] == "CapabilityUnsupported", status
+    assert "context.compacted" in _condition(run)["message"]
+    assert status.get("sessionId") is None  # no exec was made
+    assert not marker.exists()
+    assert status["agent"]["outcome"] == "refused"
+    assert status["agent"]["capabilities"] == [
+        {
+            "name": "context.compacted",
+            "requirement": "required",
+            "support": "unavailable",
+            "outcome": "unsupported",
+        }
+    ]
+    assert status["attempts"][0]["failureClass"] == "capability_unsupported"
+
+    def receipts_of(name: str, last: str) -> list[dict[str, Any]] | None:
+        got: list[dict[str, Any]] = json.loads(
+            lattice(stack, "logs", name, "-n", namespace, "--receipts", "--json").stdout
+        )
+        return got if got and got[-1]["event"] == last else None
+
+    (starting,) = wait_for(
+        lambda: receipts_of("agent-refused", "session.starting"),
+        timeout=30,
+        interval=0.5,
+        what="the refusal's receipt",
+    )
+    assert (starting["status"], starting["failure_class"], starting["retry_class"]) == (
+        "failed",
+        "capability_unsupported",
+        "do_not_retry",
+    )
+    assert starting["adapter_id"] == "codex"
+
+    apply_run(
+        stack,
+        namespace,
+        "agent-degraded",
+        ["sh", "-c", 'echo "got: $(cat "$LATTICE_CONTEXT_FILE")"'],
+        agent={
+            "adapter": "claude",
+            "capabilities": [
+                {"name": "session.started", "requirement": "required"},
+                {"name": "context_pressure", "requirement": "preferred"},
+            ],
+            "context": {
+                "body": "the issue to fix is #17",
+                "placements": [
+                    {"placement": "developer_equivalent_frame", "requirement": "preferred"},
+                    {"placement": "side_channel_context", "requirement": "required"},
+                ],
+            },
+        },
+    )
+    run = stack.wait_phase(namespace, "runs", "agent-degraded", {"Succeeded", "Failed"})
+    status = run["status"]
+    assert status["phase"] == "Succeeded", status
+    assert "got: the issue to fix is #17" in status["logTail"]
+    agent_status = status["agent"]
+    assert agent_status["outcome"] == "degraded"
+    assert [c["outcome"] for c in agent_status["capabilities"]] == ["satisfied", "unsupported"]
+    assert agent_status["placements"] == [
+        {"payload": "context", "placement": "side_channel_context", "status": "degraded"}
+    ]
+    receipts = wait_for(
+        lambda: receipts_of("agent-degraded", "session.ended"),
+        timeout=30,
+        interval=0.5,
+        what="the degraded Run's receipts",
+    )
+    first = receipts[0]
+    assert (first["event"], first["status"], first["adapter_id"]) == (
+        "session.starting",
+        "degraded",
+        "claude",
+    )
+    assert first["payload_receipts"][0]["placement"] == "side_channel_context"
+    assert any("context_pressure" in w for w in first["warnings"])
+    assert any("does not run claude directly" in w for w in first["warnings"])
+    # One exec, one invocation: every receipt of the session shares it, chained in order.
+    assert {r["invocation_id"] for r in receipts} == {first["invocation_id"]}
+    assert [r["parent_receipt_id"] for r in receipts] == [
+        None,
+        *[r["receipt_id"] for r in receipts[:-1]],
+    ]

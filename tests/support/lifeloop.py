@@ -42,13 +42,18 @@ class CountingIds:
         return f"{prefix}-{self.count:04d}"
 
 
-def receipts(state: RunReceiptsState | None = None, ids: CountingIds | None = None) -> RunReceipts:
+def receipts(
+    state: RunReceiptsState | None = None,
+    ids: CountingIds | None = None,
+    adapter_id: str = "sprites",
+) -> RunReceipts:
     return RunReceipts(
         run_key="default/run-1",
         work_item_id="issue-17",
         clock=Clock(),
         ids=ids or CountingIds(),
         state=state,
+        adapter_id=adapter_id,
     )
 
 
@@ -78,9 +83,9 @@ SAMPLE_EVENTS = {
 }
 
 
-def every_receipt() -> list[LifecycleReceipt]:
+def every_receipt(adapter_id: str = "sprites") -> list[LifecycleReceipt]:
     """Every receipt the adapter's code can produce: each trigger, a conflict, a gap."""
-    book = receipts()
+    book = receipts(adapter_id=adapter_id)
     book.set_session("exec-1")
     out: list[LifecycleReceipt] = []
     for transition in RunTransition:

@@ -6,7 +6,13 @@
 - `ledger`: sequence, invocations and parent chaining, idempotency, gap detection;
 - `mapping`: protocol events and Run transitions → lifecycle events, the one table;
 - `builder`: `RunReceipts`, what the operator calls for each event and transition;
-- `manifest`: manifest models and rules, and the `sprites` adapter's manifest.
+- `manifest`: manifest models and rules, and the `sprites` adapter's manifest;
+- `registry`: every adapter's manifest by adapter_id (sprites, the v1 conformance agents
+  claude and codex, the pre-conformance ones) with its payload placement routes;
+- `negotiation`: requirement levels against a manifest (satisfied, degraded, unsupported,
+  requires_operator; partial only when accepted);
+- `placement`: where a payload goes (first satisfiable acceptable placement), or why not;
+- `dispatch`: negotiate and place before the exec, the exec's response unchanged.
 """
 
 from lattice_operator.lifeloop.builder import RunReceipts, RunReceiptsState, event_id_for

@@ -22,6 +22,11 @@ digest, and an idempotency key derived from that and the lifecycle event, so
 replaying the same outbox line yields the same ids (and, while the ledger
 remembers the key, the very same receipt). A transition is identified the
 same way by the caller's `key` (the exec session id, the attempt number...).
+
+Invocations: one exec session is one transport invocation. `exec_starting` and
+`resume_starting` open it, `session.ended` (or a refused start) closes it, and every
+receipt in between joins it, chained by `parent_receipt_id`; the open invocation is
+part of the persisted state.
 """
 
 from __future__ import annotations
@@ -33,8 +38,10 @@ from pydantic import Field
 
 from lattice_operator.clock import Clock
 from lattice_operator.lifeloop.classes import RetryClass
+from lattice_operator.lifeloop.dispatch import DispatchPlan
 from lattice_operator.lifeloop.ledger import (
     IdFactory,
+    Invocation,
     LedgerState,
     ReceiptLedger,
     ReceiptRequest,
@@ -47,9 +54,14 @@ from lattice_operator.lifeloop.mapping import (
     LifecycleStep,
     RunTransition,
 )
-from lattice_operator.lifeloop.receipts import CapabilityDegradation, LifecycleReceipt
+from lattice_operator.lifeloop.receipts import (
+    CapabilityDegradation,
+    LifecycleReceipt,
+    PayloadReceipt,
+)
 from lattice_operator.lifeloop.vocabulary import (
     IntegrationMode,
+    LifecycleEvent,
     SupportState,
 )
 from lattice_operator.modeling import ApiModel
@@ -85,6 +97,10 @@ class RunReceiptsState(ApiModel):
         default_factory=_initial_capabilities, max_length=8
     )
     """Current support of the capabilities that can change mid-session."""
+    invocation_id: str | None = Field(default=None, max_length=128)
+    """The open exec session's invocation: its receipts share it (None: no session open)."""
+    last_receipt_id: str | None = Field(default=None, max_length=128)
+    """The open invocation's last receipt, the parent of its next one."""
 
 
 def _hashed(prefix: str, *parts: object) -> str:
@@ -108,16 +124,23 @@ class RunReceipts:
         clock: Clock,
         ids: IdFactory | None = None,
         state: RunReceiptsState | None = None,
+        adapter_id: str = ADAPTER_ID,
     ) -> None:
+        """`adapter_id`: the adapter the receipts are for (`sprites`, or the agent a Run
+        names)."""
         state = state or RunReceiptsState()
         self.run_key = run_key
         self.work_item_id = work_item_id
         self._clock = clock
         self._harness_run_id = state.harness_run_id
         self._capabilities = {**_initial_capabilities(), **state.capabilities}
+        self._session: Invocation | None = None
+        if state.invocation_id is not None:
+            self._session = Invocation(state.invocation_id)
+            self._session.last_receipt_id = state.last_receipt_id
         self.ledger = ReceiptLedger(
             client_id=CLIENT_ID,
-            adapter_id=ADAPTER_ID,
+            adapter_id=adapter_id,
             integration_mode=INTEGRATION_MODE,
             clock=clock,
             ids=ids,
@@ -131,6 +154,8 @@ class RunReceipts:
             ledger=self.ledger.state,
             harness_run_id=self._harness_run_id,
             capabilities=dict(self._capabilities),
+            invocation_id=self._session.invocation_id if self._session else None,
+            last_receipt_id=self._session.last_receipt_id if self._session else None,
         )
 
     def set_session(self, harness_run_id: str | None) -> None:
@@ -157,10 +182,13 @@ class RunReceipts:
         key: str,
         exit_code: int | None = None,
         evidence: str = "",
+        plan: DispatchPlan | None = None,
     ) -> list[LifecycleReceipt]:
         """The receipts of a Run transition; `key` identifies this occurrence of it.
 
-        Capability transitions produce nothing when the support does not change.
+        Capability transitions produce nothing when the support does not change. `plan`
+        (a session start): its negotiation and placements go into the `session.starting`
+        receipt (status, failure class, warnings, payload receipts, telemetry).
         """
         if transition in _SESSION_STARTS:
             self._capabilities = _initial_capabilities()
@@ -180,12 +208,19 @@ class RunReceipts:
             warnings = ("the session ended without COMPLETED, WAITING or ERROR",)
         if evidence:
             warnings = (*warnings, clip(evidence, 256))
+        if plan is not None and plan.negotiated:
+            telemetry.update(plan.telemetry())
+            if plan.message:
+                warnings = (*warnings, clip(plan.message, 256))
+            warnings = (*warnings, *(clip(w, 256) for w in plan.warnings))[:8]
         return self._emit(
             steps,
             event_id=_hashed("evt", self.run_key, transition.value, key),
             telemetry=telemetry,
             warnings=warnings,
             evidence=evidence,
+            opens=transition in _SESSION_STARTS,
+            plan=plan,
         )
 
     def audit(self, published: Iterable[int], *, since: int = 1) -> list[LifecycleReceipt]:
@@ -200,10 +235,17 @@ class RunReceipts:
         telemetry: dict[str, object],
         warnings: tuple[str, ...],
         evidence: str,
+        opens: bool = False,
+        plan: DispatchPlan | None = None,
     ) -> list[LifecycleReceipt]:
-        invocation = self.ledger.begin()
+        # One exec session is one transport invocation: its receipts, from session.starting
+        # to session.ended, share an invocation id and chain parent to child.
+        if opens:
+            self._session = self.ledger.begin()
+        invocation = self._session or self.ledger.begin()
+        invocation.receipts = []
         now = int(self._clock.now().timestamp())
-        for step in steps:
+        for index, step in enumerate(steps):
             degradations: tuple[CapabilityDegradation, ...] = ()
             if step.capability is not None and step.support is not None:
                 previous = self._capabilities.get(step.capability, SupportState.UNAVAILABLE)
@@ -224,22 +266,30 @@ class RunReceipts:
                         ),
                     ),
                 )
+            status, failure = step.status, step.failure_class
+            payloads: tuple[PayloadReceipt, ...] = ()
+            if plan is not None and index == 0 and plan.negotiated:
+                status, failure = plan.status, plan.refusal
+                payloads = plan.payload_receipts
             self.ledger.emit(
                 ReceiptRequest(
                     event=step.event,
                     event_id=event_id,
                     idempotency_key=_hashed("idem", event_id, step.event.value),
-                    status=step.status,
+                    status=status,
                     harness_session_id=self.run_key,
                     harness_run_id=self._harness_run_id,
                     harness_task_id=self.work_item_id,
+                    payload_receipts=payloads,
                     telemetry_summary=telemetry,
                     capability_degradations=degradations,
-                    failure_class=step.failure_class,
+                    failure_class=failure,
                     warnings=warnings,
                 ),
                 invocation,
             )
+            if step.event is LifecycleEvent.SESSION_ENDED or (failure is not None and opens):
+                self._session = None  # the invocation is over (a refused start never opened)
         return invocation.receipts
 
 

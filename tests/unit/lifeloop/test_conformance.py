@@ -1,16 +1,16 @@
-"""The contract's "Conformance Expectations" that apply to this adapter, one test (or a few)
-each, named after the expectation.
-
-Not applicable here, and therefore not tested: capability and placement negotiation
-(`required`/`preferred`/`optional`, `partial` acceptance) and payload placement — the
-`sprites` adapter negotiates nothing and places no payloads (its manifest says so, and
-test_manifest.py proves no receipt carries a payload) — and synchronous compatibility
-dispatch (there is no pre-existing command whose response must be preserved).
+"""The contract's "Conformance Expectations", one test (or a few) each, named after the
+expectation. All fifteen apply: the `sprites` adapter is the Lattice wrapper, and the agents
+that run in sprites (the v1 conformance manifests `claude` and `codex`, the pre-conformance
+ones) are negotiated with before their exec, have their payloads placed, and are dispatched
+synchronously (the exec's request/response unchanged). The detailed tests are in
+test_negotiation.py, test_placement.py, test_registry.py and test_dispatch.py; the Run
+driver's use of them in tests/unit/operator/run_driver/test_agent.py.
 """
 
 from __future__ import annotations
 
 import ast
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -22,11 +22,24 @@ from lattice_operator.lifeloop import (
     FailureClass,
     LifecycleEvent,
     ManifestError,
+    PayloadPlacement,
+    ReceiptStatus,
     RetryClass,
     RunTransition,
+    SupportState,
     validate_manifest,
 )
 from lattice_operator.lifeloop.builder import RunReceipts
+from lattice_operator.lifeloop.dispatch import dispatch, no_plan, plan_dispatch
+from lattice_operator.lifeloop.negotiation import (
+    Capability,
+    CapabilityRequest,
+    Outcome,
+    Requirement,
+    negotiate,
+)
+from lattice_operator.lifeloop.placement import Delivery, Payload, PlacementRequest, place
+from lattice_operator.lifeloop.registry import REGISTRY, Conformance
 from tests.support.lifeloop import PRODUCED_EVENTS, Clock, CountingIds, committed, receipts
 from tests.support.streams import ev
 
@@ -34,16 +47,131 @@ LIFELOOP = Path(__file__).resolve().parents[3] / "operator" / "lattice_operator"
 
 
 def test_manifest_schema_validation_for_every_shipped_adapter() -> None:
-    for manifest in (SPRITES_MANIFEST,):
+    assert SPRITES_MANIFEST is REGISTRY["sprites"].manifest
+    for entry in REGISTRY.values():
+        manifest = entry.manifest
         assert validate_manifest(AdapterManifest.model_validate(manifest.model_dump())) == manifest
 
 
 def test_registry_backed_capability_claim_verification() -> None:
-    # Each claim is paired with its code path (support.lifeloop.every_receipt); this guards
-    # that the pairing covers every lifecycle event the manifest mentions.
-    claimed = set(SPRITES_MANIFEST.lifecycle_events)
-    assert claimed == set(LifecycleEvent)
-    assert claimed >= PRODUCED_EVENTS
+    # Each claim is paired with its code path (support.lifeloop.every_receipt for events,
+    # test_registry.py for the v1 manifests' placement routes); this guards that the pairing
+    # covers every lifecycle event and placement each v1 manifest mentions.
+    v1 = [e for e in REGISTRY.values() if e.conformance is Conformance.V1]
+    assert sorted(e.manifest.adapter_id for e in v1) == ["claude", "codex"]
+    for entry in [REGISTRY["sprites"], *v1]:
+        claimed = set(entry.manifest.lifecycle_events)
+        assert claimed == set(LifecycleEvent)
+        assert claimed >= PRODUCED_EVENTS
+    for entry in v1:
+        for placement, route in entry.routes.items():
+            argv = (route.program or "x", "exec", "prompt")
+            payload = _payload(PlacementRequest(placement, Requirement.REQUIRED))
+            decision = place(entry.manifest, entry.routes, payload, argv)
+            assert decision.placement is placement
+
+
+def _payload(*placements: PlacementRequest, body: str = "ctx") -> Payload:
+    return Payload(
+        payload_id="pay-1",
+        payload_kind="context",
+        body=body,
+        acceptable_placements=placements,
+        file_path="/workspace/.lattice/context",
+        env_name="LATTICE_CONTEXT_FILE",
+    )
+
+
+CLAUDE = REGISTRY["claude"]
+
+
+def test_negotiation_required_preferred_optional() -> None:
+    unsupported = Capability.CONTEXT_COMPACTED
+    outcomes = {
+        level: negotiate(
+            CLAUDE.manifest, [CapabilityRequest(unsupported, level)], accept_partial=False
+        )
+        for level in Requirement
+    }
+    assert outcomes[Requirement.REQUIRED].refusal is FailureClass.CAPABILITY_UNSUPPORTED
+    assert outcomes[Requirement.PREFERRED].refusal is None
+    assert outcomes[Requirement.PREFERRED].warnings
+    assert outcomes[Requirement.OPTIONAL].refusal is None
+    assert outcomes[Requirement.OPTIONAL].warnings == ()
+    satisfied = negotiate(
+        CLAUDE.manifest,
+        [CapabilityRequest(Capability.SESSION_STARTED, Requirement.REQUIRED)],
+        accept_partial=False,
+    )
+    assert satisfied.results[0].outcome is Outcome.SATISFIED
+
+
+def test_negotiation_partial_degrades_unless_accepted() -> None:
+    events = dict(CLAUDE.manifest.lifecycle_events)
+    events[LifecycleEvent.CONTEXT_COMPACTED] = events[LifecycleEvent.SESSION_STARTED].model_copy(
+        update={"support": SupportState.PARTIAL}
+    )
+    manifest = CLAUDE.manifest.model_copy(update={"lifecycle_events": events})
+    request = [CapabilityRequest(Capability.CONTEXT_COMPACTED, Requirement.REQUIRED)]
+    assert negotiate(manifest, request, accept_partial=False).results[0].outcome is (
+        Outcome.DEGRADED
+    )
+    assert negotiate(manifest, request, accept_partial=False).refusal is not None
+    assert negotiate(manifest, request, accept_partial=True).refusal is None
+
+
+def test_payload_placement_success_degradation_refusal() -> None:
+    dev = PlacementRequest(PayloadPlacement.DEVELOPER_EQUIVALENT_FRAME, Requirement.PREFERRED)
+    side = PlacementRequest(PayloadPlacement.SIDE_CHANNEL_CONTEXT, Requirement.REQUIRED)
+    prompt = PlacementRequest(PayloadPlacement.PRE_PROMPT_FRAME, Requirement.REQUIRED)
+    ok = place(CLAUDE.manifest, CLAUDE.routes, _payload(dev, side), ("claude", "-p", "x"))
+    assert (ok.placement, ok.receipt.status) == (dev.placement, ReceiptStatus.DELIVERED)
+    fallback = place(CLAUDE.manifest, CLAUDE.routes, _payload(dev, side), ("sh", "-c", "x"))
+    assert (fallback.placement, fallback.receipt.status) == (
+        side.placement,
+        ReceiptStatus.DEGRADED,
+    )
+    refused = place(CLAUDE.manifest, CLAUDE.routes, _payload(prompt), ("sh", "-c", "x"))
+    assert refused.failure_class is FailureClass.PLACEMENT_UNAVAILABLE
+
+
+def test_synchronous_dispatch_preserves_the_command_response() -> None:
+    response = object()
+    calls: list[Delivery] = []
+
+    async def invoke(delivery: Delivery) -> object:
+        calls.append(delivery)
+        return response
+
+    emitted: list[object] = []
+    book = receipts()
+    for plan in (
+        no_plan("sprites", ["sh", "-c", "true"]),
+        plan_dispatch(
+            CLAUDE,
+            ["claude", "-p", "x"],
+            capabilities=[],
+            accept_partial=False,
+            payloads=[
+                _payload(
+                    PlacementRequest(PayloadPlacement.SIDE_CHANNEL_CONTEXT, Requirement.REQUIRED)
+                )
+            ],
+        ),
+    ):
+        got = asyncio.run(
+            dispatch(
+                plan,
+                starting=lambda p: book.for_transition(
+                    RunTransition.EXEC_STARTING, key="a1", plan=p
+                ),
+                emit=emitted.extend,
+                invoke=invoke,
+            )
+        )
+        assert got is response
+    assert [c.argv for c in calls] == [("sh", "-c", "true"), ("claude", "-p", "x")]
+    assert len(emitted) == 2
 
 
 def test_receipt_ordering_and_idempotency() -> None:
@@ -93,6 +221,14 @@ def test_multi_event_invocations_share_invocation_id_and_chain_parents() -> None
     (other,) = book.for_transition(RunTransition.EXEC_STARTED, key="exec-2")
     assert other.invocation_id != ending.invocation_id
     assert other.parent_receipt_id is None
+    # One exec session (one transport invocation) across several calls: one id, a chain.
+    session = [
+        *book.for_transition(RunTransition.EXEC_STARTING, key="exec-3"),
+        *book.for_transition(RunTransition.EXEC_STARTED, key="exec-3"),
+        *book.for_transition(RunTransition.CANCELED, key="exec-3"),
+    ]
+    assert len({r.invocation_id for r in session}) == 1
+    assert [r.parent_receipt_id for r in session] == [None] + [r.receipt_id for r in session[:-1]]
 
 
 def test_stateless_first_slice_claims_no_state_it_does_not_have() -> None:
@@ -160,21 +296,42 @@ def test_failure_class_mapping_for_every_adapter() -> None:
     assert len(FailureClass) == 13
     assert len(RetryClass) == 5
     assert set(DEFAULT_RETRY) == set(FailureClass)
-    book = receipts()
-    produced = [
-        *book.for_transition(RunTransition.SESSION_LOST, key="1"),
-        *book.for_transition(RunTransition.TIMED_OUT, key="1"),
-        *book.for_transition(RunTransition.STDOUT_LOST, key="1"),
-    ]
-    for receipt in produced:
-        assert receipt.failure_class is not None
-        assert receipt.retry_class is DEFAULT_RETRY[receipt.failure_class]
+    for adapter_id, entry in REGISTRY.items():
+        book = receipts(adapter_id=adapter_id)
+        refused = plan_dispatch(
+            entry,
+            ["sh"],
+            capabilities=[CapabilityRequest(Capability.SUPERVISOR_TICK, Requirement.REQUIRED)],
+            accept_partial=False,
+            payloads=[],
+        )
+        produced = [
+            *book.for_transition(RunTransition.SESSION_LOST, key="1"),
+            *book.for_transition(RunTransition.TIMED_OUT, key="1"),
+            *book.for_transition(RunTransition.STDOUT_LOST, key="1"),
+            *book.for_transition(RunTransition.EXEC_STARTING, key="2", plan=refused),
+        ]
+        for receipt in produced:
+            assert receipt.adapter_id == adapter_id
+            assert receipt.failure_class is not None
+            assert receipt.retry_class is DEFAULT_RETRY[receipt.failure_class]
 
 
 def test_static_ownership_lifeloop_core_imports_no_client_or_framework_modules() -> None:
     """The contract-level modules import only the contract's own pieces (no kopf, no
     Kubernetes, no reconcilers or handlers, no protocol engine)."""
-    core = ["vocabulary.py", "classes.py", "receipts.py", "ledger.py", "manifest.py", "errors.py"]
+    core = [
+        "vocabulary.py",
+        "classes.py",
+        "receipts.py",
+        "ledger.py",
+        "manifest.py",
+        "errors.py",
+        "negotiation.py",
+        "placement.py",
+        "registry.py",
+        "dispatch.py",
+    ]
     allowed = (
         "lattice_operator.lifeloop",
         "lattice_operator.errors",

@@ -19,6 +19,9 @@ from lattice_operator.api.v1alpha1._base import (
 )
 from lattice_operator.api.v1alpha1.conditions import CONDITIONS_LIST_SCHEMA, Condition
 from lattice_operator.lifeloop.builder import RunReceiptsState
+from lattice_operator.lifeloop.negotiation import Capability, Requirement
+from lattice_operator.lifeloop.registry import FILE_MAX_BYTES, AgentAdapterId
+from lattice_operator.lifeloop.vocabulary import PayloadPlacement
 from lattice_operator.protocol.merge import StreamCursor
 from lattice_operator.protocol.projection import RunEventsStatus
 
@@ -81,6 +84,65 @@ class RunResume(ApiModel):
     """Values for the WAITING event's expected inputs."""
 
 
+class AgentCapability(ApiModel):
+    """A Lifeloop capability the Run asks of its agent's adapter, at a requirement level."""
+
+    name: Capability
+    """A lifecycle event (`context.compacted`), a manifest placement (`placement.pre_session`),
+    `context_pressure`, `receipts.ledger` or a harness id (`identity.harness_run_id`)."""
+    requirement: Requirement = Requirement.REQUIRED
+    """required: the Run fails before its exec when unsatisfied; preferred: it runs, its
+    receipt degraded with a warning; optional: it runs, without a warning."""
+
+
+class AgentPlacement(ApiModel):
+    """One acceptable placement of a payload, at a requirement level."""
+
+    placement: PayloadPlacement
+    """developer_equivalent_frame, pre_prompt_frame, side_channel_context or receipt_only."""
+    requirement: Requirement = Requirement.REQUIRED
+
+
+def _side_channel() -> list[AgentPlacement]:
+    return [AgentPlacement(placement=PayloadPlacement.SIDE_CHANNEL_CONTEXT)]
+
+
+class AgentContext(ApiModel):
+    """Context the operator hands the agent when a session starts (an opaque payload)."""
+
+    body: str = Field(min_length=1, max_length=FILE_MAX_BYTES)
+    """The payload, carried verbatim (never parsed)."""
+    kind: str = Field(default="context", min_length=1, max_length=64, pattern=r"^[a-z0-9_.-]+$")
+    """The payload kind, a label for the receipts."""
+    placements: list[AgentPlacement] = Field(
+        default_factory=_side_channel, min_length=1, max_length=4
+    )
+    """Acceptable placements in order: the first one the adapter can do is used."""
+
+
+class RunAgent(ApiModel):
+    """The agent the Run runs, negotiated against its Lifeloop adapter manifest before the
+    exec (docs/lifeloop.md)."""
+
+    adapter: AgentAdapterId
+    """The agent's adapter: claude or codex (v1 conformance), gemini, hermes, openclaw or
+    opencode (pre-conformance)."""
+    capabilities: list[AgentCapability] = Field(
+        default_factory=list, max_length=24, json_schema_extra=list_map("name")
+    )
+    """The capabilities the Run needs, each with its requirement level."""
+    accept_partial: bool = False
+    """Count `partial` support as satisfied (otherwise it is degraded)."""
+    context: AgentContext | None = None
+    """Context handed to the agent at every session start."""
+    resume_placements: list[AgentPlacement] = Field(
+        default_factory=_side_channel, min_length=1, max_length=4
+    )
+    """Where the resume payload is handed to the agent (resume.json is written in any case,
+    as the sprite protocol requires). Default: side_channel_context (the file, named by
+    LATTICE_RESUME_FILE)."""
+
+
 class RunSpec(RunTemplate):
     """Desired state of a Run."""
 
@@ -103,6 +165,12 @@ class RunSpec(RunTemplate):
                 "fieldPath": ".spriteRef",
             },
             {
+                "rule": "has(self.agent) == has(oldSelf.agent)"
+                " && (!has(self.agent) || self.agent == oldSelf.agent)",
+                "message": "agent is immutable",
+                "fieldPath": ".agent",
+            },
+            {
                 "rule": "!oldSelf.cancel || self.cancel",
                 "message": "cancel cannot be undone",
                 "fieldPath": ".cancel",
@@ -116,6 +184,9 @@ class RunSpec(RunTemplate):
     """Resume a Waiting Run from a checkpoint with inputs (what `lattice resume` writes)."""
     intent_ref: LocalObjectReference | None = None
     """The Intent that governs this Run (its grants decide what the sprite may ask for)."""
+    agent: RunAgent | None = None
+    """The agent the command runs, for Lifeloop negotiation and payload placement. Unset: a
+    plain command (the `sprites` adapter, nothing negotiated or placed)."""
     ttl_seconds_after_finished: int | None = Field(default=None, ge=0, le=31_536_000)
     """Delete the Run this many seconds after it finished (as Jobs do). Unset: kept until the
     per-Sprite history limit (operator setting `runs.history_limit`) removes it. Runs an Intent
@@ -197,6 +268,42 @@ class RunReceiptsStatus(ApiModel):
     a restarted operator does not take them for receipts lost in a crash."""
 
 
+class AgentCapabilityStatus(ApiModel):
+    """How one requested capability was negotiated."""
+
+    name: str = Field(max_length=64)
+    requirement: str = Field(max_length=16)
+    support: str = Field(max_length=16)
+    """What the adapter's manifest claims: native, synthesized, partial, manual, unavailable."""
+    outcome: str = Field(max_length=32)
+    """satisfied, degraded, unsupported or requires_operator."""
+
+
+class AgentPlacementStatus(ApiModel):
+    """Where a payload handed to the agent went."""
+
+    payload: Literal["context", "resume"]
+    placement: str | None = Field(default=None, max_length=64)
+    """The placement used (unset: skipped or refused)."""
+    status: str = Field(max_length=16)
+    """delivered, degraded, skipped or failed (as in the payload receipt)."""
+
+
+class RunAgentStatus(ApiModel):
+    """The outcome of the latest negotiation with the Run's agent adapter."""
+
+    adapter: str = Field(max_length=64)
+    conformance: str = Field(max_length=32)
+    """v1 (every manifest claim tested) or pre_conformance."""
+    outcome: Literal["satisfied", "degraded", "refused"]
+    """refused: the Run failed before its exec."""
+    capabilities: list[AgentCapabilityStatus] = Field(default_factory=list, max_length=24)
+    placements: list[AgentPlacementStatus] = Field(default_factory=list, max_length=2)
+    """The latest context and resume placements."""
+    message: str | None = Field(default=None, max_length=1024)
+    """Why it was refused, or what was degraded."""
+
+
 class RunAttempt(ApiModel):
     """One attempt at executing the Run."""
 
@@ -251,6 +358,8 @@ class RunStatus(ApiModel):
     """What the sprite's events say: phases, progress, artifacts, waiting, completion..."""
     receipts: RunReceiptsStatus | None = None
     """Lifeloop receipt bookkeeping."""
+    agent: RunAgentStatus | None = None
+    """Lifeloop negotiation with spec.agent's adapter (unset without spec.agent)."""
     resume: ResumeStatus | None = None
     """WAITING and resume bookkeeping."""
     action_results: list[ActionResult] = Field(default_factory=list, max_length=32)

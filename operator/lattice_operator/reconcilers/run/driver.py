@@ -26,7 +26,9 @@ from lattice_operator.api.object_ref import ObjectRef
 from lattice_operator.api.v1alpha1 import Run
 from lattice_operator.api.v1alpha1.conditions import find_condition
 from lattice_operator.lifeloop.classes import FailureClass
+from lattice_operator.lifeloop.dispatch import dispatch
 from lattice_operator.lifeloop.mapping import RunTransition
+from lattice_operator.lifeloop.placement import Delivery
 from lattice_operator.ports import (
     ActionServices,
     AdapterError,
@@ -39,6 +41,7 @@ from lattice_operator.ports import (
 )
 from lattice_operator.reconcilers.grants import intent_controller, run_policy_refusal
 from lattice_operator.reconcilers.run.actions import ActionHandler
+from lattice_operator.reconcilers.run.agent import REFUSED, agent_status, start_plan
 from lattice_operator.reconcilers.run.decisions import (
     SessionEnd,
     auto_resume,
@@ -248,16 +251,19 @@ class RunDriver:
         recorder.set(
             "Unknown", Reason.STARTING, f"attempt {attempt.number}: starting the exec session"
         )
-        recorder.emit(
-            recorder.receipts.for_transition(RunTransition.EXEC_STARTING, key=recorder.tag())
-        )
+        # Negotiated and placed before the exec: a refusal ends the Run without one.
+        plan = start_plan(run, list(run.spec.command), recorder.status.session_segment)
+        recorder.status.agent = agent_status(run, plan, "context", recorder.status.agent)
+        tag = recorder.tag()
         try:
-            self._engine(run)
-            if attempt.number > 1 or recorder.status.session_segment > 1:
-                recorder.require_engine().restart_session(
-                    outbox_size=await self.files.outbox_size()
-                )
-            session = await self._exec_while_storing(run)
+            session = await dispatch(
+                plan,
+                starting=lambda p: recorder.receipts.for_transition(
+                    RunTransition.EXEC_STARTING, key=tag, plan=p
+                ),
+                emit=recorder.emit,
+                invoke=lambda delivery: self._launch(run, attempt.number, delivery),
+            )
         except AdapterError as exc:
             # Classed by what the adapter said: a dropped connection or a throttled request
             # is retried (safe_retry), a refused or unknown sprite is not.
@@ -267,9 +273,22 @@ class RunDriver:
             if recorder.phase == "Pending":
                 await self._stopper.sleep(self._timings.start_retry_wait)
             return
+        if session is None:
+            assert plan.refusal is not None
+            await self._fail(run, REFUSED[plan.refusal], plan.message, failure=plan.refusal)
+            return
         await self._session_over(run, await self.sessions.follow(run, session, resumed=False))
 
-    async def _exec_while_storing(self, run: Run) -> ExecSession:
+    async def _launch(self, run: Run, attempt: int, delivery: Delivery) -> ExecSession:
+        """The exec of a session start, with what the plan placed: its files first."""
+        recorder = self.recorder
+        self._engine(run)
+        if attempt > 1 or recorder.status.session_segment > 1:
+            recorder.require_engine().restart_session(outbox_size=await self.files.outbox_size())
+        await self.files.write_payloads(delivery.files)
+        return await self._exec_while_storing(run, delivery)
+
+    async def _exec_while_storing(self, run: Run, delivery: Delivery) -> ExecSession:
         """The exec, and the status write of the attempt and `Starting`, at once.
 
         Nothing waits for the other: the wrapper of a Run's first session makes the
@@ -281,7 +300,9 @@ class RunDriver:
         claim = recorder.status.outbox_start is None
         wrote, started = await asyncio.gather(
             recorder.flush(force=True),
-            self.sessions.start(run, list(run.spec.command), claim=claim),
+            self.sessions.start(
+                run, list(delivery.argv), claim=claim, extra_env=dict(delivery.env)
+            ),
             return_exceptions=True,
         )
         if isinstance(started, BaseException):
@@ -344,14 +365,19 @@ class RunDriver:
 
     async def _resume(self, run: Run) -> None:
         """Restore, write resume.json, re-execute: every step safe to repeat after a crash."""
+        argv = list(run.spec.continuation_command or run.spec.command)
         try:
-            await self.resumer.restore(run)
+            plan = await self.resumer.restore(run, argv)
         except AdapterError as exc:
             await self._attempt_failed(run, EndReason.RESUME_FAILED, f"resume failed: {exc}")
             return
-        argv = list(run.spec.continuation_command or run.spec.command)
+        if plan.refusal is not None:
+            await self._fail(run, REFUSED[plan.refusal], plan.message, failure=plan.refusal)
+            return
         try:
-            session = await self.sessions.start(run, argv)
+            session = await self.sessions.start(
+                run, list(plan.delivery.argv), extra_env=dict(plan.delivery.env)
+            )
         except AdapterError as exc:
             await self._attempt_failed(
                 run,

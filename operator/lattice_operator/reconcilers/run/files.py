@@ -4,6 +4,7 @@ file the command wrapper leaves, and the credentials delivered to it."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from lattice_operator.metrics import OUTBOX_LAG
 from lattice_operator.ports import AdapterError, NotFound, SpriteBackend
@@ -129,6 +130,11 @@ class ProtocolFiles:
 
     async def write_resume(self, payload: bytes) -> None:
         await self._backend.write_file(self.require_sprite(), RESUME_PATH, payload, atomic=True)
+
+    async def write_payloads(self, files: Mapping[str, bytes]) -> None:
+        """The files a payload placement delivers, before the session that reads them."""
+        for path, body in files.items():
+            await self._backend.write_file(self.require_sprite(), path, body, atomic=True)
 
     async def write_credential(self, path: str, value: bytes) -> None:
         await self._backend.write_file(self.require_sprite(), path, value, mode=0o600, atomic=True)

@@ -41,6 +41,14 @@ class EndReason(StrEnum):
     TIMEOUT = "Timeout"
     RESUME_FAILED = "ResumeFailed"
     RUN_POLICY = "RunPolicy"
+    CAPABILITY_UNSUPPORTED = "CapabilityUnsupported"
+    """spec.agent: a required capability the adapter cannot satisfy (before the exec)."""
+    OPERATOR_REQUIRED = "OperatorRequired"
+    """spec.agent: a required capability only an operator's manual step could provide."""
+    PLACEMENT_UNAVAILABLE = "PlacementUnavailable"
+    """spec.agent: no acceptable placement of a payload with a required one listed."""
+    PAYLOAD_TOO_LARGE = "PayloadTooLarge"
+    """spec.agent: a payload larger than every required placement's limit."""
 
 
 __all__ = ["EndReason", "Reason"]

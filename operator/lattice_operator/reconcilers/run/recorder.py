@@ -31,6 +31,7 @@ from lattice_operator.metrics import (
 from lattice_operator.ports import ReceiptPublisher, RunStatusWriter
 from lattice_operator.protocol.engine import FeedResult, RunEventEngine
 from lattice_operator.protocol.models import EventType
+from lattice_operator.reconcilers.run.agent import adapter_id_of
 from lattice_operator.reconcilers.run.decisions import phase_of
 from lattice_operator.reconcilers.run.reasons import EndReason, Reason
 from lattice_operator.redaction import Redactor
@@ -68,6 +69,7 @@ class RunRecorder:
             work_item_id=run.work_item_id(),
             clock=clock,
             state=receipts.state if receipts else None,
+            adapter_id=adapter_id_of(run),
         )
         self._pending: list[LifecycleReceipt] = []
         self._audited_through = receipts.audited_through if receipts else 0

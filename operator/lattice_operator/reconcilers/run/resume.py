@@ -12,9 +12,15 @@ from typing import Any
 from lattice_operator.api.v1alpha1 import Run
 from lattice_operator.api.v1alpha1.run import ResumeStatus
 from lattice_operator.clock import Clock
+from lattice_operator.lifeloop.dispatch import DispatchPlan
 from lattice_operator.lifeloop.mapping import RunTransition
 from lattice_operator.ports import AdapterError, CheckpointInfo, SpriteBackend
-from lattice_operator.reconcilers.run.decisions import resume_context, resume_problems
+from lattice_operator.reconcilers.run.agent import agent_status, resume_plan
+from lattice_operator.reconcilers.run.decisions import (
+    RESUME_PATH,
+    resume_context,
+    resume_problems,
+)
 from lattice_operator.reconcilers.run.files import ProtocolFiles
 from lattice_operator.reconcilers.run.reasons import Reason
 from lattice_operator.reconcilers.run.recorder import RunRecorder
@@ -147,9 +153,11 @@ class Resumer:
         self._recorder.set("Unknown", Reason.RESUMING, f"resuming from {state.checkpoint_id}")
         await self._recorder.flush(force=True)
 
-    async def restore(self, run: Run) -> None:
+    async def restore(self, run: Run, argv: list[str]) -> DispatchPlan:
         """Restore the checkpoint and write resume.json (raises the backend's error), then
-        count the resume and reopen the attempt that reached WAITING."""
+        count the resume and reopen the attempt that reached WAITING. Returns the plan of
+        the continuation `argv` (spec.agent: negotiated, the resume payload placed); a
+        refused one restores nothing."""
         recorder = self._recorder
         engine = recorder.require_engine()
         status = recorder.status
@@ -160,22 +168,31 @@ class Resumer:
         checkpoint = state.checkpoint_id or (waiting.checkpoint_id if waiting else None)
         if checkpoint is None:
             raise RuntimeError("restore without a checkpoint")
-        recorder.emit(
-            recorder.receipts.for_transition(
-                RunTransition.RESUME_STARTING, key=f"{recorder.tag()}:resume"
-            )
-        )
         context, undelivered = resume_context(
             recorder.ref.name, status.session_segment, state.answer, status.action_results
         )
-        await self._backend.restore_checkpoint(self._files.require_sprite(), checkpoint)
         payload = {
             "work_item_id": run.work_item_id(),
             "checkpoint_id": waiting.checkpoint_id if waiting else checkpoint,
             "inputs": state.inputs or {},
             "context": context,
         }
-        await self._files.write_resume(json.dumps(payload, indent=2).encode())
+        body = json.dumps(payload, indent=2)
+        plan = resume_plan(run, argv, body, status.session_segment + 1)
+        status.agent = agent_status(run, plan, "resume", status.agent)
+        recorder.emit(
+            recorder.receipts.for_transition(
+                RunTransition.RESUME_STARTING, key=f"{recorder.tag()}:resume", plan=plan
+            )
+        )
+        if plan.refusal is not None:
+            return plan
+        await self._backend.restore_checkpoint(self._files.require_sprite(), checkpoint)
+        # resume.json is the sprite protocol's, written whatever the placement.
+        await self._files.write_resume(body.encode())
+        await self._files.write_payloads(
+            {p: b for p, b in plan.delivery.files.items() if p != RESUME_PATH}
+        )
         if self._on_restored is not None:
             await self._on_restored(run)
         outbox_size = await self._files.outbox_size()
@@ -188,6 +205,7 @@ class Resumer:
         for result in undelivered:
             result.resumed = True
         recorder.begin_attempt(resume=True)
+        return plan
 
 
 __all__ = ["CHECKPOINT_ATTEMPTS", "Resumer"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from lattice_operator.api.v1alpha1 import Run
@@ -63,10 +63,18 @@ class SessionRunner:
         self._on_outbox = on_outbox
         """Called after each outbox read (the driver answers new action requests)."""
 
-    async def start(self, run: Run, argv: list[str], *, claim: bool = False) -> ExecSession:
+    async def start(
+        self,
+        run: Run,
+        argv: list[str],
+        *,
+        claim: bool = False,
+        extra_env: Mapping[str, str] | None = None,
+    ) -> ExecSession:
         """A new session running `argv` under the protocol's environment and the exit
         wrapper (`claim`: the Run's first, see `wrapped_command`); its id is in the status
-        at once (a crash from here on re-attaches)."""
+        at once (a crash from here on re-attaches). `extra_env`: what a payload placement
+        adds (after spec.env: the operator's placement names its own files)."""
         status = self._recorder.status
         sprite = self._files.require_sprite()
         env = {
@@ -75,6 +83,7 @@ class SessionRunner:
             "LATTICE_RUN": self._recorder.ref.name,
             "LATTICE_SESSION": str(status.session_segment),
             **{e.name: e.value for e in run.spec.env},
+            **(extra_env or {}),
         }
         session = await self._backend.exec(
             sprite,
