@@ -308,6 +308,29 @@ class ForgeSettings(_Settings):
         return bool(self.token_secret or (self.app_id and self.app_key_secret))
 
 
+class FlySettings(_Settings):
+    """Fly (optional): the Machines API for fly_machines Intents, with the operator's own
+    token (sprites never get it)."""
+
+    api_url: str = "https://api.machines.dev/v1"
+    """Base URL of the Machines API (inside Fly's private network: http://_api.internal:4280/v1)."""
+    token_secret: str | None = None
+    """`namespace/name` of a Secret whose key `token` holds a Fly API token (`fly tokens
+    create deploy`, sent as given when it names its scheme, else as a bearer token). Unset:
+    Fly is off, and fly_machines Intents wait with reason NoFlyConfigured."""
+    timeout: float = Field(default=30.0, gt=0, le=300)
+    """Seconds to wait for an answer (a wait for a machine's state adds its own seconds)."""
+    max_attempts: int = Field(default=3, ge=1, le=10)
+    """Tries of a request answered 429 or 5xx, or whose connection failed (a create only
+    when it provably was not made), with a doubling pause from `backoff`."""
+    backoff: float = Field(default=0.5, ge=0, le=30)
+    """Seconds before the first retry."""
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.token_secret)
+
+
 class OperatorSettings(_Settings):
     """Everything `lattice run` needs to know."""
 
@@ -343,11 +366,14 @@ class OperatorSettings(_Settings):
     """The real-time stream and the live page."""
     forge: ForgeSettings = ForgeSettings()
     """GitHub: credential, webhooks, the limits on a sprite's branch."""
+    fly: FlySettings = FlySettings()
+    """Fly (optional): the Machines API for fly_machines Intents."""
 
 
 __all__ = [
     "BackendSettings",
     "ConnectionLimits",
+    "FlySettings",
     "ForgeSettings",
     "LeaderElectionSettings",
     "OperatorSettings",

@@ -55,6 +55,7 @@ def test_chart_crds_are_the_generated_ones() -> None:
             "and github.appKeySecret",
         ),
         ("github.enabled=true,github.appId=1,github.tokenSecret=t", "exclude each other"),
+        ("fly.enabled=true", "fly.enabled needs fly.tokenSecret"),
     ],
 )
 def test_misspelt_or_invalid_values_fail_with_the_schema_message(flag: str, message: str) -> None:
@@ -443,6 +444,33 @@ def test_github_off_by_default_grants_and_opens_nothing_for_it() -> None:
     own = find(docs, "Role", f"{RELEASE}-lattice-operator-self")
     assert not [r for r in _rules(own, "secrets") if "github-token" in r[1]]
     assert "github" not in _container_ports(docs)
+
+
+def test_fly_with_a_token_from_values() -> None:
+    docs = render(
+        "--set", "fly.enabled=true",
+        "--set", "fly.tokenSecret=fly-token",
+        "--set", "networkPolicy.flyCIDRs={192.0.2.0/24}",
+    )  # fmt: skip
+    fly = _settings(docs).fly
+    assert fly.configured
+    assert fly.token_secret == f"{NAMESPACE}/fly-token"
+    assert fly.api_url == "https://api.machines.dev/v1"
+    own = find(docs, "Role", f"{RELEASE}-lattice-operator-self")
+    assert (["get"], ["fly-token"]) in _rules(own, "secrets")
+    egress = find(docs, "NetworkPolicy")["spec"]["egress"]
+    assert {
+        "to": [{"ipBlock": {"cidr": "192.0.2.0/24"}}],
+        "ports": [{"protocol": "TCP", "port": 443}],
+    } in egress
+
+
+def test_fly_off_by_default_grants_and_opens_nothing_for_it() -> None:
+    docs = render("--set", "fly.tokenSecret=fly-token")  # a name alone turns nothing on
+    assert not _settings(docs).fly.configured
+    own = find(docs, "Role", f"{RELEASE}-lattice-operator-self")
+    assert not [r for r in _rules(own, "secrets") if "fly-token" in r[1]]
+    assert len(find(docs, "NetworkPolicy")["spec"]["egress"]) == 3
 
 
 def test_webhook_callers_are_limited_when_configured() -> None:

@@ -1,10 +1,14 @@
 """Intent kinds beyond sprite_task_exec, and what flows between an Intent and its Run:
 sprite_create makes a Sprite, forge kinds wait for a forge, forge actions are queued, a
-WAITING shows on the Intent and the Intent's resume reaches its Run."""
+WAITING shows on the Intent and the Intent's resume reaches its Run; an approved
+fly_machines Intent starts a machine on the local Fly (the operator of this module has a
+Fly token from a Secret and the local Fly's URL in its settings)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,10 +16,53 @@ import pytest
 from lattice_operator.builders import INTENT_LABEL
 from tests.support.admission_cases import sample
 from tests.support.agents import agent
-from tests.support.e2e_intents import intent_doc, setup_namespace
-from tests.support.stack import Stack
+from tests.support.cluster import Cluster, wait_for
+from tests.support.e2e_intents import (
+    APPROVER_ROLE,
+    approval_request,
+    bind_role,
+    intent_doc,
+    kubectl_as,
+    setup_namespace,
+)
+from tests.support.fly.server import FlyDouble, fly_double
+from tests.support.sprites_server import LocalSprites
+from tests.support.stack import Stack, operator_stack
 
 pytestmark = pytest.mark.e2e
+
+FLY_TOKEN = "fly-e2e-token"
+
+
+@pytest.fixture(scope="module")
+def fly() -> Iterator[FlyDouble]:
+    with fly_double(token=FLY_TOKEN, apps=("preview-app",)) as double:
+        yield double
+    assert double.violations == [], double.violations  # nothing Fly would not know
+
+
+@pytest.fixture(scope="module")
+def stack(
+    cluster: Cluster,
+    local_sprites: LocalSprites,
+    fly: FlyDouble,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Stack]:
+    """The module's operator (replacing conftest's), with Fly configured."""
+    creds = cluster.create_namespace("fly-creds")
+    cluster.kubectl(
+        "create", "secret", "generic", "fly", "-n", creds, f"--from-literal=token={FLY_TOKEN}"
+    )
+    settings = {"api_url": fly.api_url, "token_secret": f"{creds}/fly", "backoff": 0.1}
+    log_dir: Path = tmp_path_factory.mktemp("operator")
+    try:
+        with operator_stack(cluster, local_sprites, log_dir, fly=settings) as s:
+            yield s
+            if not s.operator.alive():
+                raise AssertionError(f"the operator died:\n{s.operator.log()[-5000:]}")
+    finally:
+        cluster.delete_namespace(creds)
+
 
 ALLOW_ALL = {
     "apiVersion": "lattice.dev/v1alpha1",
@@ -96,3 +143,63 @@ def test_forge_actions_queue_and_the_intent_resumes_its_run(stack: Stack, namesp
     assert done["status"]["result"]["summary"] == "go=True"
     run = stack.get(namespace, "runs", done["status"]["runRef"]["name"])
     assert run["spec"]["resume"]["inputs"] == {"go": True}
+
+
+def test_an_approved_fly_machines_intent_starts_the_machine(
+    stack: Stack, namespace: str, fly: FlyDouble
+) -> None:
+    # No IntentPolicy allows it: a deployment hook waits for a human's approval.
+    bind_role(stack, namespace, "alice", APPROVER_ROLE)
+    machine = fly.add_machine("preview-app", state="stopped")
+    doc = sample("intent-fly-machines.yaml")
+    doc["spec"]["params"]["flyMachines"]["machineId"] = machine
+    stack.apply(namespace, doc)
+    name = doc["metadata"]["name"]
+    waiting = stack.wait_phase(namespace, "intents", name, {"AwaitingApproval"})
+    assert waiting["status"]["classification"]["outcome"] == "require_approval"
+    assert fly.requests == []  # nothing reaches Fly before the approval
+    approved = kubectl_as(
+        stack, "alice", "annotate", "intent", name, "-n", namespace, approval_request("approve")
+    )
+    assert approved.returncode == 0, approved.stderr
+    intent = stack.wait_phase(namespace, "intents", name, {"Succeeded", "Failed"})
+    status = intent["status"]
+    assert status["phase"] == "Succeeded", json.dumps(status)
+    assert _condition(intent, "Succeeded")["reason"] == "Completed"
+    assert status["fly"] == {
+        "app": "preview-app",
+        "action": "start",
+        "machineId": machine,
+        "state": "started",
+        "attempts": 1,
+        "finished": True,
+    }
+    assert status["result"]["artifacts"] == [f"fly_machine: preview-app/{machine}"]
+    assert [e["to"] for e in status["auditLog"]][-3:] == ["Approved", "Executing", "Succeeded"]
+    # What Fly was asked, in order, with the operator's token.
+    asked = [(r.method, r.path, r.query, r.authorization) for r in fly.requests]
+    base = f"/apps/preview-app/machines/{machine}"
+    auth = f"Bearer {FLY_TOKEN}"
+    assert asked == [
+        ("GET", base, {}, auth),
+        ("POST", f"{base}/start", {}, auth),
+        ("GET", f"{base}/wait", {"state": "started", "timeout": "30"}, auth),
+        ("GET", base, {}, auth),
+    ]
+    assert fly.machine("preview-app", machine)["state"] == "started"
+
+    def done_event() -> dict[str, Any] | None:
+        events = json.loads(
+            stack.cluster.kubectl("-n", namespace, "get", "events", "-o", "json").stdout
+        )["items"]
+        return next(
+            (
+                e
+                for e in events
+                if e["reason"] == "FlyActionDone" and e["involvedObject"]["name"] == name
+            ),
+            None,
+        )
+
+    event = wait_for(done_event, timeout=30, what="the Intent's FlyActionDone event")
+    assert f"started machine {machine} of Fly app preview-app" in event["message"]

@@ -264,6 +264,20 @@ CREATE_CASES: tuple[Case, ...] = (
         "less than or equal to 1",
     ),
     Case(
+        "intent-fly-start-without-machine",
+        "intent-fly-machines.yaml",
+        {"spec.params.flyMachines.machineId": DELETE},
+        "spec.params.flyMachines.machineId",
+        "actions start and stop take machineId, not machine",
+    ),
+    Case(
+        "intent-fly-bad-app-name",
+        "intent-fly-machines.yaml",
+        {"spec.params.flyMachines.app": "Bad_App"},
+        "spec.params.flyMachines.app",
+        "should match",
+    ),
+    Case(
         "intent-fileops-summary-too-long",
         "intent-fileops.yaml",
         {"spec.params.fileops.summary": "s" * 101},

@@ -128,6 +128,11 @@ true
 {{- $_ := set $s "forge" $forge -}}
 {{- end -}}
 {{- end -}}
+{{- with .Values.fly -}}
+{{- if .enabled -}}
+{{- $_ := set $s "fly" (dict "api_url" .apiUrl "token_secret" (printf "%s/%s" $.Release.Namespace .tokenSecret)) -}}
+{{- end -}}
+{{- end -}}
 {{- toYaml (mergeOverwrite $s (deepCopy .Values.settings)) -}}
 {{- end -}}
 
@@ -147,6 +152,9 @@ true
 {{- if and .tokenSecret .appId -}}
 {{- fail "github.tokenSecret and github.appId exclude each other: set one" -}}
 {{- end -}}
+{{- end -}}
+{{- if and .Values.fly.enabled (not .Values.fly.tokenSecret) -}}
+{{- fail "fly.enabled needs fly.tokenSecret" -}}
 {{- end -}}
 {{- if ge (float64 .Values.webhook.certRotateBeforeDays) (float64 .Values.webhook.certValidityDays) -}}
 {{- fail "webhook.certRotateBeforeDays must be less than webhook.certValidityDays" -}}

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from lattice_adapters.kube_events import ReceiptEvents
     from lattice_operator.policy import CompiledPolicy
     from lattice_operator.ports.cluster import ForgeAccess
+    from lattice_operator.ports.fly import FlyMachines
     from lattice_operator.ports.sprites import SpriteBackend
 
 
@@ -54,6 +55,10 @@ class OperatorContext:
         "no GitHub credential is configured (settings forge.token_secret or forge.app_id)"
     )
     """Why `forge` is None, for the Intents that wait for it."""
+    fly: FlyMachines | None = None
+    """Fly's Machines API, with the operator's own token (None: not configured)."""
+    fly_problem: str = "no Fly token is configured (settings fly.token_secret)"
+    """Why `fly` is None."""
 
     def require_backend(self) -> SpriteBackend:
         if self.backend is None:

@@ -3,7 +3,6 @@ GitHubRepository index and status, and the webhook server."""
 
 from __future__ import annotations
 
-import base64
 import logging
 import shutil
 import tempfile
@@ -15,7 +14,7 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from lattice_adapters.github import AppInstallationTokens, GitHubForge, StaticToken, TokenSource
-from lattice_adapters.kube import KubeApiError, resource_path
+from lattice_adapters.kube import resource_path
 from lattice_operator.api.v1alpha1 import set_condition
 from lattice_operator.api.v1alpha1.githubrepository import GitHubRepository
 from lattice_operator.api.v1alpha1.healthcheck import HealthCheck
@@ -23,6 +22,7 @@ from lattice_operator.api.v1alpha1.resources import GITHUB_REPOSITORIES, HEALTH_
 from lattice_operator.forge.incidents import incident_step
 from lattice_operator.handlers._context import OperatorContext, context_of
 from lattice_operator.handlers._parsed import model_of
+from lattice_operator.handlers._secrets import read_secret
 from lattice_operator.handlers.github_webhooks import WebhookReceiver, serve
 from lattice_operator.metrics import FORGE_STEPS
 from lattice_operator.ports import ForgeAccess
@@ -42,30 +42,18 @@ async def github_repositories(body: kopf.Body, **_: Any) -> dict[tuple[str, str]
     return {(body.metadata.namespace or "", body.metadata.name or ""): repository}
 
 
-async def _secret(ctx: OperatorContext, where: str, key: str) -> str:
-    namespace, _, name = where.partition("/")
-    try:
-        secret = await ctx.require_kube().get(resource_path("", "v1", "secrets", namespace, name))
-    except KubeApiError as exc:
-        raise CredentialsMissing(f"Secret {where} cannot be read ({exc.reason})") from None
-    raw = (secret.get("data") or {}).get(key)
-    if raw is None:
-        raise CredentialsMissing(f"Secret {where} has no key {key}")
-    return base64.b64decode(raw).decode().strip()
-
-
 async def _token_source(ctx: OperatorContext, forge: ForgeSettings) -> TokenSource:
     if forge.app_id and forge.app_key_secret and forge.installation_id:
         return AppInstallationTokens(
             app_id=forge.app_id,
-            private_key=await _secret(ctx, forge.app_key_secret, "private-key"),
+            private_key=await read_secret(ctx, forge.app_key_secret, "private-key"),
             installation_id=forge.installation_id,
             api_url=forge.api_url,
             clock=ctx.clock,
             refresh_margin=forge.token_refresh_margin,
         )
     if forge.token_secret:
-        return StaticToken(await _secret(ctx, forge.token_secret, "token"))
+        return StaticToken(await read_secret(ctx, forge.token_secret, "token"))
     raise CredentialsMissing("neither forge.token_secret nor forge.app_id is set")
 
 
@@ -154,7 +142,7 @@ async def repository_status(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo,
     namespace = repository.metadata.namespace or ""
     status, reason, message = "True", "SecretReadable", f"webhook secret {ref.name} is readable"
     try:
-        await _secret(ctx, f"{namespace}/{ref.name}", ref.key)
+        await read_secret(ctx, f"{namespace}/{ref.name}", ref.key)
     except CredentialsMissing as exc:
         status, reason, message = "False", "SecretMissing", str(exc)
     if ctx.forge is None:

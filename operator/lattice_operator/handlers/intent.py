@@ -31,6 +31,7 @@ from lattice_operator.handlers._context import OperatorContext, context_of
 from lattice_operator.handlers._created_runs import CreatedRuns
 from lattice_operator.handlers._parsed import indexed_run, model_of, parse_run, per_version
 from lattice_operator.handlers._writes import create_or_exists, create_or_read, deleted_under
+from lattice_operator.handlers.intent_fly import fly_step
 from lattice_operator.handlers.intent_forge import forge_step
 from lattice_operator.handlers.intent_remediation import remediate
 from lattice_operator.metrics import (
@@ -260,6 +261,7 @@ async def _drive_intent(
                 sprite=_one(sprites.get((namespace, sprite_name))) if sprite_name else None,
                 now=ctx.clock.now(),
                 forge_ready=ctx.forge is not None,
+                fly_ready=ctx.fly is not None,
             )
             plan = reconcile_intent(world)
             snapshot = plan.status.to_patch()
@@ -277,6 +279,10 @@ async def _drive_intent(
                         continue
                     if plan.remediation is not None:
                         fresh = await remediate(ctx, intent, plan.remediation)
+                        if fresh is not None:
+                            continue
+                    if plan.fly is not None:
+                        fresh = await fly_step(ctx, intent, plan.fly)
                         if fresh is not None:
                             continue
                 elif conflicts < MAX_QUICK_REDECISIONS:

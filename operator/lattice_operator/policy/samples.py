@@ -33,6 +33,7 @@ _PARAMS: dict[str, dict[str, Any]] = {
         "confidence": 0.5,
         "scope": "repo_specific",
     },
+    "fly_machines": {"app": "a", "action": "start", "machineId": "m"},
 }
 
 

@@ -21,6 +21,7 @@ from lattice_operator.reconcilers.intent_kinds import execute, fileops_sprite, r
 from lattice_operator.reconcilers.intent_pass import (
     TERMINAL,
     FileOpsWork,
+    FlyWork,
     IntentPass,
     IntentPlan,
     IntentWorld,
@@ -192,6 +193,7 @@ def _actor(rule: str) -> str:
 __all__ = [
     "TERMINAL",
     "FileOpsWork",
+    "FlyWork",
     "IntentPlan",
     "IntentWorld",
     "Notice",

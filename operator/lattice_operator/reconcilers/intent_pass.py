@@ -21,7 +21,12 @@ from lattice_operator.api.v1alpha1 import (
     set_condition,
 )
 from lattice_operator.api.v1alpha1.fileops import FileOpsRequest
-from lattice_operator.api.v1alpha1.intent import ApprovalRecord, IntentResult, params_field
+from lattice_operator.api.v1alpha1.intent import (
+    ApprovalRecord,
+    FlyMachinesParams,
+    IntentResult,
+    params_field,
+)
 from lattice_operator.policy import CompiledPolicy, Decision
 from lattice_operator.reconcilers.intent_forge import ForgeWork
 from lattice_operator.reconcilers.intent_limits import (
@@ -51,6 +56,8 @@ class IntentWorld:
     now: datetime
     forge_ready: bool = False
     """The operator has a GitHub credential (the GitHub kinds wait for one otherwise)."""
+    fly_ready: bool = False
+    """The operator has a Fly token (fly_machines Intents wait for one otherwise)."""
     decision: Decision | None = None
     """The policies' decision for this spec, when the caller made it already (off its event
     loop: evaluating rules takes up to a step budget); None: classified here if due."""
@@ -76,6 +83,17 @@ class RemediationWork:
 
 
 @dataclass(frozen=True)
+class FlyWork:
+    """Carry out a fly_machines action (attempt `attempt`, after this plan's status is
+    written); a create names its machine `machine_name`. The handler records the outcome in
+    `status.result` and `status.fly`."""
+
+    params: FlyMachinesParams
+    attempt: int
+    machine_name: str
+
+
+@dataclass(frozen=True)
 class Notice:
     """An Event to post on the Intent."""
 
@@ -97,6 +115,8 @@ class IntentPlan:
     """A forge step to carry out now (after this plan's status is written)."""
     remediation: RemediationWork | None = None
     """A health_remediate step to carry out now (after this plan's status is written)."""
+    fly: FlyWork | None = None
+    """A fly_machines action to carry out now (after this plan's status is written)."""
     notices: list[Notice] = field(default_factory=list)
     decision: Decision | None = None
     left_approval_after: float | None = None
@@ -190,6 +210,7 @@ __all__ = [
     "OPERATOR",
     "TERMINAL",
     "FileOpsWork",
+    "FlyWork",
     "IntentPass",
     "IntentPlan",
     "IntentWorld",

@@ -31,6 +31,7 @@ class IntentReason(StrEnum):
     NOT_SUPPORTED = "NotSupported"
     NO_AGENT_CONFIGURED = "NoAgentConfigured"
     FORGE_UNAVAILABLE = "ForgeUnavailable"
+    NO_FLY_CONFIGURED = "NoFlyConfigured"
     # Succeeded, at the end
     COMPLETED = "Completed"
     SPRITE_READY = "SpriteReady"
@@ -44,6 +45,7 @@ class IntentReason(StrEnum):
     BRANCH_REFUSED = "BranchRefused"
     REMEDIATED = "Remediated"
     REMEDIATION_FAILED = "RemediationFailed"
+    FLY_FAILED = "FlyFailed"
     INVALID_SPEC = "InvalidSpec"
     """A kind this operator does not know, or its params missing: admission refuses both,
     so only an object that got past it (an older CRD, a direct etcd write) ends so."""
@@ -59,6 +61,7 @@ WAITING_REASONS = frozenset(
         IntentReason.NOT_SUPPORTED,
         IntentReason.NO_AGENT_CONFIGURED,
         IntentReason.FORGE_UNAVAILABLE,
+        IntentReason.NO_FLY_CONFIGURED,
     }
 )
 """Succeeded=Unknown with these reasons is the Waiting phase (never silently Executing)."""

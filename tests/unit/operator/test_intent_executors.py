@@ -54,6 +54,7 @@ SPRITE_READ = {
     "sprite_create": None,  # read once status.spriteRef names it
     "fileops": "sample",
     "environment_change": None,
+    "fly_machines": None,
     "issue_triage": None,  # no agent in the sample
     "issue_plan_approve": None,
     "pr_create_from_plan": None,

@@ -34,6 +34,7 @@ IntentKind = Literal[
     "health_remediate",
     "fileops",
     "environment_change",
+    "fly_machines",
 ]
 INTENT_KINDS: tuple[str, ...] = get_args(IntentKind)
 
@@ -240,6 +241,80 @@ class EnvironmentChangeParams(ApiModel):
     """Whether the change is for this repo only or a candidate for all."""
 
 
+FLY_APP_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+FLY_MACHINE_ID_PATTERN = r"^[a-z0-9]{1,32}$"
+
+
+class FlyGuestSpec(ApiModel):
+    """The size of a Fly machine."""
+
+    cpu_kind: Literal["shared", "performance"] = "shared"
+    """shared or performance CPUs."""
+    cpus: int = Field(default=1, ge=1, le=16)
+    """How many CPUs."""
+    memory_mb: int = Field(default=256, ge=256, le=131072)
+    """Memory in MiB."""
+
+
+class FlyMachineSpec(ApiModel):
+    """A Fly machine to create."""
+
+    image: str = Field(min_length=1, max_length=512)
+    """The OCI image it runs."""
+    name: str | None = Field(
+        default=None, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9_]*[a-z0-9])?$"
+    )
+    """Its name in the app (default: the Intent's name); a create finds a machine of this
+    name that the same Intent made instead of making a second one."""
+    region: str | None = Field(default=None, max_length=3, pattern=r"^[a-z]{3}$")
+    """Fly region code (default: the app's)."""
+    env: dict[str, Annotated[str, StringConstraints(max_length=4096)]] = Field(
+        default_factory=dict, max_length=64
+    )
+    """Environment variables (visible to whoever reads the Intent: no secrets here)."""
+    guest: FlyGuestSpec | None = None
+    """Its size (default: Fly's smallest shared machine)."""
+
+
+class FlyMachinesParams(ApiModel):
+    """A deployment hook on Fly: create, start or stop a machine of an app."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            {
+                "rule": "self.action != 'create' || (has(self.machine) && !has(self.machineId))",
+                "message": "action create takes machine (what to make), not machineId",
+                "fieldPath": ".machine",
+            },
+            {
+                "rule": "self.action == 'create' || (has(self.machineId) && !has(self.machine))",
+                "message": "actions start and stop take machineId, not machine",
+                "fieldPath": ".machineId",
+            },
+        )
+    )
+
+    app: str = Field(min_length=1, max_length=63, pattern=FLY_APP_PATTERN)
+    """The Fly app."""
+    action: Literal["create", "start", "stop"]
+    """What to do."""
+    machine_id: str | None = Field(default=None, max_length=32, pattern=FLY_MACHINE_ID_PATTERN)
+    """For start and stop: the machine."""
+    machine: FlyMachineSpec | None = None
+    """For create: the machine to make."""
+    wait_seconds: int = Field(default=60, ge=0, le=60)
+    """Seconds to wait for the machine to reach the state the action leads to (started,
+    stopped); 0: do not wait."""
+
+    @model_validator(mode="after")
+    def _fits_the_action(self) -> FlyMachinesParams:
+        if self.action == "create" and (self.machine is None or self.machine_id is not None):
+            raise ValueError("action create takes machine (what to make), not machineId")
+        if self.action != "create" and (self.machine_id is None or self.machine is not None):
+            raise ValueError("actions start and stop take machineId, not machine")
+        return self
+
+
 class IntentParams(ApiModel):
     """Typed parameters: exactly the member named after the Intent's kind is set."""
 
@@ -253,6 +328,7 @@ class IntentParams(ApiModel):
     health_remediate: HealthRemediateParams | None = None
     fileops: FileOpsRequest | None = None
     environment_change: EnvironmentChangeParams | None = None
+    fly_machines: FlyMachinesParams | None = None
 
 
 def params_field(kind: str) -> str:
@@ -541,6 +617,23 @@ class FileOpsStatus(ApiModel):
     /workspace/.lattice/fileops/<id>/ and referenced here)."""
 
 
+class FlyStatus(ApiModel):
+    """A fly_machines Intent's execution on Fly."""
+
+    app: str = Field(max_length=63)
+    """The Fly app."""
+    action: str = Field(max_length=16)
+    """create, start or stop."""
+    machine_id: str | None = Field(default=None, max_length=64)
+    """The machine acted on (for a create: the one made)."""
+    state: str | None = Field(default=None, max_length=32)
+    """The machine's state when the action ended."""
+    attempts: int = Field(default=0, ge=0, le=100)
+    """Executions started (an operator that stopped mid-way leaves one counted)."""
+    finished: bool = False
+    """The action ended (its outcome is in status.result)."""
+
+
 class IntentStatus(ApiModel):
     """Observed state of the Intent."""
 
@@ -578,6 +671,8 @@ class IntentStatus(ApiModel):
     """A fileops Intent's execution and response."""
     forge: ForgeStatus | None = None
     """A GitHub Intent's workspace, pushes, pull request."""
+    fly: FlyStatus | None = None
+    """A fly_machines Intent's machine and attempts."""
 
 
 class Intent(ApiModel):

@@ -17,6 +17,7 @@ from lattice_operator.api.v1alpha1.intent import IntentKind
 from lattice_operator.ports.cluster import ForgeGrant
 from lattice_operator.reconcilers.intent_kinds.environment import EnvironmentChange
 from lattice_operator.reconcilers.intent_kinds.fileops import FileOps, fileops_sprite
+from lattice_operator.reconcilers.intent_kinds.fly import FlyMachines
 from lattice_operator.reconcilers.intent_kinds.forge import Forge
 from lattice_operator.reconcilers.intent_kinds.remediation import (
     HealthRemediate,
@@ -64,6 +65,8 @@ def executor_for(kind: IntentKind) -> Executor:
             return Forge()
         case "environment_change":
             return EnvironmentChange()
+        case "fly_machines":
+            return FlyMachines()
         case _:
             assert_never(kind)
 
