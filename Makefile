@@ -17,7 +17,7 @@ TEST_WORKERS ?= $(if $(KUBECONFIG),0,2)
 # Long set-up steps say what they do, how far along they are and how long each took.
 PROGRESS := $(PYTHON) hack/progress.py
 
-.PHONY: help venv tools sprite-rootfs browser prometheus github-fixtures node-tools registry image chart-package chart dashboards test unit lint typecheck crds crds-check cluster-up cluster-down node-up node-down dev bench soak node-test clean
+.PHONY: help setup setup-dev setup-go setup-apt venv tools sprite-rootfs browser prometheus github-fixtures node-tools registry image chart-package chart dashboards test unit lint typecheck crds crds-check cluster-up cluster-down node-up node-down dev bench soak node-test clean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
@@ -28,6 +28,23 @@ $(VENV_STAMP): pyproject.toml requirements.lock
 	@rm -f $(VENV)/.stamp-* && touch $@
 
 venv: $(VENV_STAMP) ## Create/refresh the virtualenv from the pinned lock file
+	@:
+
+# On a fresh machine the set-up steps overlap in lanes: the Go builds one after another (they
+# share one build cache and packages, and each uses both cores), the Debian packages one after
+# another (one dpkg lock; hack/apt-pinned.sh also waits for it), the virtualenv, the sprites'
+# root filesystem and the npm fixtures. Warm, every step only checks its cache.
+setup: ## Everything make test needs, independent steps at once (cached; once per machine)
+	@$(MAKE) --no-print-directory -j4 venv setup-go setup-apt github-fixtures
+
+setup-dev: ## Everything make dev needs, the same way
+	@$(MAKE) --no-print-directory -j2 venv tools sprite-rootfs
+
+setup-go:
+	@for step in tools node-tools registry; do $(MAKE) --no-print-directory $$step || exit 1; done
+
+setup-apt:
+	@for step in sprite-rootfs browser prometheus; do $(MAKE) --no-print-directory $$step || exit 1; done
 
 tools: ## Build the pinned Kubernetes binaries (cached outside the clone; once per machine)
 	@$(PROGRESS) tools --steps 6 -- bash hack/build-tools.sh >/dev/null
@@ -82,7 +99,7 @@ unit: venv ## Only the tests that need no cluster
 
 # The node tests start first, in the background (they mostly wait on a real node); the static
 # checks run beside the suite; their reports (checks.log, node-test.log) are printed after it.
-test: venv tools sprite-rootfs browser prometheus github-fixtures node-tools registry ## Everything: lint, types, unit, contract, e2e and node tests (root)
+test: setup ## Everything: lint, types, unit, contract, e2e and node tests (root)
 	$(PY) -m tests.support.make_test --workers $(TEST_WORKERS) --checks "$(MAKE) --no-print-directory lint typecheck crds-check" $(PYTEST_ARGS)
 
 cluster-up: venv tools ## Start the local control plane (kubeconfig in .lattice/cluster/)
@@ -97,7 +114,7 @@ node-up: venv tools node-tools ## A single-node cluster (kubelet, containerd) in
 node-down: venv ## Stop the node cluster started by node-up
 	$(LATTICE) cluster down --state-dir .lattice/node
 
-dev: venv tools sprite-rootfs ## The whole stack on this machine, with a sample driven to completion
+dev: setup-dev ## The whole stack on this machine, with a sample driven to completion
 	$(LATTICE) dev
 
 node-test: venv tools sprite-rootfs prometheus node-tools registry ## Only the node tests (part of make test): the chart on a real node in a network namespace; root

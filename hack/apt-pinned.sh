@@ -2,6 +2,11 @@
 # Install Debian packages at exact versions (`name=version` arguments) with apt-get, only
 # those missing or at another version. Needs root when something must be installed.
 set -euo pipefail
+# make's set-up lanes may call this at once (the sprites' rootfs, the node tools): one at a
+# time, each checking what is installed only once the lock is its own.
+lock="${APT_PINNED_LOCK:-/run/lock/lattice-apt-pinned.lock}"
+exec 9>>"$lock" 2>/dev/null || exec 9>>"${TMPDIR:-/tmp}/lattice-apt-pinned.lock"
+flock 9
 want=()
 for spec in "$@"; do
   name="${spec%%=*}" version="${spec#*=}"
@@ -18,6 +23,8 @@ if [ ! -e "$policy" ]; then
   trap 'rm -f "$policy"' EXIT
 fi
 export DEBIAN_FRONTEND=noninteractive
-apt-get install -y -q --no-install-recommends "${want[@]}" || {
-  apt-get update -q && apt-get install -y -q --no-install-recommends "${want[@]}"
+# Another apt user (not ours) holding dpkg's lock is waited for, not failed on.
+wait_lock=(-o DPkg::Lock::Timeout=600)
+apt-get install "${wait_lock[@]}" -y -q --no-install-recommends "${want[@]}" || {
+  apt-get update "${wait_lock[@]}" -q && apt-get install "${wait_lock[@]}" -y -q --no-install-recommends "${want[@]}"
 }
