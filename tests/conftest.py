@@ -4,15 +4,37 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 
+from tests.support import file_costs
 from tests.support.cluster import Cluster, cluster_session
 from tests.support.sprites_server import LocalSprites, sprites_server
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--timeline",
+        type=Path,
+        default=None,
+        help="append one JSON line per test (file, worker, start, end) to this file",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    timeline = config.getoption("timeline", None)
+    if timeline is not None:
+        config.pluginmanager.register(file_costs.Timeline(timeline, file_costs.ROOT), "timeline")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # The workers' collection is the order xdist hands files out in (make test passes
+        # --no-loadscope-reorder): longest first, so both workers end together.
+        file_costs.order_items(items, file_costs.ROOT, file_costs.load_costs())
     # Every coroutine test gets the leak check, set up first so it is torn down last.
     for item in items:
         fn = getattr(item, "function", None)

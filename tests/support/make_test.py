@@ -74,7 +74,12 @@ def main(argv: list[str] | None = None) -> int:
         checks = subprocess.Popen(shlex.split(args.checks), stdout=sink, stderr=subprocess.STDOUT)
         sink.close()
         print(f"make test: static checks started beside the suite (log: {args.checks_log})")
-    workers = ["-n", str(args.workers), "--dist", "loadfile"] if args.workers else []
+    # Files handed out longest first (tests/support/file_costs.py), not most tests first.
+    workers = (
+        ["-n", str(args.workers), "--dist", "loadfile", "--no-loadscope-reorder"]
+        if args.workers
+        else []
+    )
     command = pytest_command("-m", SUITE_MARKS, *workers, *pytest_args)
     print(f"make test: suite: {shlex.join(command)}", flush=True)
     suite_started = time.monotonic()
