@@ -33,7 +33,10 @@ class Cluster:
     local: LocalControlPlane | None
 
     def api_client(self, kubeconfig: Path | None = None) -> k8s.ApiClient:
-        return k8s_config.new_client_from_config(config_file=str(kubeconfig or self.kubeconfig))
+        client: k8s.ApiClient = k8s_config.new_client_from_config(  # type: ignore[no-untyped-call]
+            config_file=str(kubeconfig or self.kubeconfig)
+        )
+        return client
 
     @property
     def core(self) -> k8s.CoreV1Api:

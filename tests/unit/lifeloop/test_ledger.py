@@ -39,7 +39,7 @@ def request(event: str = "session.started", key: str | None = None, **kw: object
         event_id="evt-x",
         status=ReceiptStatus.OBSERVED,
         idempotency_key=key,
-        **kw,  # type: ignore[arg-type]
+        **kw,
     )
 
 

@@ -105,7 +105,7 @@ def test_nullable_fields_are_still_required(field: str) -> None:
 
 def test_unknown_fields_are_refused() -> None:
     with pytest.raises(ValidationError):
-        LifecycleReceipt(**minimal().model_dump(), extra_field=1)
+        LifecycleReceipt.model_validate({**minimal().model_dump(), "extra_field": 1})
 
 
 def test_receipt_emitted_never_has_a_receipt() -> None:
