@@ -150,6 +150,11 @@ BACKEND_THROTTLED = Counter(
     "Sprites API answers 429 (rate limited), retried ones included.",
     registry=REGISTRY,
 )
+RUN_COLD_STARTS = Counter(
+    "lattice_run_cold_starts",
+    "Run sessions started on a sprite the backend reported cold just before the start.",
+    registry=REGISTRY,
+)
 RUN_APPLY_TO_EXEC_SECONDS = Histogram(
     "lattice_run_apply_to_exec_seconds",
     "Time from a Run's creation to its first exec session started.",
@@ -442,6 +447,7 @@ __all__ = [
     "REGISTRY",
     "RUNS_BY_PHASE",
     "RUN_APPLY_TO_EXEC_SECONDS",
+    "RUN_COLD_STARTS",
     "RUN_OLDEST_ACTIVITY",
     "SPRITES_BY_PHASE",
     "STATUS_PATCHES",

@@ -88,6 +88,12 @@ class BackendSettings(_Settings):
     """Sprites re-read in full per fleet pass, in turn (network policy, services, URL
     settings), to repair changes made behind the operator's back; each costs a GET of the
     sprite, its policy and its services, plus the writes a repair needs. 0 turns it off."""
+    keep_warm_interval: float = Field(default=240.0, gt=0)
+    """A Sprite with spec.keepWarm is woken by a light request (a list of its exec sessions)
+    when the operator has not seen it running, nor woken it, for this many seconds: keep it
+    shorter than the backend's idle time before cold. Each wake costs one request and the
+    backend's idle window of running compute (about 30 s at Fly.io). Checked at each fleet
+    pass, so at most one wake per Sprite per pass."""
 
 
 class SpriteTimings(_Settings):

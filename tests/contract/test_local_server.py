@@ -301,6 +301,34 @@ async def test_status_goes_warm_then_cold_and_wakes(quick_server: LocalSprites) 
             await adapter.delete_sprite(name)
 
 
+async def test_a_request_within_cold_after_keeps_a_sprite_from_going_cold(
+    quick_server: LocalSprites,
+) -> None:
+    """What spec.keepWarm relies on: a request forwarded to the sprite (its session list)
+    wakes it, so one sent more often than the cold time keeps it from cold: its service
+    process lives on; without them it goes cold."""
+    async with SpritesAdapter(quick_server.credentials) as adapter:
+        name = f"ct-keep-{secrets.token_hex(4)}"
+        await adapter.create_sprite(name)
+        try:
+            await adapter.put_service(name, _service("idler", "sleep", ["600"]))
+            service_pid = quick_server.describe(name)["services"]["idler"]
+            seen: set[str] = set()
+            for _ in range(6):  # 3.6 s: three times cold_after
+                await adapter.list_sessions(name)
+                await asyncio.sleep(0.6)  # longer than warm_after, shorter than cold_after
+                seen.add((await adapter.get_sprite(name)).status)
+            assert "cold" not in seen
+            assert "warm" in seen  # it did idle between the requests
+            assert quick_server.describe(name)["services"]["idler"] == service_pid
+            assert alive(service_pid)
+            statuses = await _watch_status(adapter, name, until="cold", within=10)
+            assert statuses[-1] == "cold"
+            await _wait_dead([service_pid])
+        finally:
+            await adapter.delete_sprite(name)
+
+
 def _service(name: str, cmd: str, args: list[str]) -> SpriteService:
     return SpriteService(name=name, cmd=cmd, args=args)
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
+import httpx
 import pytest
 
 from lattice_adapters.kube import KubeClient, KubeConfig
@@ -14,11 +17,37 @@ from lattice_adapters.sprites import SpritesAdapter
 from lattice_operator.api.v1alpha1 import Sprite
 from lattice_operator.handlers.sprite import _patch_status
 from tests.support.admission_cases import build
-from tests.support.cluster import wait_for
-from tests.support.sprites_server import LocalSprites
-from tests.support.stack import Stack
+from tests.support.cluster import Cluster, wait_for
+from tests.support.sprites_server import LocalSprites, sprites_server
+from tests.support.stack import FAST_SETTINGS, Stack, operator_stack
 
 pytestmark = pytest.mark.e2e
+
+COLD_AFTER = 6.0
+"""This module's sprites go cold after 6 s idle (the session's server waits an hour)."""
+
+
+@pytest.fixture(scope="module")
+def local_sprites(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSprites]:
+    """A server of this module's own, whose sprites go warm after 1 s and cold after
+    COLD_AFTER: spec.keepWarm is seen keeping one out of cold."""
+    workdir = tmp_path_factory.mktemp("sprites-warmth")
+    with sprites_server(workdir, warm_after=1.0, cold_after=COLD_AFTER) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def stack(
+    cluster: Cluster, local_sprites: LocalSprites, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    """The operator against this module's server; kept-warm sprites are woken when not seen
+    running for 2 s (a third of COLD_AFTER)."""
+    backend = {**FAST_SETTINGS["backend"], "keep_warm_interval": 2.0}
+    log_dir = tmp_path_factory.mktemp("operator")
+    with operator_stack(cluster, local_sprites, log_dir, backend=backend) as s:
+        yield s
+        if not s.operator.alive():
+            raise AssertionError(f"the operator died:\n{s.operator.log()[-5000:]}")
 
 
 async def _backend_names(sprites: LocalSprites) -> set[str]:
@@ -188,3 +217,59 @@ async def test_a_status_write_from_an_older_view_puts_nothing_back(
         await _patch_status(SimpleNamespace(require_kube=lambda: kube), old, stale_status)  # type: ignore[arg-type]
     after = stack.get(namespace, "sprites", "stale")
     assert after["status"]["observedGeneration"] == after["metadata"]["generation"]
+
+
+def _cold_starts(stack: Stack) -> float:
+    text = httpx.get(f"http://127.0.0.1:{stack.metrics_port}/metrics", trust_env=False).text
+    [line] = [x for x in text.splitlines() if x.startswith("lattice_run_cold_starts_total ")]
+    return float(line.split()[1])
+
+
+async def test_a_sprite_kept_warm_never_goes_cold_and_one_left_does(
+    stack: Stack, namespace: str
+) -> None:
+    stack.apply(namespace, build("sprite.yaml", "hot", {"spec.keepWarm": True}))
+    stack.apply(namespace, build("sprite.yaml", "cool", {"spec.keepWarm": False}))
+    hot = stack.wait_sprite_ready(namespace, "hot")["status"]["spriteName"]
+    cool = stack.wait_sprite_ready(namespace, "cool")["status"]["spriteName"]
+    started = time.monotonic()
+    # A mark in each sprite's memory: /dev/shm is emptied when a sprite goes cold.
+    for name in (hot, cool):
+        await asyncio.to_thread((stack.sprites.host_shm(name) / "mark").write_text, "here")
+
+    def gone_cold() -> dict[str, Any] | None:
+        # Cold after it went warm (the backend says when): the status written at creation
+        # says cold too, from the create's answer, before the first use woke it.
+        obj = stack.get(namespace, "sprites", "cool")
+        status = obj["status"]
+        return (
+            obj if status.get("backendStatus") == "cold" and status.get("lastWarmingTime") else None
+        )
+
+    obj = wait_for(gone_cold, timeout=60, what="the Sprite left to go cold to be reported cold")
+    warm = _conditions(obj)["Warm"]
+    assert (warm["status"], warm["reason"]) == ("True", "NotKeptWarm")
+    assert warm["observedGeneration"] == obj["metadata"]["generation"]
+    assert not (stack.sprites.host_shm(cool) / "mark").exists()
+
+    # The kept-warm one, looked at until twice COLD_AFTER has passed: never cold.
+    async with SpritesAdapter(stack.sprites.credentials) as backend:
+        seen: set[str] = set()
+        while time.monotonic() - started < 2 * COLD_AFTER:
+            seen.add((await backend.get_sprite(hot)).status)
+            await asyncio.sleep(0.2)
+    assert "cold" not in seen, seen
+    assert (stack.sprites.host_shm(hot) / "mark").read_text() == "here"
+    obj = stack.get(namespace, "sprites", "hot")
+    assert obj["status"]["backendStatus"] in ("warm", "running")
+    warm = _conditions(obj)["Warm"]
+    assert (warm["status"], warm["reason"]) == ("True", "KeptWarm")
+    assert warm["observedGeneration"] == obj["metadata"]["generation"]
+
+    # A Run on the cold one meets a cold start, and the metric counts it.
+    before = _cold_starts(stack)
+    run = build("run.yaml", "after-cold", {"spec.spriteRef.name": "cool"})
+    stack.apply(namespace, run)
+    done = stack.wait_phase(namespace, "runs", "after-cold", {"Succeeded", "Failed"})
+    assert done["status"]["phase"] == "Succeeded", done["status"]
+    assert _cold_starts(stack) - before == 1

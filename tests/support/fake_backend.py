@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Self
 
+from lattice_operator.api.v1alpha1.sprite import BackendStatus
 from lattice_operator.ports.errors import ExitStatusUnknown, NotFound
 from lattice_operator.ports.sprites import (
     CheckpointInfo,
@@ -23,6 +24,7 @@ from lattice_operator.ports.sprites import (
     FileStat,
     KillResult,
     SessionInfo,
+    SpriteInfo,
 )
 
 OUTBOX = "/workspace/.lattice/outbox.jsonl"
@@ -225,6 +227,10 @@ class FakeBackend:
         self.checkpoints: dict[str, list[tuple[CheckpointInfo, dict[str, bytes]]]] = {}
         self.calls: list[Call] = []
         self._faults: dict[str, list[BaseException]] = {}
+        self.sprite_status: BackendStatus = "warm"
+        """What get_sprite reports; an exec makes it running."""
+        self.status_reads: list[str] = []
+        """Sprites whose state was read (kept out of `calls`: the sessions' order)."""
 
     # -- test controls -----------------------------------------------------------------
 
@@ -259,6 +265,15 @@ class FakeBackend:
         if queued:
             raise queued.pop(0)
 
+    # -- sprites -----------------------------------------------------------------------
+
+    async def get_sprite(self, name: str) -> SpriteInfo:
+        self.status_reads.append(name)
+        queued = self._faults.get("get_sprite")
+        if queued:
+            raise queued.pop(0)
+        return SpriteInfo(id=f"sprite-{name}", name=name, status=self.sprite_status)
+
     # -- sessions ----------------------------------------------------------------------
 
     async def exec(
@@ -276,6 +291,7 @@ class FakeBackend:
         process = FakeProcess(self, name, f"s{len(self.processes) + 1}", list(command))
         program = self.programs[process.argv[0]]
         self.processes.append(process)
+        self.sprite_status = "running"
         session = FakeSession(process, replay=False)
 
         async def run() -> None:

@@ -643,6 +643,7 @@ def _sprite_from_info(info: sprites.SpriteInfo) -> SpriteInfo:
         created_at=info.created_at,
         updated_at=info.updated_at,
         last_running_at=info.last_running_at,
+        last_warming_at=info.last_warming_at,
     )
 
 
@@ -658,6 +659,7 @@ def _sprite_from_handle(sprite: sprites.AsyncSprite) -> SpriteInfo:
         created_at=sprite.created_at,
         updated_at=sprite.updated_at,
         last_running_at=sprite.last_running_at,
+        last_warming_at=sprite.last_warming_at,
     )
 
 

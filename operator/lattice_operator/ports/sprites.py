@@ -55,6 +55,8 @@ class SpriteInfo(_Frozen):
     """When it was last changed."""
     last_running_at: datetime | None = None
     """When it last ran (if the backend says)."""
+    last_warming_at: datetime | None = None
+    """When it last went warm (if the backend says)."""
 
 
 class SpritePage(_Frozen):

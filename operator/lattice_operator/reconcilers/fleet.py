@@ -28,6 +28,11 @@ from lattice_operator.reconcilers.sprite import (
     owns,
     reconcile_sprite,
 )
+from lattice_operator.reconcilers.sprite_warmth import (
+    KeepWarm,
+    same_conditions,
+    warmth_conditions,
+)
 from lattice_operator.reconcilers.sprite_writers import SpriteKey, SpriteWriters, sprite_key
 from lattice_operator.settings import BackendSettings
 
@@ -52,6 +57,8 @@ class FleetObservation:
     """Sprites re-read in full this pass."""
     repaired: int = 0
     """Of those, sprites whose backend had drifted from the spec (and was brought back)."""
+    woken: int = 0
+    """Kept-warm sprites woken this pass (spec.keepWarm)."""
 
 
 class FleetObserver:
@@ -79,6 +86,7 @@ class FleetObserver:
         self._settings = settings
         self._resync_from = ""
         """Where the next pass's resync window starts (by backend name, in turn)."""
+        self._keep_warm = KeepWarm(settings.keep_warm_interval, clock.monotonic)
 
     async def run_forever(self) -> None:
         while True:
@@ -119,10 +127,9 @@ class FleetObserver:
                 await self._vanished(sprite, result)
             else:
                 await self._observed(sprite, info, result)
-        await self._resync(
-            [s for s in sprites if s.backend_name() in fleet and s.status.phase == "Ready"],
-            result,
-        )
+                await self._keep_warm_pass(sprite, info, result)
+        self._keep_warm.keep_only(sprite_key(s) for s in sprites if s.spec.keep_warm)
+        await self._resync([s for s in sprites if _resyncable(s, fleet)], result)
         return result
 
     def resync_window(self, sprites: list[Sprite]) -> list[Sprite]:
@@ -181,6 +188,21 @@ class FleetObserver:
             return None
         return sprite
 
+    async def _keep_warm_pass(
+        self, sprite: Sprite, info: SpriteInfo, result: FleetObservation
+    ) -> None:
+        """Wake a kept-warm sprite that is due (see sprite_warmth): one forwarded request."""
+        key = sprite_key(sprite)
+        if not sprite.spec.keep_warm or not self._keep_warm.due(key, info.status):
+            return
+        self._keep_warm.woken(key)
+        try:
+            await self._backend.list_sessions(info.name)
+        except AdapterError as exc:
+            log.warning("could not wake %s to keep it warm: %s", info.name, exc)
+            return
+        result.woken += 1
+
     async def _observed(self, sprite: Sprite, info: SpriteInfo, result: FleetObservation) -> None:
         now = self._clock.now()
         seen = sprite.status.last_seen_time
@@ -189,7 +211,14 @@ class FleetObserver:
             "backend_status": info.status,
             "url": info.url,
             "last_seen_time": now,
+            "last_running_time": info.last_running_at,
+            "last_warming_time": info.last_warming_at,
         }
+        # Warm is judged for the generation reconciled: a newer one is its handler's to judge.
+        conditions = sprite.status.conditions
+        if sprite.status.observed_generation == sprite.metadata.generation:
+            conditions = warmth_conditions(sprite, info.status, now)
+            update["conditions"] = conditions
         # Ours, but another sprite than the one recorded (a remediation recreated it): the
         # write carries the one seen, never the view's older id back.
         replaced = info.id != sprite.status.sprite_id and owns(sprite, info)
@@ -200,6 +229,9 @@ class FleetObserver:
             or replaced
             or info.status != sprite.status.backend_status
             or info.url != sprite.status.url
+            or info.last_running_at != sprite.status.last_running_time
+            or info.last_warming_at != sprite.status.last_warming_time
+            or not same_conditions(conditions, sprite.status.conditions)
         ):
             status = sprite.status.model_copy(update=update)
             await self._patch(sprite, status.to_patch())
@@ -243,3 +275,13 @@ class FleetObserver:
         await self._patch(sprite, outcome.status.to_patch())
         result.patched += 1
         result.recreated += 1
+
+
+def _resyncable(sprite: Sprite, fleet: dict[str, SpriteInfo]) -> bool:
+    """Whether the resync may re-read the Sprite now. Its reads are forwarded to the sprite
+    and wake it: one left to go cold (spec.keepWarm: false) is re-read only while the
+    backend reports it running anyway."""
+    info = fleet.get(sprite.backend_name())
+    if info is None or sprite.status.phase != "Ready":
+        return False
+    return sprite.spec.keep_warm is not False or info.status == "running"

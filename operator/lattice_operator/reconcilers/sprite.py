@@ -23,6 +23,7 @@ from lattice_operator.api.v1alpha1.sprite import NetworkPolicy, SpriteServiceSta
 from lattice_operator.errors import LatticeError
 from lattice_operator.ports.errors import AdapterError, NotFound
 from lattice_operator.ports.sprites import SpriteBackend, SpriteInfo
+from lattice_operator.reconcilers.sprite_warmth import warmth_conditions
 
 OWNER_LABEL_PREFIX = "lattice-owner-"
 
@@ -250,6 +251,7 @@ def ready_status(
         observed_generation=generation,
         now=now,
     )
+    conditions = warmth_conditions(sprite, info.status, now, conditions)
     return sprite.status.model_copy(
         update={
             "conditions": conditions,
@@ -259,6 +261,8 @@ def ready_status(
             "sprite_id": info.id,
             "url": info.url,
             "backend_status": info.status,
+            "last_running_time": info.last_running_at,
+            "last_warming_time": info.last_warming_at,
             "last_seen_time": now,
             "services": services if services is not None else sprite.status.services,
         }

@@ -138,6 +138,12 @@ class FakeBackend:
         self._call("delete_service", name)
         self.services.get(name, {}).pop(service_name, None)
 
+    async def list_sessions(self, name: str) -> list[Any]:
+        """A call forwarded to the sprite: it wakes it, as at the service."""
+        self._call("list_sessions", name)
+        self.sprites[name] = self._info(name).model_copy(update={"status": "running"})
+        return []
+
 
 def _sprite(name: str = "box", uid: str = UID, **spec: Any) -> Sprite:
     doc = sample("sprite.yaml")
@@ -543,3 +549,132 @@ async def test_a_vanished_sprite_is_recreated_from_the_newest_view_and_not_when_
     result = await observer.observe_once()
     assert (result.recreated, result.deferred) == (0, 1)
     assert "create_sprite" not in [m for m, _ in fake.calls]
+
+
+async def test_a_kept_warm_sprite_is_woken_once_per_interval_and_one_left_cold_never() -> None:
+    fake = FakeBackend()
+    sprites = [
+        (await _reconcile(_sprite(name, uid=f"uid-{name}", keepWarm=keep), fake))[0]
+        for name, keep in (("hot", True), ("cool", False), ("plain", None))
+    ]
+    patches: list[dict[str, Any]] = []
+
+    async def patch(sprite: Sprite, status: dict[str, Any]) -> None:
+        patches.append(status)
+        sprites[sprites.index(sprite)] = sprite.model_copy(
+            update={"status": sprite.status.model_validate(status)}
+        )
+
+    def warm(name: str) -> tuple[str, str] | None:
+        sprite = next(s for s in sprites if s.metadata.name == name)
+        found = [c for c in sprite.status.conditions if c.type == "Warm"]
+        return (found[0].status, found[0].reason) if found else None
+
+    # Created cold: the kept-warm one is not yet as asked; the other says it is left to cool.
+    assert warm("hot") == ("False", "Cold")
+    assert warm("cool") == ("True", "NotKeptWarm")
+    assert warm("plain") is None  # nothing asked: today's status
+    clock = FakeClock(NOW)
+    observer = FleetObserver(
+        backend=_backend(fake),
+        sprites=lambda: list(sprites),
+        patch_status=patch,
+        clock=clock,
+        settings=BackendSettings(keep_warm_interval=100, resync_per_pass=0),
+    )
+
+    def wakes() -> list[str]:
+        return [n for m, n in fake.calls if m == "list_sessions"]
+
+    result = await observer.observe_once()
+    assert (result.woken, wakes()) == (1, [sprites[0].backend_name()])
+    clock.advance(10)
+    await observer.observe_once()  # sees it running: no wake, the condition is met
+    assert warm("hot") == ("True", "KeptWarm")
+    assert sprites[0].status.backend_status == "running"
+    assert len(wakes()) == 1
+    # It idles to warm. Within the interval of when it was last seen running: left alone.
+    hot = sprites[0].backend_name()
+    fake.sprites[hot] = fake.sprites[hot].model_copy(update={"status": "warm"})
+    clock.advance(50)
+    result = await observer.observe_once()
+    assert (result.woken, len(wakes())) == (0, 1)
+    assert warm("hot") == ("True", "KeptWarm")
+    clock.advance(60)  # 110 s since it was last seen running
+    result = await observer.observe_once()
+    assert (result.woken, len(wakes())) == (1, 2)
+    # The others are never woken, whatever their state.
+    assert set(wakes()) == {hot}
+    assert warm("cool") == ("True", "NotKeptWarm")
+    assert warm("plain") is None
+    # A pass that finds nothing new writes nothing.
+    patches.clear()
+    clock.advance(1)
+    fake.sprites[hot] = fake.sprites[hot].model_copy(update={"status": "running"})
+    await observer.observe_once()
+    patches.clear()
+    clock.advance(1)
+    await observer.observe_once()
+    assert patches == []
+
+
+async def test_the_status_carries_when_the_backend_says_the_sprite_last_ran_and_went_warm() -> None:
+    fake = FakeBackend()
+    sprite, _ = await _reconcile(_sprite(keepWarm=True), fake)
+    ran, warmed = datetime(2026, 1, 1, 0, 5, tzinfo=UTC), datetime(2026, 1, 1, 0, 6, tzinfo=UTC)
+    name = sprite.backend_name()
+    fake.sprites[name] = fake.sprites[name].model_copy(
+        update={"status": "warm", "last_running_at": ran, "last_warming_at": warmed}
+    )
+    patches: list[dict[str, Any]] = []
+
+    async def patch(seen: Sprite, status: dict[str, Any]) -> None:
+        patches.append(status)
+
+    observer = FleetObserver(
+        backend=_backend(fake),
+        sprites=lambda: [sprite],
+        patch_status=patch,
+        clock=FakeClock(NOW),
+        settings=BackendSettings(),
+    )
+    await observer.observe_once()
+    [written] = patches
+    assert (written["backendStatus"], written["lastRunningTime"], written["lastWarmingTime"]) == (
+        "warm",
+        "2026-01-01T00:05:00Z",
+        "2026-01-01T00:06:00Z",
+    )
+    [cond] = [c for c in written["conditions"] if c["type"] == "Warm"]
+    assert (cond["status"], cond["reason"], cond["observedGeneration"]) == ("True", "KeptWarm", 1)
+
+
+async def test_the_resync_wakes_no_sprite_left_to_go_cold() -> None:
+    """The resync's reads are forwarded to the sprite (they wake it): a Sprite with
+    keepWarm: false is re-read only while the backend reports it running."""
+    fake = FakeBackend()
+    cool, _ = await _reconcile(_sprite("cool", uid="uid-cool", keepWarm=False), fake)
+    plain, _ = await _reconcile(_sprite("plain", uid="uid-plain"), fake)
+    observer = FleetObserver(
+        backend=_backend(fake),
+        sprites=lambda: [cool, plain],
+        patch_status=lambda sprite, status: asyncio.sleep(0),
+        clock=FakeClock(NOW),
+        settings=BackendSettings(resync_per_pass=10),
+    )
+
+    def reread() -> set[str]:
+        return {n for m, n in fake.calls if m == "get_network_policy"}
+
+    for state in ("cold", "warm"):
+        for sprite in (cool, plain):
+            name = sprite.backend_name()
+            fake.sprites[name] = fake.sprites[name].model_copy(update={"status": state})
+        fake.calls.clear()
+        await observer.observe_once()
+        assert reread() == {plain.backend_name()}
+    name = cool.backend_name()
+    fake.sprites[name] = fake.sprites[name].model_copy(update={"status": "running"})
+    fake.calls.clear()
+    await observer.observe_once()
+    assert reread() == {cool.backend_name(), plain.backend_name()}

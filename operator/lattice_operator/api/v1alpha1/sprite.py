@@ -157,6 +157,11 @@ class SpriteSpec(ApiModel):
     """Which Runs may execute here: `Any` (whoever may create Runs in the namespace, as with
     `pods/exec`) or `IntentOnly` (only Runs an Intent created, so every command went through
     policy and approval). Refused at admission and again by the operator before it starts one."""
+    keep_warm: bool | None = None
+    """`true`: the operator keeps the backend sprite from going cold (a Run then starts without
+    a cold start) by waking it with a light request every `backend.keep_warm_interval`
+    seconds; the backend offers no setting for it. `false`: nothing keeps it warm, it goes
+    cold when the backend decides. Unset: as `false`, and status carries no Warm condition."""
 
     @model_validator(mode="after")
     def _one_http_port(self) -> SpriteSpec:
@@ -187,7 +192,8 @@ class SpriteStatus(ApiModel):
     conditions: list[Condition] = Field(
         default_factory=list, max_length=16, json_schema_extra=CONDITIONS_LIST_SCHEMA
     )
-    """Ready (the sprite exists and is usable) and Synced (the spec is applied)."""
+    """Ready (the sprite exists and is usable), Synced (the spec is applied) and, with
+    spec.keepWarm set, Warm (whether the backend state is the warmth asked for)."""
     phase: SpritePhase | None = None
     """A one-word summary derived from the conditions, for `kubectl get`."""
     sprite_name: str | None = Field(default=None, max_length=63)
@@ -198,6 +204,11 @@ class SpriteStatus(ApiModel):
     """The sprite's URL."""
     backend_status: BackendStatus | None = None
     """cold, warm or running, as the backend last reported."""
+    last_running_time: datetime | None = None
+    """When the backend sprite last started running (woke), if the backend says."""
+    last_warming_time: datetime | None = None
+    """When the backend sprite last went warm (suspended), if the backend says. The backend
+    does not say when it went cold."""
     last_seen_time: datetime | None = None
     """When the backend last listed (or returned) this sprite, to within the operator's
     `backend.last_seen_interval` (5 minutes by default)."""

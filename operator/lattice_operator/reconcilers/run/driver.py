@@ -42,6 +42,7 @@ from lattice_operator.ports import (
 from lattice_operator.reconcilers.grants import intent_controller, run_policy_refusal
 from lattice_operator.reconcilers.run.actions import ActionHandler
 from lattice_operator.reconcilers.run.agent import REFUSED, agent_status, start_plan
+from lattice_operator.reconcilers.run.coldstart import ColdStarts
 from lattice_operator.reconcilers.run.decisions import (
     SessionEnd,
     auto_resume,
@@ -108,6 +109,7 @@ class RunDriver:
             patch_interval=timings.patch_interval,
         )
         self.files = ProtocolFiles(backend, self.recorder)
+        self._cold_starts = ColdStarts(backend)
         self.actions = ActionHandler(actions, recorder=self.recorder, files=self.files, clock=clock)
         self.sessions = SessionRunner(
             backend=backend,
@@ -255,6 +257,7 @@ class RunDriver:
         plan = start_plan(run, list(run.spec.command), recorder.status.session_segment)
         recorder.status.agent = agent_status(run, plan, "context", recorder.status.agent)
         tag = recorder.tag()
+        await self._cold_starts.note(sprite.backend_name)
         try:
             session = await dispatch(
                 plan,
