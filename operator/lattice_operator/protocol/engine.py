@@ -280,6 +280,7 @@ class RunEventEngine:
 
     def log_tail(self) -> list[str]:
         """The last ordinary stdout lines, printable, oldest first."""
+        self._splitter.end_replay()
         return self._splitter.log_tail()
 
     def resolve_action_request(
@@ -316,14 +317,15 @@ class RunEventEngine:
         whose events the outbox has (or will have) already. Its lines are only used to
         find where lines start; none is held as a provisional copy or committed, so a
         replay longer than what the merger remembers cannot be mistaken for stdout-only
-        events. Nor does it go into the log tail: the scrollback may begin inside a line,
-        and its whole lines were kept by whoever followed the session before (a restored
-        engine starts from their tail, `log_tail`).
+        events. Its ordinary lines join the log tail after those it already holds (a
+        restored engine starts from the tail its predecessor kept, `log_tail`): what was
+        printed while nobody followed the session is kept, nothing twice, no fragment.
         """
         result = _feed_result()
         if replay:
             self._splitter.feed(data, keep_log=False)
             return result
+        self._splitter.end_replay()
         if self.canonical == "outbox":
             lines, offsets, bodies, slow = self._splitter.feed_columns(data)
             if bodies:

@@ -55,6 +55,11 @@ class StdoutSplitter:
         self._log: deque[bytes] = deque()
         self._log_bytes = 0
         self._log_cap = log_lines * log_line_chars * 4
+        # Ordinary output of a replayed scrollback, bounded the same way, until it is merged
+        # into the tail (`end_replay`); the replay's first line may begin inside a line.
+        self._replayed: deque[bytes] = deque()
+        self._replayed_bytes = 0
+        self._replay_head = True
 
     @property
     def partial_bytes(self) -> int:
@@ -63,7 +68,8 @@ class StdoutSplitter:
 
     def feed(self, data: bytes, *, keep_log: bool = True) -> list[EventLine]:
         """Consume one frame; return the event lines it completed, in order. `keep_log`
-        False: its ordinary lines are not kept for the log tail (a replay)."""
+        False: a replay; its ordinary lines join the tail only at `end_replay`, after the
+        lines the tail already holds."""
         lines, offsets, bodies, slow = self.feed_columns(data, keep_log)
         if slow:
             return slow
@@ -114,8 +120,11 @@ class StdoutSplitter:
         events = is_event.count(True)
         if events < len(lines):
             # Ordinary output, as one segment of its lines: only a bounded tail is kept.
+            segment = b"".join(compress(lines, map(is_, cut, lines)))[:-1]
             if keep_log:
-                self._keep_log(b"".join(compress(lines, map(is_, cut, lines)))[:-1])
+                self._keep_log(segment)
+            else:
+                self._keep_replayed(segment)
             if not events:
                 return [], [], [], []
         return (
@@ -137,6 +146,8 @@ class StdoutSplitter:
                 out.append((line, offset, part[_PREFIX_LEN:].strip(), False))
             elif part and part != b"\r" and keep_log:
                 self._keep_log(part)
+            elif part and part != b"\r":
+                self._keep_replayed(part)
             offset += len(part) + 1
             line += 1
         self._line, self._offset = line, offset
@@ -160,6 +171,34 @@ class StdoutSplitter:
         while self._log_bytes > self._log_cap:
             self._log_bytes -= len(self._log.popleft())
 
+    def _keep_replayed(self, segment: bytes) -> None:
+        if not self._log_cap or not segment:
+            return
+        segment = segment[-self._log_cap :]
+        self._replayed.append(segment)
+        self._replayed_bytes += len(segment)
+        while self._replayed_bytes > self._log_cap:
+            self._replayed_bytes -= len(self._replayed.popleft())
+
+    def end_replay(self) -> None:
+        """Add the replayed lines that the tail does not hold yet: those after the longest run
+        of the tail's last lines found in the replay (output printed while nobody followed the
+        session, such as between two operators). No such run: the scrollback has moved past the
+        tail's last line, so all of it is newer, except its first line, which may be the end of
+        a line. A line repeated across the gap can match too early and be left out; the tail is
+        a view of the output, and no event depends on it."""
+        if not self._replayed:
+            return
+        replayed = self._printable(self._replayed)
+        self._replayed.clear()
+        self._replayed_bytes = 0
+        new = _after_overlap(self.log_tail(), replayed)
+        if new is None:
+            new = replayed[1:] if self._replay_head else replayed
+        self._replay_head = False
+        for line in new[-self._log_lines :] if self._log_lines else ():
+            self._keep_log(line.encode())
+
     def seed_log(self, lines: Iterable[str]) -> None:
         """Start the log tail with lines kept before (a restored Run's status.logTail)."""
         for line in lines:
@@ -178,6 +217,8 @@ class StdoutSplitter:
 
     def reset(self) -> None:
         """The stream was re-attached: an unfinished line from the old connection is dropped."""
+        self.end_replay()
+        self._replay_head = True
         self._offset += len(self._carry)
         if self._carry or self._skipping:
             self._line += 1
@@ -188,10 +229,13 @@ class StdoutSplitter:
         """The last ordinary (non-event) output lines, oldest first, made printable."""
         if not self._log_lines:
             return []
-        text = b"\n".join(self._log).decode("utf-8", "replace")
+        return self._printable(self._log)[-self._log_lines :]
+
+    def _printable(self, segments: Iterable[bytes]) -> list[str]:
+        text = b"\n".join(segments).decode("utf-8", "replace")
         # A terminal shows only what follows the last carriage return of a line.
         shown = [line.rstrip("\r").rsplit("\r", 1)[-1] for line in text.split("\n")]
-        return [clip(line, self._log_chars) for line in shown if line][-self._log_lines :]
+        return [clip(line, self._log_chars) for line in shown if line]
 
     def _long_line(
         self, out: list[EventLine], part: bytes, line: int, offset: int, keep_log: bool
@@ -200,6 +244,17 @@ class StdoutSplitter:
             out.append((line, offset, part[_PREFIX_LEN : _PREFIX_LEN + 1024].strip(), True))
         elif keep_log:
             self._keep_log(part[: self._log_chars * 4])
+
+
+def _after_overlap(tail: list[str], replayed: list[str]) -> list[str] | None:
+    """The replayed lines after the longest run of `tail`'s last lines found in `replayed`
+    (its latest place), or None when not even the tail's last line is there."""
+    for k in range(min(len(tail), len(replayed)), 0, -1):
+        suffix = tail[-k:]
+        for end in range(len(replayed), k - 1, -1):
+            if replayed[end - k : end] == suffix:
+                return replayed[end:]
+    return None
 
 
 __all__ = ["EventColumns", "EventLine", "StdoutSplitter"]

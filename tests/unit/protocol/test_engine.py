@@ -428,3 +428,32 @@ def test_nothing_a_sprite_writes_raises(
     status = e.status()
     assert status.event_count == e.cursor.event_count
     assert status.violation_count == sum(status.violation_counts.values())
+
+
+def test_output_printed_between_two_followers_joins_the_tail_once() -> None:
+    # Found by the node test of a helm upgrade: "done" was printed after the old leader had
+    # stopped and before the new one attached; the replay that held it added nothing.
+    first = engine()
+    first.feed_stdout(b"execs=1\n")
+    restored = engine(cursor=first.cursor, status=first.status(), log_tail=first.log_tail())
+    restored.stdout_reattached()
+    restored.feed_stdout(b"execs=1\ndone\n", replay=True)
+    assert restored.log_tail() == ["execs=1", "done"]
+
+
+def test_a_replay_after_the_tail_rolled_on_keeps_its_whole_lines_only() -> None:
+    restored = engine(log_tail=["old 1", "old 2"])
+    restored.stdout_reattached()
+    # The scrollback no longer holds "old 2": all of it is newer, but it begins inside a line.
+    restored.feed_stdout(b"ine 7\nline 8\n", replay=True)
+    restored.feed_stdout(b"line 9\n")
+    assert restored.log_tail() == ["old 1", "old 2", "line 8", "line 9"]
+
+
+def test_a_replay_of_what_the_tail_holds_adds_nothing() -> None:
+    restored = engine(log_tail=["a", "b", "c"])
+    restored.stdout_reattached()
+    restored.feed_stdout(b"a\nb\n", replay=True)
+    restored.feed_stdout(b"c\n", replay=True)
+    restored.feed_stdout(b"d\n")
+    assert restored.log_tail() == ["a", "b", "c", "d"]
