@@ -26,7 +26,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     timeline = config.getoption("timeline", None)
-    if timeline is not None:
+    # xdist's controller is handed every worker's test reports: only the runners record.
+    controller = bool(getattr(config.option, "numprocesses", None)) and not os.environ.get(
+        "PYTEST_XDIST_WORKER"
+    )
+    if timeline is not None and not controller:
         config.pluginmanager.register(file_costs.Timeline(timeline, file_costs.ROOT), "timeline")
 
 
