@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import TracebackType
@@ -273,7 +273,23 @@ class FakeBackend:
         max_run_after_disconnect: float | None = None,
     ) -> FakeSession:
         self._enter("exec", name, list(command))
-        process = FakeProcess(self, name, f"s{len(self.processes) + 1}", list(command))
+        return self._spawn(name, command, f"s{len(self.processes) + 1}")
+
+    async def exec_post(
+        self,
+        name: str,
+        command: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        workdir: str | None = None,
+        stdin: bytes | None = None,
+    ) -> FakeSession:
+        """The HTTP exec: a session with a local id (`post-…`) that cannot be attached."""
+        self._enter("exec_post", name, list(command))
+        return self._spawn(name, command, f"post-{len(self.processes) + 1}")
+
+    def _spawn(self, name: str, command: Sequence[str], session_id: str) -> FakeSession:
+        process = FakeProcess(self, name, session_id, list(command))
         program = self.programs[process.argv[0]]
         self.processes.append(process)
         session = FakeSession(process, replay=False)
