@@ -115,12 +115,7 @@ class SessionRunner:
         if run.spec.mode == "exec_post":
             return await self._backend.exec_post(sprite, wrapped, workdir=workdir)
         if run.spec.mode == "service":
-            exit_file = self._files.exit_file()
-            name = service_name(exit_file)
-            await self._backend.put_service(
-                sprite, service_definition(name, wrapped, exit_file, workdir)
-            )
-            return self._service_session(sprite, name, replay=False)
+            return await self._open_service(sprite, wrapped, workdir)
         return await self._backend.exec(
             sprite,
             wrapped,
@@ -129,6 +124,25 @@ class SessionRunner:
             stdin=False,
             max_run_after_disconnect=0,
         )
+
+    async def _open_service(self, sprite: str, wrapped: list[str], workdir: str) -> ExecSession:
+        """Put this attempt's service, unless it is there already: put before a crash that
+        lost the status write, it is followed again rather than put (and run) twice. An
+        earlier attempt's service, put before such a crash and never recorded, is stopped:
+        never two of the Run's commands at once."""
+        exit_file = self._files.exit_file()
+        name = service_name(exit_file)
+        existing = {s.spec.name for s in await self._backend.list_services(sprite)}
+        for number in range(1, len(self._recorder.status.attempts)):
+            earlier = service_name(self._files.exit_file(self._recorder.tag(number)))
+            if earlier in existing:
+                await stop_service(self._backend, sprite, earlier)
+        if name in existing:
+            return self._service_session(sprite, name, replay=True)
+        await self._backend.put_service(
+            sprite, service_definition(name, wrapped, exit_file, workdir)
+        )
+        return self._service_session(sprite, name, replay=False)
 
     def _service_session(self, sprite: str, name: str, *, replay: bool) -> ServiceSession:
         return ServiceSession(
