@@ -581,3 +581,112 @@ def test_a_run_naming_an_agent_is_negotiated_before_its_exec(stack: Stack, names
         None,
         *[r["receipt_id"] for r in receipts[:-1]],
     ]
+
+
+MODE_AGENT = agent(
+    r"""
+emit("INFO", {"message": "mode %s" % os.environ["RUN_MODE"]})
+emit("COMPLETED", {"status": "success", "summary": "done in %s" % os.environ["RUN_MODE"]})
+"""
+)
+
+
+def _receipt_events(stack: Stack, namespace: str, name: str) -> list[str]:
+    def ended() -> list[str] | None:
+        got: list[dict[str, Any]] = json.loads(
+            lattice(stack, "logs", name, "-n", namespace, "--receipts", "--json").stdout
+        )
+        events = [r["event"] for r in got]
+        return events if events and events[-1] == "session.ended" else None
+
+    events: list[str] = wait_for(
+        ended, timeout=30, interval=0.5, what=f"the last receipt of {name}"
+    )
+    return events
+
+
+@pytest.mark.parametrize(("mode", "prefix"), [("exec_post", "post-"), ("service", "service:")])
+def test_a_sample_agent_completes_in_each_run_mode(
+    stack: Stack, namespace: str, mode: str, prefix: str
+) -> None:
+    sprite = ready_sprite(stack, namespace)
+    name = f"mode-{mode.replace('_', '-')}"
+    env = [{"name": "RUN_MODE", "value": mode}]
+    apply_run(stack, namespace, name, ["python3", "-c", MODE_AGENT], mode=mode, env=env)
+    run = stack.wait_phase(namespace, "runs", name, {"Succeeded", "Failed"})
+    status = run["status"]
+    assert status["phase"] == "Succeeded", status
+    assert _condition(run)["reason"] == "Completed"
+    assert status["sessionId"].startswith(prefix)
+    assert status["events"]["completion"]["summary"] == f"done in {mode}"
+    assert status["events"]["counts"]["info"] == 1
+    assert status["attempts"][0]["exitCode"] == 0
+    events = _receipt_events(stack, namespace, name)
+    assert events[0] == "session.starting"
+    assert events.count("session.started") == 1
+    # A service is stopped and removed once its command ended.
+    assert stack.sprites.describe(sprite)["services"] == {}
+
+
+def test_cancel_of_a_service_run_stops_the_service(stack: Stack, namespace: str) -> None:
+    sprite = ready_sprite(stack, namespace)
+    apply_run(stack, namespace, "served", ["sh", "-c", "echo serving; sleep 600"], mode="service")
+    stack.wait_phase(namespace, "runs", "served", {"Running"})
+    wait_for(
+        lambda: any(stack.sprites.describe(sprite)["services"].values()) or None,
+        timeout=30,
+        interval=0.2,
+        what="the Run's service running",
+    )
+    stack.cluster.kubectl(
+        "patch",
+        "run",
+        "served",
+        "-n",
+        namespace,
+        "--type",
+        "merge",
+        "-p",
+        '{"spec":{"cancel":true}}',
+    )
+    run = stack.wait_phase(namespace, "runs", "served", {"Canceled"})
+    assert _condition(run)["reason"] == "Canceled"
+    assert stack.sprites.describe(sprite)["services"] == {}
+
+
+GATED_AGENT = agent(
+    r"""
+emit("INFO", {"message": "before the restart"})
+while not os.path.exists("/workspace/go"):
+    time.sleep(0.1)
+emit("COMPLETED", {"status": "success", "summary": "after the restart"})
+"""
+)
+
+
+def test_a_service_run_outlives_an_operator_restart(stack: Stack, namespace: str) -> None:
+    """Services outlive connections: the next operator follows the same service again."""
+    sprite = ready_sprite(stack, namespace)
+    apply_run(stack, namespace, "kept", ["python3", "-c", GATED_AGENT], mode="service")
+    wait_for(
+        lambda: (
+            (stack.get(namespace, "runs", "kept").get("status", {}).get("events") or {}).get(
+                "eventCount"
+            )
+            == 1
+        ),
+        timeout=60,
+        interval=0.2,
+        what="the first event",
+    )
+    [service] = stack.sprites.describe(sprite)["services"]
+    stack.crash_and_restart()
+    (stack.sprites.host_root(sprite) / "go").write_text("")
+    run = stack.wait_phase(namespace, "runs", "kept", {"Succeeded", "Failed"}, timeout=60)
+    status = run["status"]
+    assert status["phase"] == "Succeeded", status
+    assert status["sessionId"] == f"service:{service}"  # the same service, followed again
+    assert status["events"]["eventCount"] == 2
+    assert status["events"]["completion"]["summary"] == "after the restart"
+    assert len(status["attempts"]) == 1
+    assert stack.sprites.describe(sprite)["services"] == {}

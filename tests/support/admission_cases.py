@@ -200,6 +200,20 @@ CREATE_CASES: tuple[Case, ...] = (
         "resume.checkpointId is required",
     ),
     Case(
+        "run-tty-needs-exec-ws",
+        "run.yaml",
+        {"spec.mode": "exec_post", "spec.tty": True},
+        "spec.tty",
+        "tty needs mode exec_ws",
+    ),
+    Case(
+        "run-unknown-mode",
+        "run.yaml",
+        {"spec.mode": "ssh"},
+        "spec.mode",
+        "Unsupported value",
+    ),
+    Case(
         "run-timeout-zero",
         "run.yaml",
         {"spec.timeoutSeconds": 0},
@@ -376,6 +390,14 @@ UPDATE_CASES: tuple[UpdateCase, ...] = (
         {"spec.command": ["true"]},
         "spec.command",
         "command is immutable",
+    ),
+    UpdateCase(
+        "run-mode-immutable",
+        "run.yaml",
+        {"spec.mode": "service"},
+        "spec.mode",
+        "mode is immutable",
+        initial={"spec.mode": "exec_post"},
     ),
     UpdateCase(
         "run-cancel-irreversible",

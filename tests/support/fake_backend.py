@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import TracebackType
@@ -23,8 +23,11 @@ from lattice_operator.ports.sprites import (
     ExecOutput,
     FileStat,
     KillResult,
+    ServiceEvent,
+    ServiceInfo,
     SessionInfo,
     SpriteInfo,
+    SpriteService,
 )
 
 OUTBOX = "/workspace/.lattice/outbox.jsonl"
@@ -226,6 +229,8 @@ class FakeBackend:
         self.processes: list[FakeProcess] = []
         self.checkpoints: dict[str, list[tuple[CheckpointInfo, dict[str, bytes]]]] = {}
         self.calls: list[Call] = []
+        self.services: dict[tuple[str, str], tuple[SpriteService, FakeProcess]] = {}
+        self.stopped_services: set[tuple[str, str]] = set()
         self._faults: dict[str, list[BaseException]] = {}
         self.sprite_status: BackendStatus = "warm"
         """What get_sprite reports; an exec makes it running."""
@@ -288,7 +293,23 @@ class FakeBackend:
         max_run_after_disconnect: float | None = None,
     ) -> FakeSession:
         self._enter("exec", name, list(command))
-        process = FakeProcess(self, name, f"s{len(self.processes) + 1}", list(command))
+        return self._spawn(name, command, f"s{len(self.processes) + 1}")
+
+    async def exec_post(
+        self,
+        name: str,
+        command: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        workdir: str | None = None,
+        stdin: bytes | None = None,
+    ) -> FakeSession:
+        """The HTTP exec: a session with a local id (`post-…`) that cannot be attached."""
+        self._enter("exec_post", name, list(command))
+        return self._spawn(name, command, f"post-{len(self.processes) + 1}")
+
+    def _spawn(self, name: str, command: Sequence[str], session_id: str) -> FakeSession:
+        process = FakeProcess(self, name, session_id, list(command))
         program = self.programs[process.argv[0]]
         self.processes.append(process)
         self.sprite_status = "running"
@@ -330,6 +351,77 @@ class FakeBackend:
             if process.session_id == session_id:
                 return process
         raise NotFound(f"no session {session_id}")
+
+    # -- services (what the Run mode `service` uses) -------------------------------------
+
+    async def list_services(self, name: str) -> list[ServiceInfo]:
+        self._enter("list_services", name)
+        return [
+            self._service_info(sprite, svc) for (sprite, svc) in self.services if sprite == name
+        ]
+
+    async def get_service(self, name: str, service_name: str) -> ServiceInfo:
+        self._enter("get_service", name, service_name)
+        if (name, service_name) not in self.services:
+            raise NotFound(f"service {service_name!r} not found")
+        return self._service_info(name, service_name)
+
+    async def put_service(self, name: str, service: SpriteService) -> list[ServiceEvent]:
+        """Runs the wrapped command the service's shell runs (`args` after its marker)."""
+        self._enter("put_service", name, service.name)
+        assert service.args[2] == "lattice-service", service.args
+        wrapped = service.args[4:]
+        session = self._spawn(name, wrapped, f"svc-{len(self.processes) + 1}")
+        self.services[(name, service.name)] = (service, session._process)
+        return [ServiceEvent(type="started"), ServiceEvent(type="complete")]
+
+    async def stop_service(self, name: str, service_name: str) -> list[ServiceEvent]:
+        self._enter("stop_service", name, service_name)
+        if (name, service_name) not in self.services:
+            raise NotFound(f"service {service_name!r} not found")
+        _, process = self.services[(name, service_name)]
+        if not process.finished.is_set():
+            process.killed = True
+            if process.task is not None:
+                process.task.cancel()
+            process._end(None)
+        self.stopped_services.add((name, service_name))
+        return [ServiceEvent(type="stopped"), ServiceEvent(type="complete")]
+
+    async def delete_service(self, name: str, service_name: str) -> None:
+        self._enter("delete_service", name, service_name)
+        if self.services.pop((name, service_name), None) is None:
+            raise NotFound(f"service {service_name!r} not found")
+
+    async def service_logs(
+        self, name: str, service_name: str, *, lines: int = 0, follow: float = 0.0
+    ) -> AsyncIterator[ServiceEvent]:
+        self._enter("service_logs", name, service_name)
+        if (name, service_name) not in self.services:
+            raise NotFound(f"service {service_name!r} not found")
+        _, process = self.services[(name, service_name)]
+        queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        if lines > 0:
+            for chunk in process.scrollback:
+                yield ServiceEvent(type="stdout", data=chunk.decode())
+        yield ServiceEvent(type="complete") if follow <= 0 else ServiceEvent(type="started")
+        if follow <= 0:
+            return
+        process.listeners.append(queue)
+        try:
+            while True:
+                kind, value = await queue.get()
+                if kind == "out":
+                    yield ServiceEvent(type="stdout", data=value.decode())
+                # An exit parks the service's shell: the log goes quiet, it does not end.
+        finally:
+            if queue in process.listeners:
+                process.listeners.remove(queue)
+
+    def _service_info(self, sprite: str, service_name: str) -> ServiceInfo:
+        definition, _ = self.services[(sprite, service_name)]
+        stopped = (sprite, service_name) in self.stopped_services
+        return ServiceInfo(spec=definition, status="stopped" if stopped else "running")
 
     # -- files -------------------------------------------------------------------------
 

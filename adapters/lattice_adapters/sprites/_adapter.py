@@ -46,6 +46,7 @@ from pydantic import ValidationError
 from lattice_adapters._duration import format_duration
 from lattice_adapters.sprites._credentials import SpritesCredentials
 from lattice_adapters.sprites._exec import WsExecSession
+from lattice_adapters.sprites._exec_post import PostExecSession, exec_post_params
 from lattice_adapters.sprites._http import RedactingLogger, build_http_client
 from lattice_adapters.sprites._retry import RetryPolicy, Sleep, call_with_retry
 from lattice_adapters.sprites._translate import translate_exception
@@ -586,6 +587,69 @@ class SpritesAdapter:
             await self._sdk.sprite(name).delete_service(service_name)
 
         await self._call(f"delete service {service_name!r} in {name!r}", op, idempotent=True)
+
+    # -- run modes: HTTP exec and a service's log -------------------------------------------
+    async def exec_post(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        workdir: str | None = None,
+        stdin: bytes | None = None,
+    ) -> PostExecSession:
+        what = f"HTTP exec in {name!r}"
+        params = exec_post_params(argv, env, workdir, stdin is not None)
+        url = self._url(self._sprite_path(name, "exec"))
+
+        async def op() -> PostExecSession:
+            return await PostExecSession.open(
+                url,
+                params,
+                self._auth(),
+                body=stdin,
+                what=what,
+                secret=self._secret,
+                connect_timeout=self._timeout,
+            )
+
+        # Not idempotent: retried only when the request never reached the backend.
+        return await self._call(what, op, idempotent=False)
+
+    async def get_service(self, name: str, service_name: str) -> ServiceInfo:
+        async def op() -> ServiceInfo:
+            return _service_info(await self._sdk.sprite(name).get_service(service_name))
+
+        return await self._call(f"get service {service_name!r} of {name!r}", op, idempotent=True)
+
+    async def service_logs(
+        self, name: str, service_name: str, *, lines: int = 0, follow: float = 0.0
+    ) -> AsyncIterator[ServiceEvent]:
+        what = f"logs of service {service_name!r} in {name!r}"
+        params = {"lines": str(lines)}
+        if follow > 0:
+            params["duration"] = format_duration(follow)
+        url = self._url(self._sprite_path(name, "services", service_name, "logs"))
+        try:
+            async with self._http.stream(
+                "GET",
+                url,
+                params=params,
+                headers=self._auth(),
+                timeout=httpx.Timeout(self._timeout, read=follow + self._timeout),
+            ) as response:
+                async for data in _ndjson(response):
+                    code = data.get("exit_code")
+                    text = data.get("data")
+                    yield ServiceEvent(
+                        type=str(data.get("type", "")),
+                        data=text if isinstance(text, str) else None,
+                        exit_code=code if isinstance(code, int) else None,
+                    )
+        except AdapterError:
+            raise
+        except Exception as exc:
+            raise translate_exception(exc, what=what, secret=self._secret) from None
 
     # -- network policy -------------------------------------------------------------------
     async def get_network_policy(self, name: str) -> list[NetworkRule]:

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from lattice_adapters.sprites_local import _admin, _exec_ws, _files  # noqa: F401 - routes
+from lattice_adapters.sprites_local import _admin, _exec_post, _exec_ws, _files  # noqa: F401
 from lattice_adapters.sprites_local._cgroups import CgroupError
 from lattice_adapters.sprites_local._common import STATE, ApiError, state_of
 from lattice_adapters.sprites_local._config import LocalSpritesConfig

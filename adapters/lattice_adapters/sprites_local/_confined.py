@@ -154,6 +154,22 @@ def read_confined(root: Path, path: Path, limit: int = 16 * 1024 * 1024) -> byte
         raise
 
 
+def read_confined_at(root: Path, path: Path, offset: int, limit: int = 1024 * 1024) -> bytes:
+    """At most `limit` bytes of a regular file under `root` from `offset` (a log being
+    followed); b"" when it is missing, shorter, or not a regular file."""
+    try:
+        with Confined(root).open(path, os.O_RDONLY | os.O_NONBLOCK) as fd:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return b""
+            return os.pread(fd, limit, offset)
+    except (FileNotFoundError, NotADirectoryError):
+        return b""
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EXDEV):
+            return b""
+        raise
+
+
 def lstat_at(dirfd: int, name: str) -> os.stat_result:
     return os.stat(name, dir_fd=dirfd, follow_symlinks=False)
 
@@ -278,5 +294,6 @@ __all__ = [
     "open_log",
     "openat2",
     "read_confined",
+    "read_confined_at",
     "walk_at",
 ]

@@ -17,7 +17,7 @@ from lattice_adapters.sprites_local._common import (
     state_of,
     stream_ndjson,
 )
-from lattice_adapters.sprites_local._confined import read_confined
+from lattice_adapters.sprites_local._confined import read_confined_at
 from lattice_adapters.sprites_local._session import Session, parse_signal
 from lattice_adapters.sprites_local._sprite import SpriteRuntime
 from lattice_adapters.sprites_local._state import SpriteExists, decode_token, encode_token
@@ -307,21 +307,62 @@ async def signal_service(request: web.Request) -> web.Response:
 
 @routes.get(SPRITE + "/services/{service}/logs")
 async def service_logs(request: web.Request) -> web.StreamResponse:
+    """The last `lines` lines of the service's log, then (for `duration`, 0: not at all) its
+    new lines as they are written; stdout events, then complete."""
     sprite = sprite_of(request)
     definition = _definition(sprite, request.match_info["service"])
     try:
         lines = int(request.query.get("lines", "100"))
     except ValueError:
         raise ApiError(400, "lines must be an integer") from None
+    follow = query_duration(request, "duration", 0.0)
     log = sprite.dot / "logs" / "services" / f"{definition.name}.log"
 
     async def events() -> AsyncIterator[dict[str, Any]]:
-        text = read_confined(sprite.dot, log).decode(errors="replace")
+        size = _log_size(sprite, definition.name)
+        start = max(0, size - LOG_TAIL)
+        data = read_confined_at(sprite.dot, log, start, size - start)
+        offset = start + len(data)
+        text = data.decode(errors="replace")
         for line in text.splitlines(keepends=True)[-lines:] if lines > 0 else []:
             yield {"type": "stdout", "data": line, "timestamp": _ms()}
+        deadline = time.monotonic() + follow
+        pending = b""
+        while follow > 0 and time.monotonic() < deadline:
+            transport = request.transport
+            if transport is None or transport.is_closing():
+                return
+            chunk = read_confined_at(sprite.dot, log, offset)
+            if not chunk:
+                await asyncio.sleep(LOG_POLL)
+                continue
+            offset += len(chunk)
+            pending += chunk
+            *complete, pending = pending.split(b"\n")
+            for raw in complete:
+                yield {
+                    "type": "stdout",
+                    "data": raw.decode(errors="replace") + "\n",
+                    "timestamp": _ms(),
+                }
+        if pending:
+            yield {"type": "stdout", "data": pending.decode(errors="replace"), "timestamp": _ms()}
         yield {"type": "complete", "timestamp": _ms()}
 
     return await stream_ndjson(request, events())
+
+
+LOG_POLL = 0.1
+"""Seconds between looks at a followed log."""
+LOG_TAIL = 16 * 1024 * 1024
+"""The most of a log the buffered part reads."""
+
+
+def _log_size(sprite: SpriteRuntime, name: str) -> int:
+    try:
+        return (sprite.dot / "logs" / "services" / f"{name}.log").lstat().st_size
+    except OSError:
+        return 0
 
 
 def _ms() -> int:

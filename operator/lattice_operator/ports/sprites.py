@@ -391,6 +391,33 @@ class SpriteBackend(Protocol):
         """Remove a service definition (stopping it first)."""
         ...
 
+    # -- run modes: HTTP exec and a service's log -----------------------------------------
+    async def exec_post(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        workdir: str | None = None,
+        stdin: bytes | None = None,
+    ) -> ExecSession:
+        """Run a command through the HTTP exec endpoint (non-TTY; `stdin` is the request
+        body, at most 10 MiB). The session has a local id only: it cannot be listed,
+        attached or killed; closing it (`detach`) ends the request and with it the command.
+        Never retried once the request may have reached the backend."""
+        ...
+
+    async def get_service(self, name: str, service_name: str) -> ServiceInfo:
+        """One service and its state. NotFound if it is not defined."""
+        ...
+
+    def service_logs(
+        self, name: str, service_name: str, *, lines: int = 0, follow: float = 0.0
+    ) -> AsyncIterator[ServiceEvent]:
+        """The service's log as events (stdout/stderr lines, then complete): the last
+        `lines` buffered lines, then new output for `follow` seconds (0: none)."""
+        ...
+
     async def get_network_policy(self, name: str) -> list[NetworkRule]:
         """The sprite's egress rules (empty = unrestricted)."""
         ...

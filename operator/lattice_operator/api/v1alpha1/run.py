@@ -25,6 +25,9 @@ from lattice_operator.lifeloop.vocabulary import PayloadPlacement
 from lattice_operator.protocol.merge import StreamCursor
 from lattice_operator.protocol.projection import RunEventsStatus
 
+RunMode = Literal["exec_ws", "exec_post", "service"]
+"""How a Run's command runs in its sprite (docs/sprites-backend.md, "Run modes")."""
+
 RunPhase = Literal[
     "Pending", "Starting", "Running", "Waiting", "Resuming", "Succeeded", "Failed", "Canceled"
 ]
@@ -171,6 +174,17 @@ class RunSpec(RunTemplate):
                 "fieldPath": ".agent",
             },
             {
+                "rule": "self.mode == oldSelf.mode",
+                "message": "mode is immutable",
+                "fieldPath": ".mode",
+            },
+            {
+                "rule": "self.mode == 'exec_ws' || !self.tty",
+                "message": "tty needs mode exec_ws (the HTTP exec endpoint and services have "
+                "no terminal)",
+                "fieldPath": ".tty",
+            },
+            {
                 "rule": "!oldSelf.cancel || self.cancel",
                 "message": "cancel cannot be undone",
                 "fieldPath": ".cancel",
@@ -178,6 +192,11 @@ class RunSpec(RunTemplate):
         )
     )
 
+    mode: RunMode = "exec_ws"
+    """How the command runs in the sprite: exec_ws (an exec session over a WebSocket,
+    re-attached after a restart), exec_post (the HTTP exec endpoint: short commands; not
+    re-attachable) or service (a Sprites service whose log is the Run's stdout). Immutable;
+    tty needs exec_ws."""
     cancel: bool = False
     """Set to true to cancel: the session is killed and the Run ends Canceled."""
     resume: RunResume | None = None
@@ -196,6 +215,11 @@ class RunSpec(RunTemplate):
     def _resume_needs_checkpoint(self) -> RunSpec:
         if self.resume is not None and not self.resume.checkpoint_id:
             raise ValueError("resume.checkpointId is required when resume is set")
+        if self.tty and self.mode != "exec_ws":
+            raise ValueError(
+                f"spec.tty: mode {self.mode} has no terminal (the HTTP exec endpoint and "
+                "services are non-TTY); use mode exec_ws"
+            )
         return self
 
 

@@ -38,6 +38,7 @@ from lattice_operator.ports import (
     RunStatusWriter,
     SpriteBackend,
     SpriteDirectory,
+    TransportError,
 )
 from lattice_operator.reconcilers.grants import intent_controller, run_policy_refusal
 from lattice_operator.reconcilers.run.actions import ActionHandler
@@ -268,6 +269,11 @@ class RunDriver:
                 invoke=lambda delivery: self._launch(run, attempt.number, delivery),
             )
         except AdapterError as exc:
+            if run.spec.mode == "exec_post" and _maybe_executed(exc):
+                await self._fail(
+                    run, EndReason.START_FAILED, f"could not start: {exc}; {_POST_LOST}"
+                )
+                return
             # Classed by what the adapter said: a dropped connection or a throttled request
             # is retried (safe_retry), a refused or unknown sprite is not.
             await self._attempt_failed(
@@ -431,6 +437,10 @@ class RunDriver:
             recorder.status.completion_time = self._clock.now()
             await recorder.flush(force=True)
             return
+        if run.spec.mode == "exec_post" and reason in _UNKNOWN_ENDS:
+            # The command belonged to the lost request and may have run: never again.
+            await self._fail(run, reason, f"{message}; {_POST_LOST}")
+            return
         await self._attempt_failed(run, reason, message)
 
     async def _attempt_failed(
@@ -488,8 +498,21 @@ class RunDriver:
         await recorder.flush(force=True)
 
 
+# An exec_post session whose end is unknown is not retried (see `_session_over`).
+_UNKNOWN_ENDS = frozenset({EndReason.EXIT_UNKNOWN, EndReason.SESSION_LOST})
+_POST_LOST = (
+    "mode exec_post: the HTTP exec's answer was lost before its exit status (an operator "
+    "restart or a dropped connection) and the command may have run, so it is not run again"
+)
+
 # Phases with a session (or one to resume): they need the Run's backend sprite.
 _UNDER_WAY = frozenset({"Starting", "Running", "Waiting", "Resuming"})
+
+
+def _maybe_executed(exc: AdapterError) -> bool:
+    """Whether the request may have reached the backend (a connection that failed, not one
+    that was never made, nor an answer that refused it)."""
+    return isinstance(exc, TransportError) and exc.maybe_executed
 
 
 def _timed_out(run: Run) -> str:

@@ -46,8 +46,9 @@ class ProtocolFiles:
             raise RuntimeError("the Run has no sprite yet")
         return self.sprite
 
-    def exit_file(self) -> str:
-        return f"{EXIT_DIR}/{self._recorder.ref.uid}-{self._recorder.tag()}"
+    def exit_file(self, tag: str | None = None) -> str:
+        """The exit file of this attempt and session (or of `tag`'s)."""
+        return f"{EXIT_DIR}/{self._recorder.ref.uid}-{tag or self._recorder.tag()}"
 
     def start_file(self) -> str:
         return self.exit_file() + START_SUFFIX

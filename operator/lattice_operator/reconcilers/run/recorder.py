@@ -159,9 +159,10 @@ class RunRecorder:
     def attempt_open(self) -> bool:
         return bool(self.status.attempts) and self.status.attempts[-1].completion_time is None
 
-    def tag(self) -> str:
-        """This attempt and session, for receipt idempotency keys and exit files."""
-        return f"a{len(self.status.attempts)}-s{self.status.session_segment}"
+    def tag(self, attempt: int | None = None) -> str:
+        """This attempt (or attempt number `attempt`) and session, for receipt idempotency
+        keys and exit files."""
+        return f"a{attempt or len(self.status.attempts)}-s{self.status.session_segment}"
 
     # -- the event engine -----------------------------------------------------------------
 

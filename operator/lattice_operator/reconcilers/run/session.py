@@ -29,6 +29,14 @@ from lattice_operator.reconcilers.run.decisions import SessionEnd, wrapped_comma
 from lattice_operator.reconcilers.run.files import ProtocolFiles
 from lattice_operator.reconcilers.run.reasons import Reason
 from lattice_operator.reconcilers.run.recorder import RunRecorder
+from lattice_operator.reconcilers.run.service_mode import (
+    POST_PREFIX,
+    SESSION_PREFIX,
+    ServiceSession,
+    service_definition,
+    service_name,
+    stop_service,
+)
 from lattice_operator.reconcilers.run.stopping import SessionLostError, Stop, Stopper
 from lattice_operator.settings import RunTimings
 
@@ -85,14 +93,8 @@ class SessionRunner:
             **{e.name: e.value for e in run.spec.env},
             **(extra_env or {}),
         }
-        session = await self._backend.exec(
-            sprite,
-            wrapped_command(argv, env, self._files.exit_file(), claim=claim),
-            workdir=run.spec.working_dir,
-            tty=run.spec.tty,
-            stdin=False,
-            max_run_after_disconnect=0,
-        )
+        wrapped = wrapped_command(argv, env, self._files.exit_file(), claim=claim)
+        session = await self._open(run, sprite, wrapped)
         status.session_id = session.session_id
         attempt = status.attempts[-1]
         attempt.session_id = session.session_id
@@ -107,12 +109,61 @@ class SessionRunner:
         self._recorder.changed()
         return session
 
+    async def _open(self, run: Run, sprite: str, wrapped: list[str]) -> ExecSession:
+        """The session, as the Run's mode runs it (docs/sprites-backend.md, "Run modes")."""
+        workdir = run.spec.working_dir
+        if run.spec.mode == "exec_post":
+            return await self._backend.exec_post(sprite, wrapped, workdir=workdir)
+        if run.spec.mode == "service":
+            return await self._open_service(sprite, wrapped, workdir)
+        return await self._backend.exec(
+            sprite,
+            wrapped,
+            workdir=workdir,
+            tty=run.spec.tty,
+            stdin=False,
+            max_run_after_disconnect=0,
+        )
+
+    async def _open_service(self, sprite: str, wrapped: list[str], workdir: str) -> ExecSession:
+        """Put this attempt's service, unless it is there already: put before a crash that
+        lost the status write, it is followed again rather than put (and run) twice. An
+        earlier attempt's service, put before such a crash and never recorded, is stopped:
+        never two of the Run's commands at once."""
+        exit_file = self._files.exit_file()
+        name = service_name(exit_file)
+        existing = {s.spec.name for s in await self._backend.list_services(sprite)}
+        for number in range(1, len(self._recorder.status.attempts)):
+            earlier = service_name(self._files.exit_file(self._recorder.tag(number)))
+            if earlier in existing:
+                await stop_service(self._backend, sprite, earlier)
+        if name in existing:
+            return self._service_session(sprite, name, replay=True)
+        await self._backend.put_service(
+            sprite, service_definition(name, wrapped, exit_file, workdir)
+        )
+        return self._service_session(sprite, name, replay=False)
+
+    def _service_session(self, sprite: str, name: str, *, replay: bool) -> ServiceSession:
+        return ServiceSession(
+            self._backend,
+            sprite,
+            name,
+            read_exit=self._files.read_exit_code,
+            poll=self._timings.idle_poll,
+            replay=replay,
+        )
+
     async def reattach(self) -> ExecSession | None:
         """The session again if it is still running; None if it has ended."""
         session_id = self._recorder.status.session_id
         if session_id is None:
             return None
         sprite = self._files.require_sprite()
+        if session_id.startswith(POST_PREFIX):
+            return None  # an HTTP exec belongs to its request, which is gone
+        if session_id.startswith(SESSION_PREFIX):
+            return await self._reattach_service(sprite, session_id.removeprefix(SESSION_PREFIX))
         deadline = self._clock.monotonic() + self._timings.reattach_deadline
         delay = 0.2
         while True:
@@ -134,6 +185,29 @@ class SessionRunner:
                 await self._stopper.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
+    async def _reattach_service(self, sprite: str, name: str) -> ExecSession | None:
+        """Services outlive connections: follow it again unless its command has ended."""
+        deadline = self._clock.monotonic() + self._timings.reattach_deadline
+        while True:
+            try:
+                info = await self._backend.get_service(sprite, name)
+            except NotFound:
+                return None
+            except AdapterError as exc:
+                if self._clock.monotonic() > deadline:
+                    raise SessionLostError(str(exc)) from exc
+                await self._stopper.sleep(1.0)
+                continue
+            if (
+                info.status in ("stopped", "failed")
+                or await self._files.read_exit_code() is not None
+            ):
+                # Over (the exit file tells how, if its command got that far): not followed
+                # again, and stopped for good so that no restart runs anything more.
+                await stop_service(self._backend, sprite, name)
+                return None
+            return self._service_session(sprite, name, replay=True)
+
     async def follow(
         self, run: Run, session: ExecSession, *, resumed: bool, attached: bool = False
     ) -> SessionEnd:
@@ -151,9 +225,16 @@ class SessionRunner:
             return SessionEnd(None, lost=True)
 
     async def kill(self, session_id: str) -> None:
-        """Stop a session (already over: nothing to do)."""
+        """Stop a session (already over: nothing to do). An HTTP exec is stopped by closing
+        its request (the follower does on leaving); a service is stopped and removed."""
+        sprite = self._files.require_sprite()
         with contextlib.suppress(AdapterError):
-            await self._backend.kill_session(self._files.require_sprite(), session_id, grace=5.0)
+            if session_id.startswith(POST_PREFIX):
+                return
+            if session_id.startswith(SESSION_PREFIX):
+                await stop_service(self._backend, sprite, session_id.removeprefix(SESSION_PREFIX))
+                return
+            await self._backend.kill_session(sprite, session_id, grace=5.0)
 
     def _degraded(self, transition: RunTransition, evidence: str) -> None:
         recorder = self._recorder
