@@ -25,6 +25,11 @@ for i in range(EVENTS):
     emit("INFO", {"message": "event %d" % i, "kind": "progress",
                   "metadata": {"percent": i * 100 // EVENTS}})
     time.sleep(0.003)
+# The chaos goes on until the test says it is over, however long the machine takes for it.
+for _ in range(6000):
+    if os.path.exists("/workspace/chaos-over"):
+        break
+    time.sleep(0.1)
 emit("COMPLETED", {"status": "success", "summary": "all events sent"})
 """.replace("EVENTS", str(EVENTS))
 )
@@ -60,6 +65,7 @@ def test_events_and_receipts_survive_socket_drops_and_operator_crashes(
             time.sleep(rng.uniform(0.3, 0.8))
         assert (drops, restarts) == (20, 3)
         assert dropped_sockets >= 10, "the drops hit live exec sockets"
+        (stack.sprites.host_root(sprite) / "chaos-over").write_text("over\n")
 
         final = stack.wait_phase(namespace, "runs", "chaos", {"Succeeded", "Failed"}, timeout=300)
         status = final["status"]
