@@ -44,6 +44,7 @@ from tests.support.node_e2e import (
     TIMINGS,
     Released,
     condition,
+    followed_by,
     get,
     holder,
     http,
@@ -52,6 +53,7 @@ from tests.support.node_e2e import (
     operator_pods,
     ready,
     service_url,
+    stop_run,
     wait_phase,
     wait_until,
 )
@@ -503,10 +505,13 @@ def test_prometheus_scrapes_the_pods_the_charts_service_monitor_selects(
         node.stop("prometheus")
 
 
-# Counts its own executions in the Sprite: a second exec of the same attempt would print 2.
+# Counts its own executions in the Sprite (a second exec of the same attempt would print 2),
+# then runs until the test drops /workspace/stop-$RUN (at most ten minutes): its last line is
+# printed while the operator that took over follows it, whatever the handover took.
 COUNTING_COMMAND = (
     "n=$(($(cat /workspace/execs-$RUN 2>/dev/null || echo 0)+1)); echo $n > /workspace/execs-$RUN; "
-    "echo execs=$n; sleep 12; echo done"
+    "echo execs=$n; i=0; while [ ! -e /workspace/stop-$RUN ] && [ $i -lt 3000 ]; do "
+    "sleep 0.2; i=$((i+1)); done; echo done"
 )
 
 
@@ -526,7 +531,14 @@ def counting_run(node: NodeCluster, name: str) -> None:
     wait_phase(node, "run", name, {"Running"})
 
 
-def assert_ran_once(node: NodeCluster, name: str) -> None:
+def assert_ran_once(node: NodeCluster, sprites: str, name: str) -> None:
+    """The operator that took the Run over follows it: then the command is told to end."""
+    wait_until(
+        lambda: followed_by(node, name, holder(node)),
+        f"the leader re-attached to {name}'s session",
+        120,
+    )
+    stop_run(node, sprites, name, sprite="sample")
     phase = wait_phase(node, "run", name, {"Succeeded", "Failed", "Canceled"})
     status = get(node, "run", name)["status"]
     assert phase == "Succeeded", json.dumps(status)[-3000:]
@@ -552,14 +564,14 @@ def upgrade(node: NodeCluster, released: Released, *values: str) -> None:
 
 
 def test_helm_upgrade_rolls_the_pods_while_a_run_completes(
-    installed: NodeCluster, released: Released
+    installed: NodeCluster, sprites: str, released: Released
 ) -> None:
     node = installed
     counting_run(node, "upgrade-run")
     upgrade(node, released, "--set", "verbose=true")
     for pod in operator_pods(node):
         assert "--verbose" in pod["spec"]["containers"][0]["args"]
-    assert_ran_once(node, "upgrade-run")
+    assert_ran_once(node, sprites, "upgrade-run")
 
 
 SECRET = f"{RELEASE}-lattice-operator-webhook-tls"
@@ -632,7 +644,9 @@ def test_the_webhook_certificate_rotates_without_a_refused_request(
     )
 
 
-def test_deleting_the_active_pod_hands_over_to_the_standby(installed: NodeCluster) -> None:
+def test_deleting_the_active_pod_hands_over_to_the_standby(
+    installed: NodeCluster, sprites: str
+) -> None:
     node = installed
     counting_run(node, "failover-run")
     failovers: list[float] = []
@@ -653,7 +667,7 @@ def test_deleting_the_active_pod_hands_over_to_the_standby(installed: NodeCluste
         failovers.append(time.monotonic() - started)
         assert int(lease(node)["leaseTransitions"]) == transitions + 1
         if round_ == 0:
-            assert_ran_once(node, "failover-run")
+            assert_ran_once(node, sprites, "failover-run")
     failovers.sort()
     TIMINGS["failover p50 (5 rounds)"] = failovers[len(failovers) // 2]
     TIMINGS["failover max"] = failovers[-1]

@@ -30,16 +30,16 @@ from tests.support.agents import agent
 from tests.support.node_e2e import (
     IMAGE_PATH,
     SAMPLES,
-    SPRITES_TOKEN,
     TIMINGS,
     Released,
     condition,
     get,
     holder,
-    http,
     install,
     operator_pods,
     ready,
+    sprite_file,
+    stop_run,
     user_values,
     wait_phase,
     wait_until,
@@ -205,33 +205,6 @@ def event_count(node: NodeCluster, run: str) -> int:
     return int((status.get("events") or {}).get("eventCount") or 0)
 
 
-def sprite_file(
-    node: NodeCluster, sprites: str, path: str, method: str = "GET", body: str = ""
-) -> tuple[int, str]:
-    """Read (GET) or write (PUT) a file in the Sprite through the Sprites API, from inside the
-    node's network namespace where the server listens: (status, body)."""
-    sprite = get(node, "sprite", "box", WORK)["status"]["spriteName"]
-    verb = "write" if method == "PUT" else "read"
-    status, _, text = http(
-        node,
-        f"{sprites}/v1/sprites/{sprite}/fs/{verb}?path={path}&workingDir=/workspace"
-        + ("&mkdirParents=true" if method == "PUT" else ""),
-        method=method,
-        headers={
-            "Authorization": f"Bearer {SPRITES_TOKEN}",
-            "Content-Type": "application/octet-stream",
-        },
-        body=body,
-    )
-    return status, text
-
-
-def stop(node: NodeCluster, sprites: str, run: str) -> None:
-    """Drop the Run's stop file into the Sprite."""
-    status, text = sprite_file(node, sprites, f"/workspace/stop-{run}", "PUT", "stop")
-    assert status == 200, (status, text)
-
-
 def receipts(node: NodeCluster, run: dict[str, Any]) -> list[dict[str, Any]]:
     selector = receipt_event_params(run)["labelSelector"]
     listing = json.loads(kube(node, "get", "events.events.k8s.io", "-l", selector, "-o", "json"))
@@ -253,13 +226,15 @@ def check_landed(
         f"{work.run} still streaming under the new Pods",
         120,
     )
-    stop(node, sprites, work.run)
+    stop_run(node, sprites, work.run, sprite="box", namespace=WORK)
     phase = wait_phase(node, "run", work.run, {"Succeeded", "Failed", "Canceled"}, WORK)
     run = get(node, "run", work.run, WORK)
     status = run["status"]
     assert phase == "Succeeded", json.dumps(status)[-3000:]
     assert len(status["attempts"]) == 1, status["attempts"]  # never started again
-    read, execs = sprite_file(node, sprites, f"/workspace/execs-{work.run}")
+    read, execs = sprite_file(
+        node, sprites, f"/workspace/execs-{work.run}", sprite="box", namespace=WORK
+    )
     assert (read, execs.strip()) == (200, "1"), "the Run's command ran more than once"
     (ticks,) = [int(line.split("=")[1]) for line in status["logTail"] if line.startswith("ticks=")]
     if ours:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lattice_adapters.localcluster.node import NodeCluster
+from lattice_operator.receipt_reader import receipt_event_params, receipts_from_events
 from tests.support.registry import Registry
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -235,3 +236,62 @@ def http(
         return 0, "", out.stderr[-500:]
     status, content_type, text = (out.stdout + "\n\n").split("\n", 2)
     return int(status), content_type, text
+
+
+def sprite_file(
+    node: NodeCluster,
+    sprites: str,
+    path: str,
+    *,
+    sprite: str,
+    namespace: str = "default",
+    method: str = "GET",
+    body: str = "",
+) -> tuple[int, str]:
+    """Read (GET) or write (PUT) a file in a Sprite's sandbox through the Sprites API, from
+    inside the node's network namespace where the server listens: (status, body)."""
+    name = get(node, "sprite", sprite, namespace)["status"]["spriteName"]
+    verb = "write" if method == "PUT" else "read"
+    status, _, text = http(
+        node,
+        f"{sprites}/v1/sprites/{name}/fs/{verb}?path={path}&workingDir=/workspace"
+        + ("&mkdirParents=true" if method == "PUT" else ""),
+        method=method,
+        headers={
+            "Authorization": f"Bearer {SPRITES_TOKEN}",
+            "Content-Type": "application/octet-stream",
+        },
+        body=body,
+    )
+    return status, text
+
+
+def stop_run(
+    node: NodeCluster, sprites: str, run: str, *, sprite: str, namespace: str = "default"
+) -> None:
+    """Drop /workspace/stop-<run> into the Sprite: a test's command ends when it sees it."""
+    status, text = sprite_file(
+        node,
+        sprites,
+        f"/workspace/stop-{run}",
+        sprite=sprite,
+        namespace=namespace,
+        method="PUT",
+        body="stop",
+    )
+    assert status == 200, (status, text)
+
+
+def followed_by(node: NodeCluster, run: str, pod: str, namespace: str = "default") -> bool:
+    """Whether `pod` re-attached to the Run's session after taking it over: a receipt of
+    stdout_stream back to native that `pod` published."""
+    params = receipt_event_params(get(node, "run", run, namespace))
+    listing = node.kube_json(
+        "-n", namespace, "get", "events.events.k8s.io", "-l", params["labelSelector"]
+    )
+    found, _ = receipts_from_events(listing, instance=pod)
+    return any(
+        change.get("capability") == "stdout_stream" and change.get("current_support") == "native"
+        for receipt in found
+        for change in receipt.get("capability_degradations") or []
+    )
