@@ -7,6 +7,7 @@ Loop 1: issue opened → triage comment → a person answers → plan comment �
 comment (a mapped GitHub user; an unmapped one is refused and answered) → execution.
 Loop 2: plan → branch pushed, PR opened → review → fixup commit pushed, PR commented.
 Loop 3: a project issue → proposed task issues drafted for approval, created after approval.
+Loop 4: an issue labelled as a question → the agent's sourced notes, then its plan, posted.
 Loop 5: a scheduled check fails → one issue opened, then updated, not duplicated.
 Bad input: a bad signature, an oversized payload, a replayed delivery, an unknown event; a
 sprite branch that rewrites history or the base branch is refused and nothing is pushed.
@@ -65,7 +66,15 @@ def commit(name, text, message):
     git("add", "-A")
     git("commit", "-q", "-m", message)
 
-if kind == "issue_triage" and "project" in ctx["issue"]["labels"]:
+if kind == "issue_triage" and ctx.get("research"):
+    notes = {"notes": "Answering: " + ctx["issue"]["title"] + ". LISTEN/NOTIFY carries 8000 bytes.",
+             "sources": ["https://www.postgresql.org/docs/current/sql-notify.html", "app.py"]}
+    json.dump(notes, open("/workspace/.lattice/forge/notes.json", "w"))
+    open("/workspace/.lattice/forge/plan.md", "w").write("1. Use LISTEN/NOTIFY\n2. Test it")
+    emit("ARTIFACT", {"kind": "notes", "ref": "/workspace/.lattice/forge/notes.json"})
+    emit("ARTIFACT", {"kind": "plan", "ref": "/workspace/.lattice/forge/plan.md"})
+    emit("COMPLETED", {"status": "success", "summary": "researched"})
+elif kind == "issue_triage" and "project" in ctx["issue"]["labels"]:
     tasks = [{"title": "Epic: " + ctx["issue"]["title"], "body": "The whole of it."},
              {"title": "Design the storage", "body": "First step."},
              {"title": "Build the importer", "body": "Second step."}]
@@ -219,6 +228,7 @@ def wired(forge_stack: tuple[Stack, str], namespace: str, github: GitHubDouble) 
                     "timeoutSeconds": 300,
                 },
                 "approval": {"approvers": [{"github": "octocat", "user": "alice"}]},
+                "research": {"labels": ["question"]},
             },
         },
     )
@@ -690,6 +700,38 @@ def test_loop_3_a_project_issue_drafts_issues_created_after_approval(
     payloads.deliver(url, HOOK_SECRET, "issue_comment", body)
     time.sleep(2)
     assert len(tasks()) == len(drafts)
+
+
+def test_loop_4_a_question_gets_sourced_notes_then_a_plan(
+    wired: dict[str, Any], github: GitHubDouble
+) -> None:
+    repo, url = wired["repo"], wired["url"]
+    issue = github.open_issue(
+        repo, "How should clients hear of changes?", "Polling?", "reporter", labels=("question",)
+    )
+    number = issue["number"]
+    created = payloads.deliver(
+        url, HOOK_SECRET, "issues", payloads.issues("opened", repo, issue, "reporter")
+    )
+    assert (created.status_code, created.json()["outcome"]) == (201, "created"), created.text
+    research = _intent(wired, created.json()["detail"], {"Succeeded", "Failed"})
+    assert research["status"]["phase"] == "Succeeded", _show(research, wired)
+    assert research["spec"]["params"]["issueTriage"]["research"] is True
+    plan = research["status"]["forge"]["followup"]
+    awaiting = _intent(wired, plan, {"AwaitingApproval"})
+    assert awaiting["spec"]["params"]["issuePlanApprove"]["plan"].startswith("1. Use LISTEN")
+    comments = _comments(github, repo, number)
+    [notes] = [i for i, c in enumerate(comments) if c.startswith("### Research notes")]
+    [proposal] = [i for i, c in enumerate(comments) if c.startswith("### Proposed plan")]
+    assert notes < proposal  # the notes first, then the plan
+    assert "Answering: How should clients hear of changes?" in comments[notes]
+    assert (
+        "**Sources**\n\n1. <https://www.postgresql.org/docs/current/sql-notify.html>\n2. `app.py`"
+    ) in comments[notes]
+    assert f"Awaiting approval as Intent `{plan}`." in comments[proposal]
+    # Each was written once, with its idempotency key, through the operator's credential.
+    assert len(comments) == 2, comments
+    assert "lattice:key=" in comments[notes]
 
 
 def test_a_health_remediation_opens_a_pull_request_through_a_pr_intent(

@@ -41,6 +41,12 @@ class StepInput:
     feedback: str | None
     tasks: tuple[tuple[str, str], ...] = ()
     """An approved plan's drafted issues: (title, body)."""
+    research: bool = False
+    """A research triage (loop 4): the agent is told so in its context."""
+    notes: str | None = None
+    """A research triage's notes, as the comment to post (forge/research.py)."""
+    proposal: str | None = None
+    """The plan a research triage proposed, as the comment to post after its notes."""
 
 
 async def prepare(
@@ -53,6 +59,8 @@ async def prepare(
     fields: dict[str, Any] = {"preparedAt": now.isoformat().replace("+00:00", "Z")}
     if step.plan:
         context["plan"] = step.plan
+    if step.research:
+        context["research"] = True
     if step.kind in ("issue_triage", "issue_plan_approve", "pr_create_from_plan") and step.number:
         issue = await forge.get_issue(step.repo, step.number)
         comments = await forge.list_comments(step.repo, step.number)
@@ -158,7 +166,16 @@ async def finish(
         fields["followup"] = followup
         return fields, None
     if step.kind == "issue_triage":
-        return fields, None  # the plan Intent is made by the caller
+        # The plan Intent is made by the caller; a research triage's notes come first on
+        # the issue, then the plan it proposed (each once, by its key).
+        assert step.number is not None
+        if step.notes:
+            await forge.create_comment(step.repo, step.number, step.notes, key=f"{step.uid}:notes")
+        if step.proposal:
+            await forge.create_comment(
+                step.repo, step.number, step.proposal, key=f"{step.uid}:proposal"
+            )
+        return fields, None
     if step.sprite is None or step.base_sha is None or step.head_branch is None:
         raise InvalidRequest("no workspace was prepared for this Intent")
     base = step.base_branch or "main"

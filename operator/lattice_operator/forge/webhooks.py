@@ -7,6 +7,7 @@ Mapping (each tested with GitHub's own payload shapes, @octokit/webhooks-example
 |-----------------------------|-----------------------------------|-------------------------------|
 | issues                      | opened (with a triage label)      | an issue_triage Intent        |
 | issues                      | labeled: a triage label           | an issue_triage Intent        |
+| issues                      | opened/labeled: a research label  | a research issue_triage       |
 | issues                      | labeled: the approval label       | approval of the issue's plan  |
 | issue_comment (an issue's)  | created: `/lattice approve|reject`| approval or rejection         |
 | issue_comment (an issue's)  | created: anything else            | the answer a triage waits for |
@@ -128,10 +129,16 @@ def route(
                 ref=label_ref(spec.repo, number, label, login, issue.updated_at),
                 issue=number,
             )
+        labels = {x.name for x in issue.labels}
+        if spec.research is not None and action in ("opened", "labeled"):
+            # Loop 4: an open question. Same Intent name as a triage: one per issue.
+            asks = set(spec.research.labels)
+            if (label in asks) if action == "labeled" else bool(asks & labels):
+                manifest = triage_intent(repository, issue, delivery, research=True)
+                return Outcome("create", "research", manifest=manifest)
         if spec.triage is None or action not in ("opened", "labeled"):
             return Outcome("ignore", f"issues.{action}")
         wanted = set(spec.triage.labels)
-        labels = {x.name for x in issue.labels}
         if wanted and not (wanted & (labels | {label})):
             return Outcome("ignore", "no_triage_label")
         if action == "labeled" and wanted and label not in wanted:
@@ -211,17 +218,20 @@ def _run(repository: GitHubRepository) -> dict[str, Any]:
     return {"run": agent.to_wire()} if agent is not None else {}
 
 
-def triage_intent(repository: GitHubRepository, issue: Issue, delivery: str) -> dict[str, Any]:
+def triage_intent(
+    repository: GitHubRepository, issue: Issue, delivery: str, *, research: bool = False
+) -> dict[str, Any]:
     spec = repository.spec
     number = issue.number
     author = issue.user.login if issue.user else ""
+    verb = "Research" if research else "Triage"
     return {
         "apiVersion": "lattice.dev/v1alpha1",
         "kind": "Intent",
         "metadata": _metadata(repository, triage_name(spec.repo, number), delivery),
         "spec": {
             "kind": "issue_triage",
-            "summary": f"Triage {spec.repo}#{number}: {issue.title or ''}"[:1024],
+            "summary": f"{verb} {spec.repo}#{number}: {issue.title or ''}"[:1024],
             "proposedBy": {"type": "webhook", "name": f"github:{author}"[:253]},
             "subject": {"type": "issue", "ref": f"{spec.repo}#{number}"},
             "params": {
@@ -231,6 +241,7 @@ def triage_intent(repository: GitHubRepository, issue: Issue, delivery: str) -> 
                     "title": (issue.title or "")[:1024],
                     "body": (issue.body or "")[:65536],
                     "baseBranch": spec.base_branch,
+                    **({"research": True} if research else {}),
                     **_run(repository),
                 }
             },

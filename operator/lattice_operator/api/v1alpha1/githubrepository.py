@@ -50,6 +50,14 @@ class TriageRule(ApiModel):
     every opened issue."""
 
 
+class ResearchRule(ApiModel):
+    """Which issues are open questions (loop 4): the agent researches them and its sourced
+    notes are posted on the issue before it proposes a plan."""
+
+    labels: list[Name] = Field(min_length=1, max_length=16, json_schema_extra=LIST_SET)
+    """Issues carrying one of these labels (opened with it, or labelled later)."""
+
+
 class ApprovalRule(ApiModel):
     """How a plan is approved from GitHub (`issue_plan_approve`)."""
 
@@ -81,6 +89,9 @@ class GitHubRepositorySpec(ApiModel):
     and command); without one, the Intents created wait with reason NoAgentConfigured."""
     triage: TriageRule | None = Field(default_factory=TriageRule)
     """Issue events that become `issue_triage` Intents (null: none)."""
+    research: ResearchRule | None = None
+    """Issue events that become research `issue_triage` Intents (`params.issueTriage.research`;
+    null: none). A research label wins over the triage rule: one Intent per issue."""
     approval: ApprovalRule = Field(default_factory=ApprovalRule)
     """Plan approval from GitHub."""
     fixups: bool = True

@@ -73,6 +73,10 @@ class IssueTriageParams(ApiModel):
     base_branch: str = Field(default="main", max_length=255, pattern=BRANCH_PATTERN)
     """Branch a plan that comes out of the triage targets (a GitHubRepository sets its
     `baseBranch`)."""
+    research: bool = False
+    """The issue asks open questions (a GitHubRepository's `research` labels set it): the
+    agent is told so (`research` in its context) and the notes it declares (ARTIFACT kind
+    `notes`) are posted on the issue with their sources, then the plan it proposes."""
     run: RunTemplate | None = None
     """The agent that does the work (its Sprite and command); a GitHubRepository's rules
     fill it in. Without it the Intent waits with reason NoAgentConfigured."""
