@@ -13,6 +13,7 @@ Mapping (each tested with GitHub's own payload shapes, @octokit/webhooks-example
 | issue_comment (an issue's)  | created: anything else            | the answer a triage waits for |
 | pull_request_review         | submitted: commented, changes_req.| a pr_fixup_from_feedback      |
 | pull_request_review_comment | created                           | the fixup of its review       |
+| push                        | to the base branch, code docs name| a docs update (loop 6)        |
 | ping                        |                                   | nothing (200)                 |
 
 A review is `pull_request_review` (submitted), never `pull_request` or `issue_comment`: the
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -43,6 +45,7 @@ from lattice_operator.forge.builders import (
     plan_name,
     triage_name,
 )
+from lattice_operator.forge.docs import affected, changed_paths, docs_intent, docs_name
 from lattice_operator.forge.events import (
     Comment,
     Delivery,
@@ -53,8 +56,16 @@ from lattice_operator.forge.events import (
 )
 
 SIGNATURE_HEADER = "X-Hub-Signature-256"
+SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 HANDLED_EVENTS = frozenset(
-    {"issues", "issue_comment", "pull_request_review", "pull_request_review_comment", "ping"}
+    {
+        "issues",
+        "issue_comment",
+        "pull_request_review",
+        "pull_request_review_comment",
+        "push",
+        "ping",
+    }
 )
 REVIEW_STATES = frozenset({"commented", "changes_requested"})
 
@@ -113,6 +124,8 @@ def route(
     if full_name.lower() != spec.repo.lower():
         return Outcome("ignore", "other_repository")
     action, login, bot = payload.action, payload.login, payload.by_bot
+    if event == "push":
+        return _push(repository, payload, delivery)
     if event == "issues":
         issue = payload.issue or Issue()
         number = issue.number
@@ -194,6 +207,24 @@ def route(
         manifest = fixup_intent(repository, pull, review_id, text, login, delivery)
         return Outcome("create", "fixup", manifest=manifest)
     return Outcome("ignore", "unknown_event")
+
+
+def _push(repository: GitHubRepository, payload: Delivery, delivery: str) -> Outcome:
+    """Loop 6: a push to the base branch changing code the docs rules name."""
+    spec = repository.spec
+    if not spec.docs:
+        return Outcome("ignore", "docs_off")
+    if payload.ref != f"refs/heads/{spec.base_branch}" or payload.deleted:
+        return Outcome("ignore", "other_ref")
+    if not SHA.fullmatch(payload.after):
+        return Outcome("ignore", "no_commit")
+    code, docs = affected(repository, changed_paths(payload.commits))
+    if not code:
+        return Outcome("ignore", "no_docs_affected")
+    name = docs_name(spec.repo, payload.after)
+    metadata = _metadata(repository, name, delivery)
+    manifest = docs_intent(repository, payload.after, code, docs, metadata)
+    return Outcome("create", "docs", manifest=manifest)
 
 
 def label_ref(repo: str, number: int, label: str, login: str, at: str | None) -> str:

@@ -30,7 +30,7 @@ from lattice_operator.handlers._context import OperatorContext
 from lattice_operator.handlers._writes import create_or_exists
 from lattice_operator.lifeloop.classes import RetryClass
 from lattice_operator.metrics import FORGE_STEPS
-from lattice_operator.ports.errors import AdapterError
+from lattice_operator.ports.errors import AdapterError, InvalidRequest
 from lattice_operator.reconcilers.intent_forge import MAX_FORGE_ATTEMPTS, ForgeWork, followup_name
 
 log = logging.getLogger(__name__)
@@ -49,8 +49,9 @@ def step_input(intent: Intent, work: ForgeWork) -> StepInput:
         plan = params.plan
     if isinstance(params, IssuePlanApproveParams):
         tasks = tuple((t.title, t.body) for t in params.tasks)
+    docs = None
     if isinstance(params, PrCreateFromPlanParams):
-        number = params.issue_number
+        number, docs = params.issue_number, params.docs
     if isinstance(params, PrFixupFromFeedbackParams):
         number, feedback, review = params.pr_number, params.feedback, params.review_id
     return StepInput(
@@ -69,6 +70,7 @@ def step_input(intent: Intent, work: ForgeWork) -> StepInput:
         feedback=feedback,
         tasks=tasks,
         research=research,
+        docs=docs,
     )
 
 
@@ -94,6 +96,8 @@ async def forge_step(
                 followup = await _plan_from_triage(ctx, intent, run, work)
                 if step.research:
                     step = await _research_comments(ctx, step, run, followup)
+            if step.docs is not None and run is not None:
+                step = replace(step, lag=await _docs_lag(ctx, step, run))
             limits = DeliveryLimits(
                 max_bytes=access.max_bundle_bytes,
                 max_commits=access.max_commits,
@@ -168,6 +172,17 @@ async def _research_comments(
     if followup and plan is not None and plan.ref and step.sprite is not None:
         proposal = plan_comment(await read_plan(backend, step.sprite, plan.ref), followup)
     return replace(step, notes=notes_text, proposal=proposal)
+
+
+async def _docs_lag(ctx: OperatorContext, step: StepInput, run: Run) -> str | None:
+    """The lag a docs agent reported (ARTIFACT kind `docs_lag`, a text file), if any."""
+    artifact = next((a for a in run.status.events.artifacts if a.kind == "docs_lag"), None)
+    if artifact is None or not artifact.ref or step.sprite is None:
+        return None
+    text = await read_plan(ctx.require_backend(), step.sprite, artifact.ref)
+    if not text.strip():
+        raise InvalidRequest(f"the docs_lag artifact {artifact.ref[:200]!r} is empty")
+    return text
 
 
 __all__ = ["forge_step", "step_input"]

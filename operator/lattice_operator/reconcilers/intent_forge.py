@@ -221,6 +221,9 @@ def _done_message(intent: Intent) -> str:
         return f"pull request #{forge.pull_request.number}{pushed}: {forge.pull_request.url}"
     if forge.followup:
         return f"started Intent {forge.followup}"
+    params = forge_params(intent)
+    if forge.issues and isinstance(params, PrCreateFromPlanParams) and params.docs is not None:
+        return f"docs lag reported on issue #{forge.issues[0]}"
     if forge.issues:
         return "created issues " + ", ".join(f"#{n}" for n in forge.issues)
     return "done on GitHub"
