@@ -105,6 +105,9 @@ elif kind == "pr_create_from_plan" and ctx.get("docs"):
             "The engine's design in README.md predates " + ", ".join(changed))
         emit("ARTIFACT", {"kind": "docs_lag", "ref": "/workspace/.lattice/forge/lag.md"})
         emit("COMPLETED", {"status": "success", "summary": "docs lag"})
+    elif any("util" in path for path in changed):  # nothing the docs say changed
+        emit("ARTIFACT", {"kind": "docs_current", "ref": "README.md"})
+        emit("COMPLETED", {"status": "success", "summary": "docs current"})
     else:
         commit("README.md", "Documented: " + ", ".join(changed), "Update the docs")
         emit("COMPLETED", {"status": "success", "summary": "docs updated"})
@@ -776,6 +779,16 @@ def test_loop_6_code_pushed_to_main_gets_its_docs_updated_or_one_lag_issue(
     assert github.git_log(repo, f"lattice/docs-{sha[:12]}")[0].endswith("Update the docs")
     assert github.branch_sha(repo, "main") == base_sha  # a PR, never a push to main
 
+    # Docs the agent found current: no branch, no PR, no issue.
+    util_sha, util = pushed({"util.py": "def f(): pass\n"}, "Add a helper")
+    assert util.status_code == 201, util.text
+    current = _intent(wired, util.json()["detail"], {"Succeeded", "Failed"})
+    assert current["status"]["phase"] == "Succeeded", _show(current, wired)
+    assert current["status"]["result"]["summary"] == "the docs are current: nothing to change"
+    assert github.branch_sha(repo, f"lattice/docs-{util_sha[:12]}") is None
+    with github.lock:
+        assert len(github.repos[repo].pulls) == 1
+
     def lag_issues() -> list[dict[str, Any]]:
         with github.lock:
             return [
@@ -801,7 +814,7 @@ def test_loop_6_code_pushed_to_main_gets_its_docs_updated_or_one_lag_issue(
     intents = stack.cluster.custom.list_namespaced_custom_object(
         "lattice.dev", "v1alpha1", ns, "intents"
     )["items"]
-    assert len([i for i in intents if i["metadata"]["name"].startswith("docs-")]) == 3
+    assert len([i for i in intents if i["metadata"]["name"].startswith("docs-")]) == 4
 
 
 def test_a_health_remediation_opens_a_pull_request_through_a_pr_intent(

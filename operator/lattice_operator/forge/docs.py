@@ -1,7 +1,8 @@
 """Loop 6, documentation upheld (pure): a push to the base branch that changes code the
 repository's `docs` rules name becomes a docs update, a `pr_create_from_plan` Intent with
-`docs` set; the docs agent's commits become a pull request, and lag it reports and cannot
-fix keeps one open issue per set of docs (opened once, then commented).
+`docs` set; the docs agent's commits become a pull request, docs it declares current end
+it with nothing pushed, and lag it reports and cannot fix keeps one open issue per set of
+docs (opened once, then commented).
 """
 
 from __future__ import annotations

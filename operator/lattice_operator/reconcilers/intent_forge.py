@@ -174,6 +174,12 @@ def decide_forge(
                 return ForgeDecision("done", message="triaged (no plan proposed yet)")
         if isinstance(params, PrCreateFromPlanParams) and _opened_pr(run) is not None:
             return ForgeDecision("done", message=_done_message(intent))
+        if isinstance(params, PrCreateFromPlanParams) and params.docs is not None:
+            # Loop 6: the docs agent found them current (and reported no lag): nothing to
+            # take back, no pull request without commits.
+            kinds = {a.kind for a in run.status.events.artifacts}
+            if "docs_current" in kinds and "docs_lag" not in kinds:
+                return ForgeDecision("done", message="the docs are current: nothing to change")
         return ForgeDecision(
             "work",
             message="taking the sprite's work back",

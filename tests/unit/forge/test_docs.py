@@ -11,6 +11,8 @@ from lattice_operator.api.v1alpha1 import Intent
 from lattice_operator.forge.docs import docs_name, lag_key, lag_title
 from lattice_operator.forge.events import BadDelivery
 from lattice_operator.forge.webhooks import route
+from lattice_operator.reconcilers.intent import reconcile_intent
+from tests.support.forge_pipeline import prepared, run, world
 from tests.support.github.fixtures import webhook_example
 from tests.unit.forge.test_webhooks import REPO, repository
 
@@ -87,3 +89,45 @@ def test_the_lag_issue_is_one_per_set_of_docs() -> None:
 def test_the_rules_are_checked_at_admission_naming_the_field() -> None:
     with pytest.raises(ValueError, match=r"docs\.0\.code"):
         repository(docs=[{"code": "", "docs": "README.md"}])
+
+
+def _artifact(kind: str) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "ref": "/workspace/x",
+        "line": 1,
+        "session": 1,
+        "at": "2026-01-01T00:00:00Z",
+    }
+
+
+@pytest.mark.parametrize(
+    ("kinds", "finishes"),
+    [
+        (["docs_current"], False),
+        (["docs_lag"], True),
+        ([], True),
+        (["docs_current", "docs_lag"], True),
+    ],
+)
+def test_a_docs_update_the_agent_found_current_ends_without_a_pull_request(
+    kinds: list[str], finishes: bool
+) -> None:
+    outcome = route("push", "d-1", push(["operator/a.py"]), repository(docs=RULES))
+    it = Intent.model_validate(
+        {
+            **outcome.manifest,
+            "metadata": {"name": "docs", "namespace": "ns", "uid": "u", "generation": 1},
+            "status": prepared(),  # the workspace was handed out, the Run succeeded
+        }
+    )
+    events = {"artifacts": [_artifact(k) for k in kinds]}
+    plan = reconcile_intent(world(it, run=run("Succeeded", events=events)))
+    if finishes:  # commits to push and a PR to open, or lag to report: the finish step
+        assert plan.forge is not None
+        assert plan.forge.step == "finish"
+    else:
+        assert plan.forge is None
+        assert plan.phase == "Succeeded"
+        assert plan.status.result is not None
+        assert plan.status.result.summary == "the docs are current: nothing to change"
