@@ -7,7 +7,9 @@ Loop 1: issue opened → triage comment → a person answers → plan comment �
 comment (a mapped GitHub user; an unmapped one is refused and answered) → execution.
 Loop 2: plan → branch pushed, PR opened → review → fixup commit pushed, PR commented.
 Loop 3: a project issue → proposed task issues drafted for approval, created after approval.
+Loop 4: an issue labelled as a question → the agent's sourced notes, then its plan, posted.
 Loop 5: a scheduled check fails → one issue opened, then updated, not duplicated.
+Loop 6: code pushed to main → its docs updated by a PR, or one issue kept while they lag.
 Bad input: a bad signature, an oversized payload, a replayed delivery, an unknown event; a
 sprite branch that rewrites history or the base branch is refused and nothing is pushed.
 """
@@ -65,7 +67,15 @@ def commit(name, text, message):
     git("add", "-A")
     git("commit", "-q", "-m", message)
 
-if kind == "issue_triage" and "project" in ctx["issue"]["labels"]:
+if kind == "issue_triage" and ctx.get("research"):
+    notes = {"notes": "Answering: " + ctx["issue"]["title"] + ". LISTEN/NOTIFY carries 8000 bytes.",
+             "sources": ["https://www.postgresql.org/docs/current/sql-notify.html", "app.py"]}
+    json.dump(notes, open("/workspace/.lattice/forge/notes.json", "w"))
+    open("/workspace/.lattice/forge/plan.md", "w").write("1. Use LISTEN/NOTIFY\n2. Test it")
+    emit("ARTIFACT", {"kind": "notes", "ref": "/workspace/.lattice/forge/notes.json"})
+    emit("ARTIFACT", {"kind": "plan", "ref": "/workspace/.lattice/forge/plan.md"})
+    emit("COMPLETED", {"status": "success", "summary": "researched"})
+elif kind == "issue_triage" and "project" in ctx["issue"]["labels"]:
     tasks = [{"title": "Epic: " + ctx["issue"]["title"], "body": "The whole of it."},
              {"title": "Design the storage", "body": "First step."},
              {"title": "Build the importer", "body": "Second step."}]
@@ -88,6 +98,19 @@ elif kind == "issue_triage":
                             "parameters": {"body": "Plan:\n" + plan}})
     emit("ARTIFACT", {"kind": "plan", "ref": "/workspace/.lattice/forge/plan.md"})
     emit("COMPLETED", {"status": "success", "summary": "planned"})
+elif kind == "pr_create_from_plan" and ctx.get("docs"):
+    changed = ctx["docs"]["changed"]
+    if any("engine" in path for path in changed):  # lag it cannot fix here
+        open("/workspace/.lattice/forge/lag.md", "w").write(
+            "The engine's design in README.md predates " + ", ".join(changed))
+        emit("ARTIFACT", {"kind": "docs_lag", "ref": "/workspace/.lattice/forge/lag.md"})
+        emit("COMPLETED", {"status": "success", "summary": "docs lag"})
+    elif any("util" in path for path in changed):  # nothing the docs say changed
+        emit("ARTIFACT", {"kind": "docs_current", "ref": "README.md"})
+        emit("COMPLETED", {"status": "success", "summary": "docs current"})
+    else:
+        commit("README.md", "Documented: " + ", ".join(changed), "Update the docs")
+        emit("COMPLETED", {"status": "success", "summary": "docs updated"})
 elif kind == "pr_create_from_plan" and not resumed:
     plan = ctx["plan"]
     head = os.environ["LATTICE_FORGE_BRANCH"]
@@ -219,6 +242,8 @@ def wired(forge_stack: tuple[Stack, str], namespace: str, github: GitHubDouble) 
                     "timeoutSeconds": 300,
                 },
                 "approval": {"approvers": [{"github": "octocat", "user": "alice"}]},
+                "research": {"labels": ["question"]},
+                "docs": [{"code": "*.py", "docs": "README.md"}],
             },
         },
     )
@@ -690,6 +715,106 @@ def test_loop_3_a_project_issue_drafts_issues_created_after_approval(
     payloads.deliver(url, HOOK_SECRET, "issue_comment", body)
     time.sleep(2)
     assert len(tasks()) == len(drafts)
+
+
+def test_loop_4_a_question_gets_sourced_notes_then_a_plan(
+    wired: dict[str, Any], github: GitHubDouble
+) -> None:
+    repo, url = wired["repo"], wired["url"]
+    issue = github.open_issue(
+        repo, "How should clients hear of changes?", "Polling?", "reporter", labels=("question",)
+    )
+    number = issue["number"]
+    created = payloads.deliver(
+        url, HOOK_SECRET, "issues", payloads.issues("opened", repo, issue, "reporter")
+    )
+    assert (created.status_code, created.json()["outcome"]) == (201, "created"), created.text
+    research = _intent(wired, created.json()["detail"], {"Succeeded", "Failed"})
+    assert research["status"]["phase"] == "Succeeded", _show(research, wired)
+    assert research["spec"]["params"]["issueTriage"]["research"] is True
+    plan = research["status"]["forge"]["followup"]
+    awaiting = _intent(wired, plan, {"AwaitingApproval"})
+    assert awaiting["spec"]["params"]["issuePlanApprove"]["plan"].startswith("1. Use LISTEN")
+    comments = _comments(github, repo, number)
+    [notes] = [i for i, c in enumerate(comments) if c.startswith("### Research notes")]
+    [proposal] = [i for i, c in enumerate(comments) if c.startswith("### Proposed plan")]
+    assert notes < proposal  # the notes first, then the plan
+    assert "Answering: How should clients hear of changes?" in comments[notes]
+    assert (
+        "**Sources**\n\n1. <https://www.postgresql.org/docs/current/sql-notify.html>\n2. `app.py`"
+    ) in comments[notes]
+    assert f"Awaiting approval as Intent `{plan}`." in comments[proposal]
+    # Each was written once, with its idempotency key, through the operator's credential.
+    assert len(comments) == 2, comments
+    assert "lattice:key=" in comments[notes]
+
+
+def test_loop_6_code_pushed_to_main_gets_its_docs_updated_or_one_lag_issue(
+    wired: dict[str, Any], github: GitHubDouble
+) -> None:
+    stack, repo, ns, url = wired["stack"], wired["repo"], wired["namespace"], wired["url"]
+
+    def pushed(files: dict[str, str], message: str, branch: str = "main") -> Any:
+        before = github.branch_sha(repo, branch) or "0" * 40
+        sha = github.commit_to(repo, branch, files, message)
+        body = payloads.push(repo, branch, before, sha, sorted(files), "octocat")
+        return sha, payloads.deliver(url, HOOK_SECRET, "push", body)
+
+    # Only code the rules name, on the base branch, starts anything.
+    _, readme = pushed({"README.md": "# app\nMore words.\n"}, "Edit the readme")
+    assert (readme.status_code, readme.json()["detail"]) == (200, "no_docs_affected")
+    _, other = pushed({"app.py": "CACHE = {1: 2}\n"}, "Elsewhere", branch="topic")
+    assert (other.status_code, other.json()["detail"]) == (200, "other_ref")
+
+    sha, created = pushed({"app.py": "CACHE = {}\nTTL = 60\n"}, "Add a TTL")
+    assert created.status_code == 201, created.text
+    base_sha = github.branch_sha(repo, "main")
+    update = _intent(wired, created.json()["detail"], {"Succeeded", "Failed"})
+    assert update["status"]["phase"] == "Succeeded", _show(update, wired)
+    assert update["spec"]["params"]["prCreateFromPlan"]["docs"]["changed"] == ["app.py"]
+    pr = update["status"]["forge"]["pullRequest"]
+    with github.lock:
+        pull = github.repos[repo].pulls[pr["number"]]
+    assert (pull["head"]["ref"], pull["base"]["ref"]) == (f"lattice/docs-{sha[:12]}", "main")
+    assert github.git_log(repo, f"lattice/docs-{sha[:12]}")[0].endswith("Update the docs")
+    assert github.branch_sha(repo, "main") == base_sha  # a PR, never a push to main
+
+    # Docs the agent found current: no branch, no PR, no issue.
+    util_sha, util = pushed({"util.py": "def f(): pass\n"}, "Add a helper")
+    assert util.status_code == 201, util.text
+    current = _intent(wired, util.json()["detail"], {"Succeeded", "Failed"})
+    assert current["status"]["phase"] == "Succeeded", _show(current, wired)
+    assert current["status"]["result"]["summary"] == "the docs are current: nothing to change"
+    assert github.branch_sha(repo, f"lattice/docs-{util_sha[:12]}") is None
+    with github.lock:
+        assert len(github.repos[repo].pulls) == 1
+
+    def lag_issues() -> list[dict[str, Any]]:
+        with github.lock:
+            return [
+                dict(i)
+                for i in github.repos[repo].issues.values()
+                if "lattice-docs-lag" in [x["name"] for x in i["labels"]]
+            ]
+
+    numbers = []
+    for n, text in enumerate(("ENGINE = 1\n", "ENGINE = 2\n")):
+        _, lagging = pushed({"engine.py": text}, f"Change the engine {n}")
+        assert lagging.status_code == 201, lagging.text
+        done = _intent(wired, lagging.json()["detail"], {"Succeeded", "Failed"})
+        assert done["status"]["phase"] == "Succeeded", _show(done, wired)
+        assert "pullRequest" not in done["status"]["forge"]  # reported, nothing pushed
+        numbers.extend(done["status"]["forge"]["issues"])
+    [issue] = lag_issues()  # one open issue per lag: the second push commented on it
+    assert numbers == [issue["number"], issue["number"]]
+    assert issue["title"] == "Docs lag behind the code: README.md"
+    assert "The engine's design in README.md predates engine.py" in issue["body"]
+    [again] = _comments(github, repo, issue["number"])
+    assert "The engine's design in README.md predates engine.py" in again
+    intents = stack.cluster.custom.list_namespaced_custom_object(
+        "lattice.dev", "v1alpha1", ns, "intents"
+    )["items"]
+    assert len([i for i in intents if i["metadata"]["name"].startswith("docs-")]) == 4
 
 
 def test_a_health_remediation_opens_a_pull_request_through_a_pr_intent(

@@ -178,9 +178,26 @@ def _line(item: dict[str, Any]) -> str:
         detail = f"{p.get('phase')} events={p.get('events')}" + (f" | {lines}" if lines else "")
     elif item["event"] == "system.alert":
         detail = f"{p.get('reason')}: {p.get('message')}"
+    elif item["event"] == "github.updated":
+        detail = _github_detail(p)
     else:
         detail = str(p.get("phase") or p.get("reason") or "")
     return safe(f"{ev.get('ts')} {item['event']} {where} {detail}")
+
+
+def _github_detail(p: dict[str, Any]) -> str:
+    """What an Intent did on GitHub, in a line: the PR, the issues, why it waits."""
+    parts = [str(p.get("repo") or "")]
+    pull = p.get("pullRequest") or {}
+    if pull:
+        parts.append(f"PR #{pull.get('number')} {pull.get('url') or ''}".rstrip())
+    if p.get("issues"):
+        parts.append("issues " + ", ".join(f"#{n}" for n in p["issues"]))
+    if p.get("finished"):
+        parts.append("finished")
+    if p.get("problem"):
+        parts.append(f"problem: {p['problem']}")
+    return " | ".join(x for x in parts if x)
 
 
 def follow_run(stream: str, token: str | None, namespace: str, run: str) -> None:

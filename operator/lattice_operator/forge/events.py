@@ -88,6 +88,12 @@ class PullRequest(_Part):
     title: str | None = None
 
 
+class PushCommit(_Part):
+    added: list[str] = Field(default_factory=list)
+    removed: list[str] = Field(default_factory=list)
+    modified: list[str] = Field(default_factory=list)
+
+
 class Delivery(_Part):
     """What the receiver reads of a delivery; the event comes from its header."""
 
@@ -99,6 +105,13 @@ class Delivery(_Part):
     comment: Comment | None = None
     review: Review | None = None
     pull_request: PullRequest | None = None
+    ref: str = ""
+    """push: the ref pushed (`refs/heads/<branch>`)."""
+    after: str = ""
+    """push: the commit the ref points at now."""
+    deleted: bool = False
+    commits: list[PushCommit] = Field(default_factory=list)
+    """push: the commits pushed (GitHub lists at most 2048), with the paths they changed."""
 
     @property
     def login(self) -> str:
@@ -129,6 +142,7 @@ __all__ = [
     "Issue",
     "Label",
     "PullRequest",
+    "PushCommit",
     "RepositoryRef",
     "Review",
     "parse_delivery",

@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from lattice_operator.api.v1alpha1.intent import DocsCheck
 from lattice_operator.forge.delivery import BranchTarget, DeliveryLimits, deliver_branch
+from lattice_operator.forge.docs import LAG_LABEL, lag_key, lag_report, lag_title
 from lattice_operator.forge.workspace import write_context, write_workspace
 from lattice_operator.ports.errors import InvalidRequest, NotFound
 from lattice_operator.ports.forge import Forge
@@ -41,6 +43,16 @@ class StepInput:
     feedback: str | None
     tasks: tuple[tuple[str, str], ...] = ()
     """An approved plan's drafted issues: (title, body)."""
+    research: bool = False
+    """A research triage (loop 4): the agent is told so in its context."""
+    notes: str | None = None
+    """A research triage's notes, as the comment to post (forge/research.py)."""
+    proposal: str | None = None
+    """The plan a research triage proposed, as the comment to post after its notes."""
+    docs: DocsCheck | None = None
+    """A docs update's push (loop 6): told to the agent."""
+    lag: str | None = None
+    """The lag a docs agent reported and could not fix: an issue instead of a PR."""
 
 
 async def prepare(
@@ -53,6 +65,10 @@ async def prepare(
     fields: dict[str, Any] = {"preparedAt": now.isoformat().replace("+00:00", "Z")}
     if step.plan:
         context["plan"] = step.plan
+    if step.research:
+        context["research"] = True
+    if step.docs is not None:
+        context["docs"] = step.docs.to_wire()
     if step.kind in ("issue_triage", "issue_plan_approve", "pr_create_from_plan") and step.number:
         issue = await forge.get_issue(step.repo, step.number)
         comments = await forge.list_comments(step.repo, step.number)
@@ -158,7 +174,19 @@ async def finish(
         fields["followup"] = followup
         return fields, None
     if step.kind == "issue_triage":
-        return fields, None  # the plan Intent is made by the caller
+        # The plan Intent is made by the caller; a research triage's notes come first on
+        # the issue, then the plan it proposed (each once, by its key).
+        assert step.number is not None
+        if step.notes:
+            await forge.create_comment(step.repo, step.number, step.notes, key=f"{step.uid}:notes")
+        if step.proposal:
+            await forge.create_comment(
+                step.repo, step.number, step.proposal, key=f"{step.uid}:proposal"
+            )
+        return fields, None
+    if step.kind == "pr_create_from_plan" and step.docs is not None and step.lag is not None:
+        fields["issues"] = [await _lag_issue(forge, step, step.docs, step.lag)]
+        return fields, None  # reported, not fixed: nothing is pushed
     if step.sprite is None or step.base_sha is None or step.head_branch is None:
         raise InvalidRequest("no workspace was prepared for this Intent")
     base = step.base_branch or "main"
@@ -202,6 +230,20 @@ async def finish(
         key=f"{step.uid}:fixup:{delivered.sha}",
     )
     return fields, None
+
+
+async def _lag_issue(forge: Forge, step: StepInput, docs: DocsCheck, report: str) -> int:
+    """One open issue per set of docs that lag: opened once, then commented per push."""
+    key = lag_key(list(docs.docs))
+    text = lag_report(report, docs.sha, list(docs.changed))
+    found = await forge.find_issue(step.repo, key, label=LAG_LABEL)
+    if found is not None:
+        await forge.create_comment(step.repo, found.number, text, key=f"{step.uid}:lag")
+        return found.number
+    made = await forge.create_issue(
+        step.repo, lag_title(list(docs.docs)), text, labels=[LAG_LABEL], key=key
+    )
+    return made.number
 
 
 async def read_plan(backend: SpriteBackend, sprite: str, path: str) -> str:

@@ -7,11 +7,13 @@ Mapping (each tested with GitHub's own payload shapes, @octokit/webhooks-example
 |-----------------------------|-----------------------------------|-------------------------------|
 | issues                      | opened (with a triage label)      | an issue_triage Intent        |
 | issues                      | labeled: a triage label           | an issue_triage Intent        |
+| issues                      | opened/labeled: a research label  | a research issue_triage       |
 | issues                      | labeled: the approval label       | approval of the issue's plan  |
 | issue_comment (an issue's)  | created: `/lattice approve|reject`| approval or rejection         |
 | issue_comment (an issue's)  | created: anything else            | the answer a triage waits for |
 | pull_request_review         | submitted: commented, changes_req.| a pr_fixup_from_feedback      |
 | pull_request_review_comment | created                           | the fixup of its review       |
+| push                        | to the base branch, code docs name| a docs update (loop 6)        |
 | ping                        |                                   | nothing (200)                 |
 
 A review is `pull_request_review` (submitted), never `pull_request` or `issue_comment`: the
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -42,6 +45,7 @@ from lattice_operator.forge.builders import (
     plan_name,
     triage_name,
 )
+from lattice_operator.forge.docs import affected, changed_paths, docs_intent, docs_name
 from lattice_operator.forge.events import (
     Comment,
     Delivery,
@@ -52,8 +56,16 @@ from lattice_operator.forge.events import (
 )
 
 SIGNATURE_HEADER = "X-Hub-Signature-256"
+SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 HANDLED_EVENTS = frozenset(
-    {"issues", "issue_comment", "pull_request_review", "pull_request_review_comment", "ping"}
+    {
+        "issues",
+        "issue_comment",
+        "pull_request_review",
+        "pull_request_review_comment",
+        "push",
+        "ping",
+    }
 )
 REVIEW_STATES = frozenset({"commented", "changes_requested"})
 
@@ -112,6 +124,8 @@ def route(
     if full_name.lower() != spec.repo.lower():
         return Outcome("ignore", "other_repository")
     action, login, bot = payload.action, payload.login, payload.by_bot
+    if event == "push":
+        return _push(repository, payload, delivery)
     if event == "issues":
         issue = payload.issue or Issue()
         number = issue.number
@@ -128,10 +142,16 @@ def route(
                 ref=label_ref(spec.repo, number, label, login, issue.updated_at),
                 issue=number,
             )
+        labels = {x.name for x in issue.labels}
+        if spec.research is not None and action in ("opened", "labeled"):
+            # Loop 4: an open question. Same Intent name as a triage: one per issue.
+            asks = set(spec.research.labels)
+            if (label in asks) if action == "labeled" else bool(asks & labels):
+                manifest = triage_intent(repository, issue, delivery, research=True)
+                return Outcome("create", "research", manifest=manifest)
         if spec.triage is None or action not in ("opened", "labeled"):
             return Outcome("ignore", f"issues.{action}")
         wanted = set(spec.triage.labels)
-        labels = {x.name for x in issue.labels}
         if wanted and not (wanted & (labels | {label})):
             return Outcome("ignore", "no_triage_label")
         if action == "labeled" and wanted and label not in wanted:
@@ -189,6 +209,24 @@ def route(
     return Outcome("ignore", "unknown_event")
 
 
+def _push(repository: GitHubRepository, payload: Delivery, delivery: str) -> Outcome:
+    """Loop 6: a push to the base branch changing code the docs rules name."""
+    spec = repository.spec
+    if not spec.docs:
+        return Outcome("ignore", "docs_off")
+    if payload.ref != f"refs/heads/{spec.base_branch}" or payload.deleted:
+        return Outcome("ignore", "other_ref")
+    if not SHA.fullmatch(payload.after):
+        return Outcome("ignore", "no_commit")
+    code, docs = affected(repository, changed_paths(payload.commits))
+    if not code:
+        return Outcome("ignore", "no_docs_affected")
+    name = docs_name(spec.repo, payload.after)
+    metadata = _metadata(repository, name, delivery)
+    manifest = docs_intent(repository, payload.after, code, docs, metadata)
+    return Outcome("create", "docs", manifest=manifest)
+
+
 def label_ref(repo: str, number: int, label: str, login: str, at: str | None) -> str:
     """Where a label approval was given, from the signed payload: the issue, the label, who
     put it and when (the issue's updated_at is the labelling's time). A replay of the same
@@ -211,17 +249,20 @@ def _run(repository: GitHubRepository) -> dict[str, Any]:
     return {"run": agent.to_wire()} if agent is not None else {}
 
 
-def triage_intent(repository: GitHubRepository, issue: Issue, delivery: str) -> dict[str, Any]:
+def triage_intent(
+    repository: GitHubRepository, issue: Issue, delivery: str, *, research: bool = False
+) -> dict[str, Any]:
     spec = repository.spec
     number = issue.number
     author = issue.user.login if issue.user else ""
+    verb = "Research" if research else "Triage"
     return {
         "apiVersion": "lattice.dev/v1alpha1",
         "kind": "Intent",
         "metadata": _metadata(repository, triage_name(spec.repo, number), delivery),
         "spec": {
             "kind": "issue_triage",
-            "summary": f"Triage {spec.repo}#{number}: {issue.title or ''}"[:1024],
+            "summary": f"{verb} {spec.repo}#{number}: {issue.title or ''}"[:1024],
             "proposedBy": {"type": "webhook", "name": f"github:{author}"[:253]},
             "subject": {"type": "issue", "ref": f"{spec.repo}#{number}"},
             "params": {
@@ -231,6 +272,7 @@ def triage_intent(repository: GitHubRepository, issue: Issue, delivery: str) -> 
                     "title": (issue.title or "")[:1024],
                     "body": (issue.body or "")[:65536],
                     "baseBranch": spec.base_branch,
+                    **({"research": True} if research else {}),
                     **_run(repository),
                 }
             },

@@ -6,6 +6,7 @@ time to try again (the Intent shows ForgeUnavailable meanwhile)."""
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any, cast
 
@@ -23,12 +24,13 @@ from lattice_operator.api.v1alpha1.resources import INTENTS
 from lattice_operator.forge.builders import parse_tasks, plan_intent, tasks_plan
 from lattice_operator.forge.context import forge_params
 from lattice_operator.forge.delivery import DeliveryLimits
+from lattice_operator.forge.research import notes_comment, parse_notes, plan_comment
 from lattice_operator.forge.steps import StepInput, finish, prepare, read_plan
 from lattice_operator.handlers._context import OperatorContext
 from lattice_operator.handlers._writes import create_or_exists
 from lattice_operator.lifeloop.classes import RetryClass
 from lattice_operator.metrics import FORGE_STEPS
-from lattice_operator.ports.errors import AdapterError
+from lattice_operator.ports.errors import AdapterError, InvalidRequest
 from lattice_operator.reconcilers.intent_forge import MAX_FORGE_ATTEMPTS, ForgeWork, followup_name
 
 log = logging.getLogger(__name__)
@@ -42,12 +44,14 @@ def step_input(intent: Intent, work: ForgeWork) -> StepInput:
     tasks: tuple[tuple[str, str], ...] = ()
     if isinstance(params, IssueTriageParams | IssuePlanApproveParams):
         number = params.issue_number
+    research = isinstance(params, IssueTriageParams) and params.research
     if isinstance(params, IssuePlanApproveParams | PrCreateFromPlanParams):
         plan = params.plan
     if isinstance(params, IssuePlanApproveParams):
         tasks = tuple((t.title, t.body) for t in params.tasks)
+    docs = None
     if isinstance(params, PrCreateFromPlanParams):
-        number = params.issue_number
+        number, docs = params.issue_number, params.docs
     if isinstance(params, PrFixupFromFeedbackParams):
         number, feedback, review = params.pr_number, params.feedback, params.review_id
     return StepInput(
@@ -65,6 +69,8 @@ def step_input(intent: Intent, work: ForgeWork) -> StepInput:
         review_id=review,
         feedback=feedback,
         tasks=tasks,
+        research=research,
+        docs=docs,
     )
 
 
@@ -88,6 +94,10 @@ async def forge_step(
                 followup = followup_name(intent)
             if intent.spec.kind == "issue_triage" and run is not None:
                 followup = await _plan_from_triage(ctx, intent, run, work)
+                if step.research:
+                    step = await _research_comments(ctx, step, run, followup)
+            if step.docs is not None and run is not None:
+                step = replace(step, lag=await _docs_lag(ctx, step, run))
             limits = DeliveryLimits(
                 max_bytes=access.max_bundle_bytes,
                 max_commits=access.max_commits,
@@ -145,6 +155,34 @@ async def _plan_from_triage(
     collection = resource_path(*INTENTS.gvp, intent.metadata.namespace or "")
     await create_or_exists(ctx.require_kube(), collection, manifest)
     return str(manifest["metadata"]["name"])
+
+
+async def _research_comments(
+    ctx: OperatorContext, step: StepInput, run: Run, followup: str | None
+) -> StepInput:
+    """A research triage's notes (and the plan it proposed) as the comments to post."""
+    artifacts = run.status.events.artifacts
+    notes = next((a for a in artifacts if a.kind == "notes"), None)
+    plan = next((a for a in artifacts if a.kind == "plan"), None)
+    backend = ctx.require_backend()
+    notes_text = proposal = None
+    if notes is not None and notes.ref and step.sprite is not None:
+        text = await read_plan(backend, step.sprite, notes.ref)
+        notes_text = notes_comment(parse_notes(text, notes.ref))
+    if followup and plan is not None and plan.ref and step.sprite is not None:
+        proposal = plan_comment(await read_plan(backend, step.sprite, plan.ref), followup)
+    return replace(step, notes=notes_text, proposal=proposal)
+
+
+async def _docs_lag(ctx: OperatorContext, step: StepInput, run: Run) -> str | None:
+    """The lag a docs agent reported (ARTIFACT kind `docs_lag`, a text file), if any."""
+    artifact = next((a for a in run.status.events.artifacts if a.kind == "docs_lag"), None)
+    if artifact is None or not artifact.ref or step.sprite is None:
+        return None
+    text = await read_plan(ctx.require_backend(), step.sprite, artifact.ref)
+    if not text.strip():
+        raise InvalidRequest(f"the docs_lag artifact {artifact.ref[:200]!r} is empty")
+    return text
 
 
 __all__ = ["forge_step", "step_input"]

@@ -1,7 +1,8 @@
 """The GitHub kinds' execution, decided from the Intent, its Run and its Sprite (pure).
 
 - issue_triage: the agent reads the issue (context file), asks or plans with POST_COMMENT;
-  a plan it declares (ARTIFACT kind `plan`) becomes an issue_plan_approve Intent.
+  a plan it declares (ARTIFACT kind `plan`) becomes an issue_plan_approve Intent. A research
+  triage's notes (ARTIFACT kind `notes`, loop 4) are posted on the issue, then its plan.
 - issue_plan_approve: gated like every Intent (approval from GitHub maps to a Kubernetes
   identity); once approved it starts a pr_create_from_plan Intent and says so on the issue.
 - pr_create_from_plan: the sprite gets a clone (a bundle, no credential), works on its own
@@ -167,11 +168,18 @@ def decide_forge(
         assert run is not None
         if isinstance(params, IssueTriageParams):
             artifacts = run.status.events.artifacts
-            plan = next((a for a in artifacts if a.kind in ("plan", "tasks")), None)
-            if plan is None:
+            # Loop 4's notes are posted on the issue by the finish step, plan or not.
+            declared = next((a for a in artifacts if a.kind in ("plan", "tasks", "notes")), None)
+            if declared is None:
                 return ForgeDecision("done", message="triaged (no plan proposed yet)")
         if isinstance(params, PrCreateFromPlanParams) and _opened_pr(run) is not None:
             return ForgeDecision("done", message=_done_message(intent))
+        if isinstance(params, PrCreateFromPlanParams) and params.docs is not None:
+            # Loop 6: the docs agent found them current (and reported no lag): nothing to
+            # take back, no pull request without commits.
+            kinds = {a.kind for a in run.status.events.artifacts}
+            if "docs_current" in kinds and "docs_lag" not in kinds:
+                return ForgeDecision("done", message="the docs are current: nothing to change")
         return ForgeDecision(
             "work",
             message="taking the sprite's work back",
@@ -219,6 +227,9 @@ def _done_message(intent: Intent) -> str:
         return f"pull request #{forge.pull_request.number}{pushed}: {forge.pull_request.url}"
     if forge.followup:
         return f"started Intent {forge.followup}"
+    params = forge_params(intent)
+    if forge.issues and isinstance(params, PrCreateFromPlanParams) and params.docs is not None:
+        return f"docs lag reported on issue #{forge.issues[0]}"
     if forge.issues:
         return "created issues " + ", ".join(f"#{n}" for n in forge.issues)
     return "done on GitHub"

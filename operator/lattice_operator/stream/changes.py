@@ -26,6 +26,7 @@ class _Seen:
     events: int = 0
     violations: int = 0
     progress: tuple[Any, ...] = ()
+    forge: tuple[Any, ...] = ()
 
 
 class ChangeFeed:
@@ -124,8 +125,9 @@ class ChangeFeed:
         status = body.get("status") or {}
         spec = body.get("spec") or {}
         phase = status.get("phase") or "Proposed"
+        out = self._forge(body, seen, now)
         if phase == seen.phase:
-            return []
+            return out
         classification = status.get("classification") or {}
         proposed = spec.get("proposedBy") or {}
         payload = {
@@ -140,7 +142,7 @@ class ChangeFeed:
             "run": (status.get("runRef") or {}).get("name"),
         }
         seen.phase = phase
-        out = [self._event("intents", body, now, "intent.updated", payload)]
+        out.insert(0, self._event("intents", body, now, "intent.updated", payload))
         if phase in ("Failed", "Rejected") and payload["previousPhase"] is not None:
             out.append(
                 self._event(
@@ -156,6 +158,30 @@ class ChangeFeed:
                 )
             )
         return out
+
+    def _forge(self, body: dict[str, Any], seen: _Seen, now: datetime) -> list[StreamEvent]:
+        """github.updated: what an Intent did on GitHub changed (a branch pushed, a pull
+        request opened, issues created, the forge side finished, or why it waits)."""
+        forge = (body.get("status") or {}).get("forge")
+        if not isinstance(forge, dict):
+            return []
+        pull = forge.get("pullRequest") or {}
+        payload: dict[str, Any] = {
+            "kind": (body.get("spec") or {}).get("kind"),
+            "repo": forge.get("repo"),
+            "pullRequest": {"number": pull.get("number"), "url": pull.get("url")} if pull else None,
+            "issues": list(forge.get("issues") or []),
+            "pushedSha": forge.get("pushedSha"),
+            "followup": forge.get("followup"),
+            "finished": bool(forge.get("finished")),
+            "problem": forge.get("problem"),
+        }
+        # Keyed on what a person sees on GitHub, not on attempts or retry times.
+        key = tuple(str(v) for k, v in sorted(payload.items()) if k != "kind")
+        if key == seen.forge:
+            return []
+        seen.forge = key
+        return [self._event("intents", body, now, "github.updated", payload)]
 
     def _sprite(self, body: dict[str, Any], seen: _Seen, now: datetime) -> list[StreamEvent]:
         status = body.get("status") or {}

@@ -91,6 +91,26 @@ def review_comment(
     return payload
 
 
+def push(
+    repo: str, branch: str, before: str, after: str, paths: list[str], sender: str
+) -> dict[str, Any]:
+    """A push of one commit `after` to `branch` that modified `paths`."""
+    payload = webhook_example("push")
+    _repository(payload, repo)
+    _sender(payload, sender)
+    commit = {**payload["head_commit"], "id": after, "added": [], "removed": [], "modified": paths}
+    payload.update(
+        ref=f"refs/heads/{branch}",
+        before=before,
+        after=after,
+        created=False,
+        deleted=False,
+        commits=[commit],
+        head_commit=commit,
+    )
+    return payload
+
+
 def deliver(
     url: str,
     secret: bytes,

@@ -198,6 +198,21 @@ class GitHubDouble:
             self.repos[full_name] = state
             return state
 
+    def commit_to(self, repo: str, branch: str, files: dict[str, str], message: str) -> str:
+        """A person's commit of `files` on `branch` (a fast-forward push, or a new branch
+        from main); its sha."""
+        work = self.root / "seed" / repo
+        start = branch if self.branch_sha(repo, branch) else "main"
+        git("fetch", "--quiet", str(self.repos[repo].git_dir), start, cwd=work)
+        git("checkout", "--quiet", "-B", branch, "FETCH_HEAD", cwd=work)
+        for name, text in files.items():
+            (work / name).parent.mkdir(parents=True, exist_ok=True)
+            (work / name).write_text(text)
+        git("add", "-A", cwd=work)
+        git("commit", "--quiet", "-m", message, cwd=work)
+        git("push", "--quiet", str(self.repos[repo].git_dir), f"{branch}:{branch}", cwd=work)
+        return git("rev-parse", "HEAD", cwd=work).strip()
+
     def branch_sha(self, repo: str, branch: str) -> str | None:
         try:
             return (

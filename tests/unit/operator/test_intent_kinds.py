@@ -52,14 +52,6 @@ def created(plan: IntentPlan) -> list[tuple[str, str]]:
         ("sprite-task-exec", False, "Executing", "Executing", "Run i-run is Pending", "Run"),
         ("health-remediate", False, "Executing", "Executing", "Run i-run is Pending", "Run"),
         ("sprite-create", False, "Executing", "Executing", "created Sprite repo-work", "Sprite"),
-        (
-            "health-detect",
-            True,
-            "Waiting",
-            "NoForgeConfigured",
-            "recording a health issue needs a forge",
-            None,
-        ),
         ("environment-change", True, "Waiting", "NoEnvironmentManager", NOT_ENABLED, None),
         (
             "fileops",
@@ -104,6 +96,25 @@ def test_what_each_kind_plans_first(
     assert (plan.forge is not None) == (name == "issue-plan-approve" and forge_ready)
     assert plan.fileops is None
     assert plan.remediation is None
+
+
+@pytest.mark.parametrize("forge_ready", [False, True])
+def test_a_health_detect_made_by_hand_without_a_probe_names_what_it_lacks(
+    forge_ready: bool,
+) -> None:
+    # Not NoForgeConfigured: a forge would give it nothing to run, so waiting for one
+    # would wait forever.
+    it = of_sample("intent-health-detect.yaml")
+    assert it.spec.params.health_detect is not None
+    assert it.spec.params.health_detect.probe is None
+    plan = plan_for(it, forge_ready=forge_ready)
+    assert plan.phase == "Failed"
+    status, reason, message = succeeded(plan)
+    assert (status, reason) == ("False", "InvalidSpec")
+    assert message.startswith("params.healthDetect.probe must be set")
+    assert plan.status.result is not None
+    assert plan.status.result.summary == message
+    assert plan.create == []
 
 
 def test_a_health_detect_with_a_probe_runs_it() -> None:

@@ -117,3 +117,57 @@ def test_a_subscriber_starting_late_sees_the_whole_tail_of_a_run() -> None:
     assert "previousPhase" not in first.payload
     live.close()
     late.close()
+
+
+def forge_intent(phase: str, forge: dict[str, Any], uid: str = "intent-uid") -> dict[str, Any]:
+    return {
+        "metadata": {"name": "plan-app-7", "namespace": "ns", "uid": uid},
+        "spec": {"kind": "pr_create_from_plan", "summary": "implement the plan"},
+        "status": {"phase": phase, "runRef": {"name": "plan-app-7-run"}, "forge": forge},
+    }
+
+
+def test_what_an_intent_did_on_github_is_sent_as_github_updated_once_per_change() -> None:
+    feed = ChangeFeed()
+    first = feed.observe(
+        "intents", "ADDED", forge_intent("Executing", {"repo": "example/app"}), NOW
+    )
+    assert [e.type for e in first] == ["intent.updated", "github.updated"]
+    started = first[1]
+    assert started.payload["repo"] == "example/app"
+    assert started.payload["pullRequest"] is None
+    assert started.intent_id == started.trace_id == "intent-uid"
+    assert started.subject is not None
+    assert started.subject.resource == "intents"  # who may get the Intent may see it
+    # A retry's bookkeeping (attempts, retryAt) is not a change on GitHub.
+    retried = forge_intent("Executing", {"repo": "example/app", "attempts": 2})
+    assert feed.observe("intents", "MODIFIED", retried, NOW) == []
+    pr = {"number": 12, "url": "https://github.com/example/app/pull/12"}
+    opened = forge_intent(
+        "Executing", {"repo": "example/app", "pushedSha": "abc", "pullRequest": pr}
+    )
+    [event] = feed.observe("intents", "MODIFIED", opened, NOW)
+    assert event.type == "github.updated"
+    assert event.payload["pullRequest"] == pr
+    assert event.payload["pushedSha"] == "abc"
+    assert event.payload["kind"] == "pr_create_from_plan"
+    assert event.run_id == "plan-app-7-run"
+    assert feed.observe("intents", "MODIFIED", opened, NOW) == []
+    done = forge_intent(
+        "Succeeded",
+        {"repo": "example/app", "pushedSha": "abc", "pullRequest": pr, "finished": True},
+    )
+    out = feed.observe("intents", "MODIFIED", done, NOW)
+    assert [e.type for e in out] == ["intent.updated", "github.updated"]
+    assert out[1].payload["finished"] is True
+    assert '"type":"github.updated"' in out[1].wire()
+
+
+def test_an_intent_that_never_touched_github_sends_no_github_updated() -> None:
+    body: dict[str, Any] = {
+        "metadata": {"name": "i1", "namespace": "ns", "uid": "u1"},
+        "spec": {"kind": "sprite_task_exec"},
+        "status": {"phase": "Executing"},
+    }
+    out = ChangeFeed().observe("intents", "ADDED", body, NOW)
+    assert [e.type for e in out] == ["intent.updated"]

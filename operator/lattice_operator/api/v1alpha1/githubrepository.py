@@ -50,6 +50,24 @@ class TriageRule(ApiModel):
     every opened issue."""
 
 
+class ResearchRule(ApiModel):
+    """Which issues are open questions (loop 4): the agent researches them and its sourced
+    notes are posted on the issue before it proposes a plan."""
+
+    labels: list[Name] = Field(min_length=1, max_length=16, json_schema_extra=LIST_SET)
+    """Issues carrying one of these labels (opened with it, or labelled later)."""
+
+
+class DocsRule(ApiModel):
+    """Code that docs describe (loop 6): a push to the base branch changing a path matched
+    by `code` starts a docs update of the paths matched by `docs`."""
+
+    code: str = Field(min_length=1, max_length=256)
+    """A shell-style pattern over the whole path (`*` crosses `/`), e.g. `operator/*.py`."""
+    docs: str = Field(min_length=1, max_length=256)
+    """The docs that describe it, the same way, e.g. `docs/*.md`."""
+
+
 class ApprovalRule(ApiModel):
     """How a plan is approved from GitHub (`issue_plan_approve`)."""
 
@@ -81,6 +99,12 @@ class GitHubRepositorySpec(ApiModel):
     and command); without one, the Intents created wait with reason NoAgentConfigured."""
     triage: TriageRule | None = Field(default_factory=TriageRule)
     """Issue events that become `issue_triage` Intents (null: none)."""
+    research: ResearchRule | None = None
+    """Issue events that become research `issue_triage` Intents (`params.issueTriage.research`;
+    null: none). A research label wins over the triage rule: one Intent per issue."""
+    docs: list[DocsRule] = Field(default_factory=list, max_length=16)
+    """Documentation upheld (loop 6): pushes to `baseBranch` that touch code these rules
+    name become docs updates (a `pr_create_from_plan` Intent with `docs`)."""
     approval: ApprovalRule = Field(default_factory=ApprovalRule)
     """Plan approval from GitHub."""
     fixups: bool = True

@@ -73,6 +73,10 @@ class IssueTriageParams(ApiModel):
     base_branch: str = Field(default="main", max_length=255, pattern=BRANCH_PATTERN)
     """Branch a plan that comes out of the triage targets (a GitHubRepository sets its
     `baseBranch`)."""
+    research: bool = False
+    """The issue asks open questions (a GitHubRepository's `research` labels set it): the
+    agent is told so (`research` in its context) and the notes it declares (ARTIFACT kind
+    `notes`) are posted on the issue with their sources, then the plan it proposes."""
     run: RunTemplate | None = None
     """The agent that does the work (its Sprite and command); a GitHubRepository's rules
     fill it in. Without it the Intent waits with reason NoAgentConfigured."""
@@ -106,6 +110,22 @@ class IssuePlanApproveParams(ApiModel):
     fill it in. Without it the Intent waits with reason NoAgentConfigured."""
 
 
+Path = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
+Glob = Annotated[str, StringConstraints(min_length=1, max_length=256)]
+
+
+class DocsCheck(ApiModel):
+    """Loop 6, documentation upheld: the push to the default branch whose code the docs
+    describe (a GitHubRepository's `docs` rules matched it)."""
+
+    sha: str = Field(min_length=1, max_length=64)
+    """The commit pushed."""
+    changed: list[Path] = Field(default_factory=list, max_length=100)
+    """The code paths it changed that a rule matched."""
+    docs: list[Glob] = Field(min_length=1, max_length=16)
+    """The docs that describe them (the rules' `docs` globs): one open lag issue per set."""
+
+
 class PrCreateFromPlanParams(ApiModel):
     """Open a pull request implementing a plan."""
 
@@ -121,6 +141,10 @@ class PrCreateFromPlanParams(ApiModel):
     """Sprite to work in."""
     issue_number: int | None = Field(default=None, ge=1)
     """The issue the plan came from (the pull request says it resolves it)."""
+    docs: DocsCheck | None = None
+    """Set for a docs update (loop 6): the agent is told what changed (`docs` in its
+    context); lag it reports (ARTIFACT kind `docs_lag`) opens or comments one issue
+    instead of a pull request."""
     run: RunTemplate | None = None
     """The agent that does the work (its Sprite and command); a GitHubRepository's rules
     fill it in. Without it the Intent waits with reason NoAgentConfigured."""

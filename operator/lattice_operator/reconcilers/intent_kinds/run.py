@@ -108,6 +108,12 @@ def run_result(
     return IntentResult(status=status, summary=(summary or "")[:SUMMARY_CHARS], artifacts=artifacts)
 
 
+HEALTH_DETECT_NEEDS_PROBE = (
+    "params.healthDetect.probe must be set: a health_detect Intent runs its probe as its Run "
+    "(a HealthCheck's firing sets it; one made by hand must give spriteRef and command)"
+)
+
+
 class SpriteTaskExec:
     """sprite_task_exec: run the command of params.spriteTaskExec as the Intent's Run."""
 
@@ -126,8 +132,9 @@ class SpriteTaskExec:
 
 
 class HealthDetect:
-    """health_detect: run the probe (a HealthCheck's firing sets it) as the Intent's Run;
-    without one, recording the health issue waits for a forge."""
+    """health_detect: run the probe (a HealthCheck's firing sets it) as the Intent's Run.
+    One made by hand without a probe has nothing to run: it ends Failed naming the field
+    (a forge would not help it, so it must not wait for one)."""
 
     def sprite(self, intent: Intent) -> str | None:
         return None
@@ -142,12 +149,14 @@ class HealthDetect:
         elif params.probe is not None:
             through_run(step, params.probe)
         else:
-            step.set(
-                "Succeeded",
-                "Unknown",
-                IntentReason.NO_FORGE_CONFIGURED,
-                "recording a health issue needs a forge",
-            )
+            step.fail(IntentReason.INVALID_SPEC, HEALTH_DETECT_NEEDS_PROBE)
 
 
-__all__ = ["FORGE_ACTIONS", "HealthDetect", "SpriteTaskExec", "run_result", "through_run"]
+__all__ = [
+    "FORGE_ACTIONS",
+    "HEALTH_DETECT_NEEDS_PROBE",
+    "HealthDetect",
+    "SpriteTaskExec",
+    "run_result",
+    "through_run",
+]
