@@ -2,7 +2,9 @@
 sprite_create makes a Sprite, forge kinds wait for a forge, forge actions are queued, a
 WAITING shows on the Intent and the Intent's resume reaches its Run; an approved
 fly_machines Intent starts a machine on the local Fly (the operator of this module has a
-Fly token from a Secret and the local Fly's URL in its settings)."""
+Fly token from a Secret and the local Fly's URL in its settings); a SpriteCheckpoint takes a
+backend checkpoint, an approved checkpoint_restore rolls the Sprite back to it (refused while a
+Run holds the Sprite), and deleting the object deletes the backend checkpoint."""
 
 from __future__ import annotations
 
@@ -13,8 +15,10 @@ from typing import Any
 
 import pytest
 
+from lattice_adapters.sprites import SpritesAdapter
 from lattice_operator.builders import INTENT_LABEL
-from tests.support.admission_cases import sample
+from lattice_operator.ports.errors import NotFound
+from tests.support.admission_cases import build, sample
 from tests.support.agents import agent
 from tests.support.cluster import Cluster, wait_for
 from tests.support.e2e_intents import (
@@ -203,3 +207,101 @@ def test_an_approved_fly_machines_intent_starts_the_machine(
 
     event = wait_for(done_event, timeout=30, what="the Intent's FlyActionDone event")
     assert f"started machine {machine} of Fly app preview-app" in event["message"]
+
+
+def _restore_doc(name: str, checkpoint: str) -> dict[str, Any]:
+    doc = sample("intent-checkpoint-restore.yaml")
+    doc["metadata"] = {"name": name}
+    doc["spec"]["params"]["checkpointRestore"] = {"sprite": "box", "checkpoint": checkpoint}
+    return doc
+
+
+def _approve(stack: Stack, namespace: str, name: str) -> None:
+    stack.wait_phase(namespace, "intents", name, {"AwaitingApproval"})
+    approved = kubectl_as(
+        stack, "alice", "annotate", "intent", name, "-n", namespace, approval_request("approve")
+    )
+    assert approved.returncode == 0, approved.stderr
+
+
+async def test_checkpoints_taken_restored_through_an_intent_and_deleted(
+    stack: Stack, namespace: str
+) -> None:
+    setup_namespace(stack, namespace)  # Sprite box; no rule allows a restore
+    bind_role(stack, namespace, "alice", APPROVER_ROLE)
+    box = stack.get(namespace, "sprites", "box")["status"]["spriteName"]
+    async with SpritesAdapter(stack.sprites.credentials) as backend:
+        await backend.write_file(box, "/workspace/kept", b"v1")
+
+    # Taken through the object: Ready with the backend id, and listed in the Sprite's status.
+    stack.apply(namespace, build("spritecheckpoint.yaml", "before", {"spec.spriteRef.name": "box"}))
+    before = stack.wait_phase(namespace, "spritecheckpoints", "before", {"Ready", "Failed"})
+    assert before["status"]["phase"] == "Ready", before["status"]
+    taken = before["status"]["checkpointId"]
+
+    def listed() -> dict[str, Any] | None:
+        entries = stack.get(namespace, "sprites", "box")["status"].get("checkpoints") or []
+        return next((e for e in entries if e["id"] == taken), None)
+
+    entry = wait_for(listed, timeout=30, what="the checkpoint in the Sprite's status")
+    assert (entry["object"], entry["comment"]) == ("before", "before the refactor")
+    async with SpritesAdapter(stack.sprites.credentials) as backend:
+        await backend.write_file(box, "/workspace/later", b"after the checkpoint")
+
+    # Refused while a Run holds the Sprite.
+    run = build("run.yaml", "holder", {"spec.spriteRef.name": "box"})
+    run["spec"]["command"] = ["sleep", "120"]
+    stack.apply(namespace, run)
+    stack.wait_phase(namespace, "runs", "holder", {"Running"})
+    stack.apply(namespace, _restore_doc("held", "before"))
+    _approve(stack, namespace, "held")
+    refused = stack.wait_phase(namespace, "intents", "held", {"Succeeded", "Failed"})
+    assert refused["status"]["phase"] == "Failed", refused["status"]
+    assert _condition(refused, "Succeeded")["reason"] == "SpriteHeld"
+    assert "Run holder holds Sprite box" in refused["status"]["result"]["summary"]
+    stack.cluster.kubectl(
+        "patch",
+        "run",
+        "holder",
+        "-n",
+        namespace,
+        "--type",
+        "merge",
+        "-p",
+        json.dumps({"spec": {"cancel": True}}),
+    )
+    stack.wait_phase(namespace, "runs", "holder", {"Canceled", "Failed", "Succeeded"})
+    async with SpritesAdapter(stack.sprites.credentials) as backend:
+        assert await backend.read_file(box, "/workspace/later") == b"after the checkpoint"
+
+    # Restored once approved: the file written after the checkpoint is gone.
+    stack.apply(namespace, _restore_doc("restore", "before"))
+    _approve(stack, namespace, "restore")
+    done = stack.wait_phase(namespace, "intents", "restore", {"Succeeded", "Failed"})
+    status = done["status"]
+    assert status["phase"] == "Succeeded", json.dumps(status)
+    assert _condition(done, "Succeeded")["reason"] == "Restored"
+    assert status["result"]["summary"] == (
+        f"restored {box} to checkpoint {taken} (SpriteCheckpoint before)"
+    )
+    trail = [(e["to"], e["actor"]) for e in status["auditLog"]]
+    assert trail[-3:] == [
+        ("Approved", "alice"),
+        ("Executing", "lattice-operator"),
+        ("Succeeded", "lattice-operator"),
+    ]
+    async with SpritesAdapter(stack.sprites.credentials) as backend:
+        assert await backend.read_file(box, "/workspace/kept") == b"v1"
+        with pytest.raises(NotFound):
+            await backend.read_file(box, "/workspace/later")
+
+    # Deleting the object deletes its backend checkpoint (another one is current now: the
+    # backend never deletes the checkpoint the sprite is on).
+    stack.apply(namespace, build("spritecheckpoint.yaml", "after", {"spec.spriteRef.name": "box"}))
+    after = stack.wait_phase(namespace, "spritecheckpoints", "after", {"Ready", "Failed"})
+    assert after["status"]["phase"] == "Ready", after["status"]
+    stack.cluster.kubectl("delete", "spritecheckpoint", "before", "-n", namespace)
+    async with SpritesAdapter(stack.sprites.credentials) as backend:
+        ids = [c.id for c in await backend.list_checkpoints(box)]
+    assert taken not in ids
+    assert after["status"]["checkpointId"] in ids

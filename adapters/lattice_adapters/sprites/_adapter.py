@@ -540,6 +540,16 @@ class SpritesAdapter:
         # Restoring the same checkpoint twice converges on the same files.
         await self._call(what, op, idempotent=True)
 
+    async def delete_checkpoint(self, name: str, checkpoint_id: str) -> None:
+        # The CLI deletes checkpoints; the SDKs have no call for it: the REST form it uses.
+        async def op() -> None:
+            await self._http.delete(
+                self._url(self._sprite_path(name, "checkpoints", checkpoint_id)),
+                headers=self._auth(),
+            )
+
+        await self._call(f"delete checkpoint {checkpoint_id!r} of {name!r}", op, idempotent=True)
+
     # -- services -------------------------------------------------------------------------
     async def list_services(self, name: str) -> list[ServiceInfo]:
         async def op() -> list[ServiceInfo]:
