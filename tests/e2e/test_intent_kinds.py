@@ -29,7 +29,9 @@ from tests.support.e2e_intents import (
     kubectl_as,
     setup_namespace,
 )
+from tests.support.e2e_runs import lattice
 from tests.support.fly.server import FlyDouble, fly_double
+from tests.support.mcp_client import call, lattice_mcp
 from tests.support.sprites_server import LocalSprites
 from tests.support.stack import Stack, operator_stack
 
@@ -209,13 +211,6 @@ def test_an_approved_fly_machines_intent_starts_the_machine(
     assert f"started machine {machine} of Fly app preview-app" in event["message"]
 
 
-def _restore_doc(name: str, checkpoint: str) -> dict[str, Any]:
-    doc = sample("intent-checkpoint-restore.yaml")
-    doc["metadata"] = {"name": name}
-    doc["spec"]["params"]["checkpointRestore"] = {"sprite": "box", "checkpoint": checkpoint}
-    return doc
-
-
 def _approve(stack: Stack, namespace: str, name: str) -> None:
     stack.wait_phase(namespace, "intents", name, {"AwaitingApproval"})
     approved = kubectl_as(
@@ -227,14 +222,18 @@ def _approve(stack: Stack, namespace: str, name: str) -> None:
 async def test_checkpoints_taken_restored_through_an_intent_and_deleted(
     stack: Stack, namespace: str
 ) -> None:
+    """Through both doors: `lattice checkpoints` and the MCP cluster tools."""
     setup_namespace(stack, namespace)  # Sprite box; no rule allows a restore
     bind_role(stack, namespace, "alice", APPROVER_ROLE)
     box = stack.get(namespace, "sprites", "box")["status"]["spriteName"]
     async with SpritesAdapter(stack.sprites.credentials) as backend:
         await backend.write_file(box, "/workspace/kept", b"v1")
+    env = {"KUBECONFIG": str(stack.cluster.kubeconfig)}
 
     # Taken through the object: Ready with the backend id, and listed in the Sprite's status.
-    stack.apply(namespace, build("spritecheckpoint.yaml", "before", {"spec.spriteRef.name": "box"}))
+    took = lattice(stack, "checkpoints", "take", "box", "-m", "before the refactor",
+                   "--name", "before", "-n", namespace)  # fmt: skip
+    assert took.stdout.strip() == "spritecheckpoint/before created"
     before = stack.wait_phase(namespace, "spritecheckpoints", "before", {"Ready", "Failed"})
     assert before["status"]["phase"] == "Ready", before["status"]
     taken = before["status"]["checkpointId"]
@@ -245,6 +244,16 @@ async def test_checkpoints_taken_restored_through_an_intent_and_deleted(
 
     entry = wait_for(listed, timeout=30, what="the checkpoint in the Sprite's status")
     assert (entry["object"], entry["comment"]) == ("before", "before the refactor")
+    async with lattice_mcp("--cluster", env=env) as session:
+        shown = await call(session, "lattice_cluster_checkpoints_list", sprite="box",
+                           namespace=namespace)  # fmt: skip
+    assert shown["checkpoints"][0]["id"] == taken  # newest first
+    assert [(o["name"], o["phase"], o["checkpoint_id"]) for o in shown["objects"]] == [
+        ("before", "Ready", taken)
+    ]
+    printed = lattice(stack, "checkpoints", "list", "box", "-n", namespace).stdout
+    assert f"{taken} " in printed, printed
+    assert "before the refactor" in printed, printed
     async with SpritesAdapter(stack.sprites.credentials) as backend:
         await backend.write_file(box, "/workspace/later", b"after the checkpoint")
 
@@ -253,29 +262,26 @@ async def test_checkpoints_taken_restored_through_an_intent_and_deleted(
     run["spec"]["command"] = ["sleep", "120"]
     stack.apply(namespace, run)
     stack.wait_phase(namespace, "runs", "holder", {"Running"})
-    stack.apply(namespace, _restore_doc("held", "before"))
+    async with lattice_mcp("--cluster", env=env) as session:
+        proposed = await call(session, "lattice_cluster_checkpoint_propose_restore",
+                              sprite="box", checkpoint="before", name="held",
+                              namespace=namespace)  # fmt: skip
+    assert proposed["name"] == "held", proposed
     _approve(stack, namespace, "held")
     refused = stack.wait_phase(namespace, "intents", "held", {"Succeeded", "Failed"})
     assert refused["status"]["phase"] == "Failed", refused["status"]
     assert _condition(refused, "Succeeded")["reason"] == "SpriteHeld"
     assert "Run holder holds Sprite box" in refused["status"]["result"]["summary"]
+    cancel = json.dumps({"spec": {"cancel": True}})
     stack.cluster.kubectl(
-        "patch",
-        "run",
-        "holder",
-        "-n",
-        namespace,
-        "--type",
-        "merge",
-        "-p",
-        json.dumps({"spec": {"cancel": True}}),
+        "patch", "run", "holder", "-n", namespace, "--type", "merge", "-p", cancel
     )
     stack.wait_phase(namespace, "runs", "holder", {"Canceled", "Failed", "Succeeded"})
     async with SpritesAdapter(stack.sprites.credentials) as backend:
         assert await backend.read_file(box, "/workspace/later") == b"after the checkpoint"
 
     # Restored once approved: the file written after the checkpoint is gone.
-    stack.apply(namespace, _restore_doc("restore", "before"))
+    lattice(stack, "checkpoints", "restore", "box", "before", "--name", "restore", "-n", namespace)
     _approve(stack, namespace, "restore")
     done = stack.wait_phase(namespace, "intents", "restore", {"Succeeded", "Failed"})
     status = done["status"]
@@ -297,7 +303,9 @@ async def test_checkpoints_taken_restored_through_an_intent_and_deleted(
 
     # Deleting the object deletes its backend checkpoint (another one is current now: the
     # backend never deletes the checkpoint the sprite is on).
-    stack.apply(namespace, build("spritecheckpoint.yaml", "after", {"spec.spriteRef.name": "box"}))
+    async with lattice_mcp("--cluster", env=env) as session:
+        await call(session, "lattice_cluster_checkpoint_take", sprite="box", name="after",
+                   namespace=namespace)  # fmt: skip
     after = stack.wait_phase(namespace, "spritecheckpoints", "after", {"Ready", "Failed"})
     assert after["status"]["phase"] == "Ready", after["status"]
     stack.cluster.kubectl("delete", "spritecheckpoint", "before", "-n", namespace)
