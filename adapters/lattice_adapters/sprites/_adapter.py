@@ -541,7 +541,8 @@ class SpritesAdapter:
         await self._call(what, op, idempotent=True)
 
     async def delete_checkpoint(self, name: str, checkpoint_id: str) -> None:
-        # The CLI deletes checkpoints; the SDKs have no call for it: the REST form it uses.
+        # The CLI deletes checkpoints, but neither the SDKs nor the API reference have a call
+        # for it: the REST form of the other checkpoint paths (unverified against the real API).
         async def op() -> None:
             await self._http.delete(
                 self._url(self._sprite_path(name, "checkpoints", checkpoint_id)),
