@@ -296,6 +296,22 @@ async def test_checkpoints_taken_restored_through_an_intent_and_deleted(
         ("Executing", "lattice-operator"),
         ("Succeeded", "lattice-operator"),
     ]
+
+    def restored_event() -> dict[str, Any] | None:
+        events = json.loads(
+            stack.cluster.kubectl("-n", namespace, "get", "events", "-o", "json").stdout
+        )["items"]
+        return next(
+            (
+                e
+                for e in events
+                if e["reason"] == "CheckpointRestored" and e["involvedObject"]["name"] == "restore"
+            ),
+            None,
+        )
+
+    event = wait_for(restored_event, timeout=30, what="the Intent's CheckpointRestored event")
+    assert event["message"] == f"{status['result']['summary']}; approved by alice"
     async with SpritesAdapter(stack.sprites.credentials) as backend:
         assert await backend.read_file(box, "/workspace/kept") == b"v1"
         with pytest.raises(NotFound):

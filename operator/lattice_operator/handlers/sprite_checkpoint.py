@@ -4,6 +4,7 @@ status list of the newest checkpoints."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
 
@@ -103,6 +104,11 @@ async def delete_checkpoint(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     if ctx.backend is None:
         raise kopf.TemporaryError(ctx.backend_problem, delay=RETRY)
     checkpoint_id = checkpoint.status.checkpoint_id or ""
+    if checkpoint.status.phase != "Deleting":
+        message = f"deleting checkpoint {checkpoint_id} of {checkpoint.status.sprite_name}"
+        deleting = with_phase(checkpoint, "Deleting", "Deleting", message, ctx.clock.now())
+        with contextlib.suppress(KubeApiError):  # gone already: nothing to say
+            await _write(ctx, checkpoint, deleting.to_patch())
     try:
         await ctx.backend.delete_checkpoint(checkpoint.status.sprite_name, checkpoint_id)
     except NotFound:

@@ -134,6 +134,9 @@ def test_the_recorded_outcome_ends_it_with_who_approved_and_what_was_restored() 
     assert done.phase == "Succeeded"
     assert done.restore is None
     assert succeeded(done) == ("True", "Restored", "restored ns-sample to checkpoint v3")
+    assert [(n.reason, n.message, n.warning) for n in done.notices] == [
+        ("CheckpointRestored", "restored ns-sample to checkpoint v3; approved by alice", False)
+    ]
     trail = [(e.to_phase, e.actor, e.reason) for e in done.status.audit_log]
     assert trail[2:] == [
         ("Approved", "alice", "approved by alice"),
@@ -148,6 +151,7 @@ def test_the_recorded_outcome_ends_it_with_who_approved_and_what_was_restored() 
     failed = run_pass(it, approvals=[approved_by(it, "alice")], sprite=ready_sprite())
     assert failed.phase == "Failed"
     assert succeeded(failed)[1] == "RestoreFailed"
+    assert [(n.reason, n.warning) for n in failed.notices] == [("CheckpointRestoreFailed", True)]
 
 
 def test_a_restore_left_unrecorded_is_planned_again() -> None:

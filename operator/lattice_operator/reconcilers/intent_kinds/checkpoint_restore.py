@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from lattice_operator.api.v1alpha1 import Intent, LocalObjectReference, find_condition
 from lattice_operator.ports.cluster import ForgeGrant
-from lattice_operator.reconcilers.intent_pass import IntentPass, RestoreWork
+from lattice_operator.reconcilers.intent_pass import IntentPass, Notice, RestoreWork
 from lattice_operator.reconcilers.intent_reasons import IntentReason
+
+RESTORED_EVENT = "CheckpointRestored"
+RESTORE_FAILED_EVENT = "CheckpointRestoreFailed"
 
 
 def restore_sprite(intent: Intent) -> str | None:
@@ -37,10 +40,17 @@ class CheckpointRestore:
         what = params.checkpoint_id or f"SpriteCheckpoint {params.checkpoint}"
         result = step.status.result
         if result is not None:
+            # An Event on the Intent says what was restored, approved by whom.
+            approvers = sorted({a.user for a in step.status.approvals if a.decision == "approve"})
+            who = f"; approved by {', '.join(approvers)}" if approvers else ""
             if result.status == "success":
                 step.set("Succeeded", "True", IntentReason.RESTORED, result.summary)
+                step.plan.notices.append(Notice(RESTORED_EVENT, f"{result.summary}{who}"))
             else:
                 step.set("Succeeded", "False", IntentReason.RESTORE_FAILED, result.summary)
+                step.plan.notices.append(
+                    Notice(RESTORE_FAILED_EVENT, f"{result.summary}{who}", warning=True)
+                )
             return
         # Planned again on each pass until its outcome is recorded (an operator that stopped
         # between Executing and the restore does it then): restoring twice is the same.
@@ -74,4 +84,4 @@ class CheckpointRestore:
         )
 
 
-__all__ = ["CheckpointRestore", "restore_sprite"]
+__all__ = ["RESTORED_EVENT", "RESTORE_FAILED_EVENT", "CheckpointRestore", "restore_sprite"]
