@@ -329,3 +329,19 @@ async def test_checkpoints_taken_restored_through_an_intent_and_deleted(
         ids = [c.id for c in await backend.list_checkpoints(box)]
     assert taken not in ids
     assert after["status"]["checkpointId"] in ids
+
+    # The Sprite's retention: keeping the newest one prunes "after" (object and checkpoint).
+    patch = json.dumps({"spec": {"checkpoints": {"retention": 1}}})
+    stack.cluster.kubectl("patch", "sprite", "box", "-n", namespace, "--type", "merge", "-p", patch)
+    lattice(stack, "checkpoints", "take", "box", "--name", "third", "-n", namespace)
+    third = stack.wait_phase(namespace, "spritecheckpoints", "third", {"Ready", "Failed"})
+    assert third["status"]["phase"] == "Ready", third["status"]
+    wait_for(
+        lambda: stack.find(namespace, "spritecheckpoints", "after") is None,
+        timeout=30,
+        what="SpriteCheckpoint after pruned",
+    )
+    async with SpritesAdapter(stack.sprites.credentials) as backend:
+        ids = [c.id for c in await backend.list_checkpoints(box)]
+    assert after["status"]["checkpointId"] not in ids
+    assert third["status"]["checkpointId"] in ids

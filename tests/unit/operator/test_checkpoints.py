@@ -283,3 +283,12 @@ def test_the_sprite_lists_its_newest_checkpoints_with_their_objects() -> None:
     assert [e.id for e in entries[:3]] == ["v12", "v11", "v10"]
     assert (entries[0].object, entries[0].comment) == ("mine", "before the refactor")
     assert entries[1].object is None  # a Run's or the backend's own: listed too
+
+
+def test_a_sprite_status_patch_never_carries_the_checkpoint_list() -> None:
+    """The Sprite handlers and the fleet observer write whole statuses computed from their
+    view of the object: without this, an older view would put an older list back."""
+    sprite = ready_sprite()
+    sprite.status.checkpoints = sprite_entries([CheckpointInfo(id="v1", create_time=NOW)], [])
+    assert "checkpoints" not in sprite.status.to_patch()
+    assert sprite.status.to_wire()["checkpoints"][0]["id"] == "v1"

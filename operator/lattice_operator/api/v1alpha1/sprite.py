@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, StringConstraints, model_validator
 
@@ -246,6 +246,13 @@ class SpriteStatus(ApiModel):
         default_factory=list, max_length=CHECKPOINTS_SHOWN
     )
     """The newest backend checkpoints (at most 10), newest first."""
+
+    def to_patch(self) -> dict[str, Any]:
+        """As ApiModel's, without `checkpoints`: the SpriteCheckpoint handler is its one
+        writer, so a whole status computed from an older view never puts an old list back."""
+        patch = super().to_patch()
+        patch.pop("checkpoints", None)
+        return patch
 
 
 class Sprite(ApiModel):
