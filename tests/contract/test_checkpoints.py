@@ -40,3 +40,20 @@ async def test_restore_terminates_running_sessions(driver: Driver, sprite: str) 
     assert session_id in [str(s["id"]) for s in await driver.list_sessions(sprite)]
     await driver.restore(sprite, checkpoint_id)
     assert session_id not in [str(s["id"]) for s in await driver.list_sessions(sprite)]
+
+
+async def test_checkpoint_delete(driver: Driver, sprite: str, target: Target) -> None:
+    kept = f"{target.scratch}/kept.txt"
+    await driver.write(sprite, kept, b"old")
+    old = await driver.checkpoint(sprite, "old")
+    await driver.write(sprite, kept, b"new")
+    new = await driver.checkpoint(sprite, "new")
+
+    await driver.delete_checkpoint(sprite, old)
+
+    assert old not in await driver.list_checkpoints(sprite)
+    with pytest.raises(driver.errors.not_found):
+        await driver.delete_checkpoint(sprite, old)
+    await driver.write(sprite, kept, b"newer")
+    await driver.restore(sprite, new)  # the other one is whole
+    assert await driver.read(sprite, kept) == b"new"

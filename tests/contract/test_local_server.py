@@ -371,3 +371,20 @@ async def test_restart_keeps_sprites_and_files_and_never_reuses_session_ids(
             session = await adapter.exec("keeper", ["true"])
             await session.wait()
             assert int(session.session_id) > first_id
+
+
+async def test_the_checkpoint_the_files_are_on_is_not_deleted(target: Target, sprite: str) -> None:
+    """The backend keeps the checkpoint last taken or restored: the adapter's Conflict, which
+    lets a SpriteCheckpoint go without its backend checkpoint instead of holding it for ever."""
+    async with SpritesAdapter(target.credentials) as adapter:
+        older = await adapter.create_checkpoint(sprite, "older")
+        newer = await adapter.create_checkpoint(sprite, "newer")
+        with pytest.raises(errors.Conflict):
+            await adapter.delete_checkpoint(sprite, newer.id)
+        await adapter.restore_checkpoint(sprite, older.id)
+        with pytest.raises(errors.Conflict):
+            await adapter.delete_checkpoint(sprite, older.id)
+        await adapter.delete_checkpoint(sprite, newer.id)  # no longer the one it is on
+        assert newer.id not in [c.id for c in await adapter.list_checkpoints(sprite)]
+        with pytest.raises(errors.NotFound):
+            await adapter.delete_checkpoint(sprite, newer.id)

@@ -2,7 +2,9 @@
 sprite_create makes a Sprite, forge kinds wait for a forge, forge actions are queued, a
 WAITING shows on the Intent and the Intent's resume reaches its Run; an approved
 fly_machines Intent starts a machine on the local Fly (the operator of this module has a
-Fly token from a Secret and the local Fly's URL in its settings)."""
+Fly token from a Secret and the local Fly's URL in its settings); a SpriteCheckpoint takes a
+backend checkpoint, an approved checkpoint_restore rolls the Sprite back to it (refused while a
+Run holds the Sprite), and deleting the object deletes the backend checkpoint."""
 
 from __future__ import annotations
 
@@ -13,8 +15,10 @@ from typing import Any
 
 import pytest
 
+from lattice_adapters.sprites import SpritesAdapter
 from lattice_operator.builders import INTENT_LABEL
-from tests.support.admission_cases import sample
+from lattice_operator.ports.errors import NotFound
+from tests.support.admission_cases import build, sample
 from tests.support.agents import agent
 from tests.support.cluster import Cluster, wait_for
 from tests.support.e2e_intents import (
@@ -25,7 +29,9 @@ from tests.support.e2e_intents import (
     kubectl_as,
     setup_namespace,
 )
+from tests.support.e2e_runs import lattice
 from tests.support.fly.server import FlyDouble, fly_double
+from tests.support.mcp_client import call, lattice_mcp
 from tests.support.sprites_server import LocalSprites
 from tests.support.stack import Stack, operator_stack
 
@@ -203,3 +209,139 @@ def test_an_approved_fly_machines_intent_starts_the_machine(
 
     event = wait_for(done_event, timeout=30, what="the Intent's FlyActionDone event")
     assert f"started machine {machine} of Fly app preview-app" in event["message"]
+
+
+def _approve(stack: Stack, namespace: str, name: str) -> None:
+    stack.wait_phase(namespace, "intents", name, {"AwaitingApproval"})
+    approved = kubectl_as(
+        stack, "alice", "annotate", "intent", name, "-n", namespace, approval_request("approve")
+    )
+    assert approved.returncode == 0, approved.stderr
+
+
+async def test_checkpoints_taken_restored_through_an_intent_and_deleted(
+    stack: Stack, namespace: str
+) -> None:
+    """Through both doors: `lattice checkpoints` and the MCP cluster tools."""
+    setup_namespace(stack, namespace)  # Sprite box; no rule allows a restore
+    bind_role(stack, namespace, "alice", APPROVER_ROLE)
+    box = stack.get(namespace, "sprites", "box")["status"]["spriteName"]
+    async with SpritesAdapter(stack.sprites.credentials) as backend:
+        await backend.write_file(box, "/workspace/kept", b"v1")
+    env = {"KUBECONFIG": str(stack.cluster.kubeconfig)}
+
+    # Taken through the object: Ready with the backend id, and listed in the Sprite's status.
+    took = lattice(stack, "checkpoints", "take", "box", "-m", "before the refactor",
+                   "--name", "before", "-n", namespace)  # fmt: skip
+    assert took.stdout.strip() == "spritecheckpoint/before created"
+    before = stack.wait_phase(namespace, "spritecheckpoints", "before", {"Ready", "Failed"})
+    assert before["status"]["phase"] == "Ready", before["status"]
+    taken = before["status"]["checkpointId"]
+
+    def listed() -> dict[str, Any] | None:
+        entries = stack.get(namespace, "sprites", "box")["status"].get("checkpoints") or []
+        return next((e for e in entries if e["id"] == taken), None)
+
+    entry = wait_for(listed, timeout=30, what="the checkpoint in the Sprite's status")
+    assert (entry["object"], entry["comment"]) == ("before", "before the refactor")
+    async with lattice_mcp("--cluster", env=env) as session:
+        shown = await call(session, "lattice_cluster_checkpoints_list", sprite="box",
+                           namespace=namespace)  # fmt: skip
+    assert shown["checkpoints"][0]["id"] == taken  # newest first
+    assert [(o["name"], o["phase"], o["checkpoint_id"]) for o in shown["objects"]] == [
+        ("before", "Ready", taken)
+    ]
+    printed = lattice(stack, "checkpoints", "list", "box", "-n", namespace).stdout
+    assert f"{taken} " in printed, printed
+    assert "before the refactor" in printed, printed
+    async with SpritesAdapter(stack.sprites.credentials) as backend:
+        await backend.write_file(box, "/workspace/later", b"after the checkpoint")
+
+    # Refused while a Run holds the Sprite.
+    run = build("run.yaml", "holder", {"spec.spriteRef.name": "box"})
+    run["spec"]["command"] = ["sleep", "120"]
+    stack.apply(namespace, run)
+    stack.wait_phase(namespace, "runs", "holder", {"Running"})
+    async with lattice_mcp("--cluster", env=env) as session:
+        proposed = await call(session, "lattice_cluster_checkpoint_propose_restore",
+                              sprite="box", checkpoint="before", name="held",
+                              namespace=namespace)  # fmt: skip
+    assert proposed["name"] == "held", proposed
+    _approve(stack, namespace, "held")
+    refused = stack.wait_phase(namespace, "intents", "held", {"Succeeded", "Failed"})
+    assert refused["status"]["phase"] == "Failed", refused["status"]
+    assert _condition(refused, "Succeeded")["reason"] == "SpriteHeld"
+    assert "Run holder holds Sprite box" in refused["status"]["result"]["summary"]
+    cancel = json.dumps({"spec": {"cancel": True}})
+    stack.cluster.kubectl(
+        "patch", "run", "holder", "-n", namespace, "--type", "merge", "-p", cancel
+    )
+    stack.wait_phase(namespace, "runs", "holder", {"Canceled", "Failed", "Succeeded"})
+    async with SpritesAdapter(stack.sprites.credentials) as backend:
+        assert await backend.read_file(box, "/workspace/later") == b"after the checkpoint"
+
+    # Restored once approved: the file written after the checkpoint is gone.
+    lattice(stack, "checkpoints", "restore", "box", "before", "--name", "restore", "-n", namespace)
+    _approve(stack, namespace, "restore")
+    done = stack.wait_phase(namespace, "intents", "restore", {"Succeeded", "Failed"})
+    status = done["status"]
+    assert status["phase"] == "Succeeded", json.dumps(status)
+    assert _condition(done, "Succeeded")["reason"] == "Restored"
+    assert status["result"]["summary"] == (
+        f"restored {box} to checkpoint {taken} (SpriteCheckpoint before)"
+    )
+    trail = [(e["to"], e["actor"]) for e in status["auditLog"]]
+    assert trail[-3:] == [
+        ("Approved", "alice"),
+        ("Executing", "lattice-operator"),
+        ("Succeeded", "lattice-operator"),
+    ]
+
+    def restored_event() -> dict[str, Any] | None:
+        events = json.loads(
+            stack.cluster.kubectl("-n", namespace, "get", "events", "-o", "json").stdout
+        )["items"]
+        return next(
+            (
+                e
+                for e in events
+                if e["reason"] == "CheckpointRestored" and e["involvedObject"]["name"] == "restore"
+            ),
+            None,
+        )
+
+    event = wait_for(restored_event, timeout=30, what="the Intent's CheckpointRestored event")
+    assert event["message"] == f"{status['result']['summary']}; approved by alice"
+    async with SpritesAdapter(stack.sprites.credentials) as backend:
+        assert await backend.read_file(box, "/workspace/kept") == b"v1"
+        with pytest.raises(NotFound):
+            await backend.read_file(box, "/workspace/later")
+
+    # Deleting the object deletes its backend checkpoint (another one is current now: the
+    # backend never deletes the checkpoint the sprite is on).
+    async with lattice_mcp("--cluster", env=env) as session:
+        await call(session, "lattice_cluster_checkpoint_take", sprite="box", name="after",
+                   namespace=namespace)  # fmt: skip
+    after = stack.wait_phase(namespace, "spritecheckpoints", "after", {"Ready", "Failed"})
+    assert after["status"]["phase"] == "Ready", after["status"]
+    stack.cluster.kubectl("delete", "spritecheckpoint", "before", "-n", namespace)
+    async with SpritesAdapter(stack.sprites.credentials) as backend:
+        ids = [c.id for c in await backend.list_checkpoints(box)]
+    assert taken not in ids
+    assert after["status"]["checkpointId"] in ids
+
+    # The Sprite's retention: keeping the newest one prunes "after" (object and checkpoint).
+    patch = json.dumps({"spec": {"checkpoints": {"retention": 1}}})
+    stack.cluster.kubectl("patch", "sprite", "box", "-n", namespace, "--type", "merge", "-p", patch)
+    lattice(stack, "checkpoints", "take", "box", "--name", "third", "-n", namespace)
+    third = stack.wait_phase(namespace, "spritecheckpoints", "third", {"Ready", "Failed"})
+    assert third["status"]["phase"] == "Ready", third["status"]
+    wait_for(
+        lambda: stack.find(namespace, "spritecheckpoints", "after") is None,
+        timeout=30,
+        what="SpriteCheckpoint after pruned",
+    )
+    async with SpritesAdapter(stack.sprites.credentials) as backend:
+        ids = [c.id for c in await backend.list_checkpoints(box)]
+    assert after["status"]["checkpointId"] not in ids
+    assert third["status"]["checkpointId"] in ids

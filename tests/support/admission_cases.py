@@ -22,6 +22,7 @@ PLURALS = {
     "IntentPolicy": "intentpolicies",
     "HealthCheck": "healthchecks",
     "GitHubRepository": "githubrepositories",
+    "SpriteCheckpoint": "spritecheckpoints",
 }
 
 
@@ -292,6 +293,51 @@ CREATE_CASES: tuple[Case, ...] = (
         "should match",
     ),
     Case(
+        "intent-restore-both-checkpoints",
+        "intent-checkpoint-restore.yaml",
+        {"spec.params.checkpointRestore.checkpointId": "v1"},
+        "spec.params.checkpointRestore",
+        "exactly one of checkpointId or checkpoint must be set",
+    ),
+    Case(
+        "intent-restore-bad-checkpoint-id",
+        "intent-checkpoint-restore.yaml",
+        {
+            "spec.params.checkpointRestore.checkpoint": DELETE,
+            "spec.params.checkpointRestore.checkpointId": "-v1",
+        },
+        "spec.params.checkpointRestore.checkpointId",
+        "should match",
+    ),
+    Case(
+        "spritecheckpoint-sprite-required",
+        "spritecheckpoint.yaml",
+        {"spec.spriteRef": DELETE},
+        "spec.spriteRef",
+        "Required value",
+    ),
+    Case(
+        "spritecheckpoint-deletion-policy",
+        "spritecheckpoint.yaml",
+        {"spec.deletionPolicy": "Keep"},
+        "spec.deletionPolicy",
+        "Unsupported value",
+    ),
+    Case(
+        "spritecheckpoint-comment-too-long",
+        "spritecheckpoint.yaml",
+        {"spec.comment": "c" * 1025},
+        "spec.comment",
+        "Too long",
+    ),
+    Case(
+        "sprite-checkpoint-retention-range",
+        "sprite.yaml",
+        {"spec.checkpoints.retention": 0},
+        "spec.checkpoints.retention",
+        "greater than or equal to 1",
+    ),
+    Case(
         "intent-fileops-summary-too-long",
         "intent-fileops.yaml",
         {"spec.params.fileops.summary": "s" * 101},
@@ -398,6 +444,13 @@ UPDATE_CASES: tuple[UpdateCase, ...] = (
         "spec.mode",
         "mode is immutable",
         initial={"spec.mode": "exec_post"},
+    ),
+    UpdateCase(
+        "spritecheckpoint-sprite-immutable",
+        "spritecheckpoint.yaml",
+        {"spec.spriteRef.name": "other"},
+        "spec.spriteRef",
+        "spriteRef is immutable",
     ),
     UpdateCase(
         "run-cancel-irreversible",

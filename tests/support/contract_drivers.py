@@ -92,6 +92,7 @@ class Driver(Protocol):
     async def checkpoint(self, name: str, comment: str) -> str: ...
     async def list_checkpoints(self, name: str) -> list[str]: ...
     async def restore(self, name: str, checkpoint_id: str) -> None: ...
+    async def delete_checkpoint(self, name: str, checkpoint_id: str) -> None: ...
     async def aclose(self) -> None: ...
 
 
@@ -213,6 +214,9 @@ class AdapterDriver:
 
     async def restore(self, name: str, checkpoint_id: str) -> None:
         await self.adapter.restore_checkpoint(name, checkpoint_id)
+
+    async def delete_checkpoint(self, name: str, checkpoint_id: str) -> None:
+        await self.adapter.delete_checkpoint(name, checkpoint_id)
 
 
 class SdkDriver:
@@ -369,3 +373,12 @@ class SdkDriver:
         stream = await self.client.sprite(name).restore_checkpoint(checkpoint_id)
         messages = list(stream)
         assert [m.type for m in messages][-1] == "complete", messages
+
+    async def delete_checkpoint(self, name: str, checkpoint_id: str) -> None:
+        # The SDK has no delete: the REST form through its authenticated client.
+        response = await self.client.http_client.delete(
+            f"{self._base}/v1/sprites/{name}/checkpoints/{checkpoint_id}"
+        )
+        if response.status_code == 404:
+            raise sprites.NotFoundError(response.text)
+        assert response.status_code == 204, (response.status_code, response.text)

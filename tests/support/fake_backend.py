@@ -475,7 +475,9 @@ class FakeBackend:
         self._enter("create_checkpoint", name, comment)
         taken = self.checkpoints.setdefault(name, [])
         info = CheckpointInfo(
-            id=f"v{len(taken) + 1}", comment=comment, create_time=datetime.now(UTC)
+            id=f"v{max((int(i.id[1:]) for i, _ in taken), default=0) + 1}",
+            comment=comment,
+            create_time=datetime.now(UTC),
         )
         taken.append((info, self._snapshot(name)))
         return info
@@ -492,6 +494,14 @@ class FakeBackend:
                 self.files.update({(name, path): data for path, data in snapshot.items()})
                 return
         raise NotFound(f"no checkpoint {checkpoint_id}")
+
+    async def delete_checkpoint(self, name: str, checkpoint_id: str) -> None:
+        self._enter("delete_checkpoint", name, checkpoint_id)
+        taken = self.checkpoints.get(name, [])
+        kept = [(info, snap) for info, snap in taken if info.id != checkpoint_id]
+        if len(kept) == len(taken):
+            raise NotFound(f"no checkpoint {checkpoint_id}")
+        self.checkpoints[name] = kept
 
     def take_checkpoint(self, sprite: str, comment: str = "") -> str:
         """What `sprite-checkpoint` inside the sprite does (no call recorded)."""

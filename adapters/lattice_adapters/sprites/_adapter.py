@@ -540,6 +540,17 @@ class SpritesAdapter:
         # Restoring the same checkpoint twice converges on the same files.
         await self._call(what, op, idempotent=True)
 
+    async def delete_checkpoint(self, name: str, checkpoint_id: str) -> None:
+        # The CLI deletes checkpoints, but neither the SDKs nor the API reference have a call
+        # for it: the REST form of the other checkpoint paths (unverified against the real API).
+        async def op() -> None:
+            await self._http.delete(
+                self._url(self._sprite_path(name, "checkpoints", checkpoint_id)),
+                headers=self._auth(),
+            )
+
+        await self._call(f"delete checkpoint {checkpoint_id!r} of {name!r}", op, idempotent=True)
+
     # -- services -------------------------------------------------------------------------
     async def list_services(self, name: str) -> list[ServiceInfo]:
         async def op() -> list[ServiceInfo]:

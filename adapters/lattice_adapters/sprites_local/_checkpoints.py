@@ -106,6 +106,14 @@ class CheckpointStore:
         self._current.write_text(checkpoint_id)
         return _read_extras(snapshot)
 
+    async def delete(self, checkpoint_id: str) -> None:
+        """Remove a snapshot (renamed aside first: a half-removed one is never listed)."""
+        if not _ID.match(checkpoint_id):
+            raise CheckpointError(f"checkpoint {checkpoint_id} not found")
+        doomed = self._base / f".{checkpoint_id}.deleting"
+        os.rename(self._base / checkpoint_id, doomed)
+        await remove_tree(doomed)
+
     async def _swap(self, saved: Path, root: Path) -> None:
         """Copy `saved` beside `root` and swap them (a failed copy changes nothing)."""
         incoming = root.with_name(root.name + ".restoring")

@@ -207,6 +207,19 @@ async def restore_checkpoint(request: web.Request) -> web.StreamResponse:
     return await stream_ndjson(request, sprite.restore_events(checkpoint_id))
 
 
+@routes.delete(SPRITE + "/checkpoints/{checkpoint_id}")
+async def delete_checkpoint(request: web.Request) -> web.Response:
+    sprite = sprite_of(request)
+    checkpoint_id = request.match_info["checkpoint_id"]
+    async with sprite.checkpoints.lock:
+        if sprite.checkpoints.get(checkpoint_id) is None:
+            raise ApiError(404, "checkpoint not found")
+        if sprite.checkpoints.current() == checkpoint_id:
+            raise ApiError(409, "the checkpoint the sprite is on cannot be deleted")
+        await sprite.checkpoints.delete(checkpoint_id)
+    return web.Response(status=204)
+
+
 # -- services -----------------------------------------------------------------------------
 def _service_name(name: str) -> str:
     if not SERVICE_NAME.fullmatch(name):

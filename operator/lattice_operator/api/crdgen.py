@@ -19,6 +19,7 @@ from lattice_operator.api.v1alpha1.githubrepository import GitHubRepository
 from lattice_operator.api.v1alpha1.healthcheck import HealthCheck, name_rule
 from lattice_operator.api.v1alpha1.intent import frozen_spec_rule
 from lattice_operator.api.v1alpha1.intentpolicy import IntentPolicy
+from lattice_operator.api.v1alpha1.spritecheckpoint import SpriteCheckpoint
 
 JsonSchema = dict[str, Any]
 
@@ -136,6 +137,20 @@ KINDS: tuple[KindInfo, ...] = (
         columns=(
             PrinterColumn("Repo", ".spec.repo"),
             PrinterColumn("Ready", '.status.conditions[?(@.type=="Ready")].status'),
+            AGE,
+        ),
+    ),
+    KindInfo(
+        model=SpriteCheckpoint,
+        kind="SpriteCheckpoint",
+        plural="spritecheckpoints",
+        singular="spritecheckpoint",
+        short_names=("sck",),
+        columns=(
+            PrinterColumn("Sprite", ".spec.spriteRef.name"),
+            PrinterColumn("Phase", ".status.phase"),
+            PrinterColumn("Checkpoint", ".status.checkpointId"),
+            PrinterColumn("Comment", ".spec.comment", priority=1),
             AGE,
         ),
     ),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from lattice_operator.cli import (
+    _checkpoints,
     _cluster,
     _crds,
     _dev,
@@ -35,6 +36,7 @@ app.command("crds")(_crds.crds)
 app.command("sprites-local")(_sprites_local.sprites_local)
 app.add_typer(_cluster.app, name="cluster")
 app.add_typer(_events.app, name="events")
+app.add_typer(_checkpoints.app, name="checkpoints")
 app.command("dev")(_dev.dev)
 app.command("resume")(_runs.resume)
 app.command("cancel")(_runs.cancel)

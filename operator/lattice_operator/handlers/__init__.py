@@ -14,6 +14,7 @@ from lattice_operator.handlers import (
     intent,
     run,
     sprite,
+    sprite_checkpoint,
     stream,
     webhook_cert,
 )
@@ -28,6 +29,7 @@ __all__ = [
     "intent",
     "run",
     "sprite",
+    "sprite_checkpoint",
     "stream",
     "webhook_cert",
 ]

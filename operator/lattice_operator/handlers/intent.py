@@ -34,6 +34,7 @@ from lattice_operator.handlers._writes import create_or_exists, create_or_read, 
 from lattice_operator.handlers.intent_fly import fly_step
 from lattice_operator.handlers.intent_forge import forge_step
 from lattice_operator.handlers.intent_remediation import remediate
+from lattice_operator.handlers.intent_restore import restore, sprite_holder
 from lattice_operator.metrics import (
     AWAITING_APPROVAL_SECONDS,
     FILEOPS_DONE,
@@ -64,6 +65,8 @@ from lattice_operator.reconcilers.intent import (
     reconcile_intent,
     remediation_sprite,
 )
+from lattice_operator.reconcilers.intent_kinds import restore_sprite
+from lattice_operator.reconcilers.sprite_claims import RunClaim
 
 log = logging.getLogger(__name__)
 
@@ -192,10 +195,11 @@ async def intent_daemon(
     policies: kopf.Index[str, tuple[str, CompiledPolicy]] = kwargs["compiled_policies"]
     runs: kopf.Index[tuple[str, str], Run] = kwargs["runs_by_name"]
     sprites: kopf.Index[tuple[str, str], Sprite] = kwargs["sprite_directory"]
+    claims: kopf.Index[tuple[str, str], RunClaim] | None = kwargs.get("run_claims")
     key = (body.metadata.namespace or "", body.metadata.name or "")
     wakeup = _wakeups(memo).setdefault(key, asyncio.Event())
     try:
-        await _drive_intent(ctx, body, stopped, wakeup, policies, runs, sprites)
+        await _drive_intent(ctx, body, stopped, wakeup, policies, runs, sprites, claims)
     except Exception as exc:
         path = resource_path(*INTENTS.gvp, key[0], key[1])
         if await deleted_under(ctx.require_kube(), exc, path, body.metadata.uid):
@@ -214,6 +218,7 @@ async def _drive_intent(
     policies: kopf.Index[str, tuple[str, CompiledPolicy]],
     runs: kopf.Index[tuple[str, str], Run],
     sprites: kopf.Index[tuple[str, str], Sprite],
+    claims: kopf.Index[tuple[str, str], RunClaim] | None = None,
 ) -> None:
     written: dict[str, Any] | None = None
     # After a conflict, the object as the API server has it now (the watch may lag behind).
@@ -241,6 +246,8 @@ async def _drive_intent(
                 sprite_name = fileops_sprite(intent)
             if sprite_name is None and intent.spec.kind == "health_remediate":
                 sprite_name = remediation_sprite(intent)
+            if sprite_name is None and intent.spec.kind == "checkpoint_restore":
+                sprite_name = restore_sprite(intent)
             agent = agent_of(intent)
             if sprite_name is None and agent is not None:
                 sprite_name = agent.sprite_ref.name
@@ -262,6 +269,7 @@ async def _drive_intent(
                 now=ctx.clock.now(),
                 forge_ready=ctx.forge is not None,
                 fly_ready=ctx.fly is not None,
+                sprite_holder=sprite_holder(intent, namespace, sprite_name, claims),
             )
             plan = reconcile_intent(world)
             snapshot = plan.status.to_patch()
@@ -285,6 +293,10 @@ async def _drive_intent(
                         fresh = await fly_step(ctx, intent, plan.fly)
                         if fresh is not None:
                             continue
+                    if plan.restore is not None:
+                        fresh = await restore(ctx, intent, plan.restore)
+                        if fresh is not None:
+                            continue
                 elif conflicts < MAX_QUICK_REDECISIONS:
                     # Decided on an outdated spec: decide again at once on the stored one
                     # (the watch may not have delivered it yet).
@@ -299,6 +311,12 @@ async def _drive_intent(
                 # Executing was written by an earlier pass, whose remediation was not
                 # carried out (no backend then, or a restart): do it now.
                 fresh = await remediate(ctx, intent, plan.remediation)
+                if fresh is not None:
+                    continue
+            elif plan.restore is not None:
+                # Executing was written by an earlier pass, whose restore was not carried
+                # out (no backend then, or a restart): do it now.
+                fresh = await restore(ctx, intent, plan.restore)
                 if fresh is not None:
                     continue
         if plan.phase in TERMINAL:

@@ -13,6 +13,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from lattice_operator.api.v1alpha1.resources import GROUP, VERSION
+from lattice_operator.mcp.checkpoint_tools import (
+    list_checkpoints,
+    propose_restore,
+    take_checkpoint,
+)
 from lattice_operator.mcp.errors import ToolError
 
 KINDS = ("sprites", "runs", "intents")
@@ -217,6 +222,45 @@ CLUSTER_TOOLS: tuple[tuple[str, str, dict[str, Any], ClusterHandler], ...] = (
             ["spec"],
         ),
         propose_intent,
+    ),
+    (
+        "lattice_cluster_checkpoints_list",
+        "A Sprite's checkpoints: its newest backend checkpoints (Runs' too) and the "
+        "SpriteCheckpoint objects that hold some (name, phase, checkpoint id, comment).",
+        _schema({"sprite": {"type": "string"}, "namespace": _NS}, ["sprite"]),
+        list_checkpoints,
+    ),
+    (
+        "lattice_cluster_checkpoint_take",
+        "Take a checkpoint of a Sprite's filesystem: creates a SpriteCheckpoint (deleting it "
+        "later deletes the backend checkpoint).",
+        _schema(
+            {
+                "sprite": {"type": "string"},
+                "comment": {"type": "string", "maxLength": 1024},
+                "name": {"type": "string", "description": "Default: a generated name"},
+                "namespace": _NS,
+            },
+            ["sprite"],
+        ),
+        take_checkpoint,
+    ),
+    (
+        "lattice_cluster_checkpoint_propose_restore",
+        "Propose rolling a Sprite back to a checkpoint (a checkpoint_restore Intent): give "
+        "'checkpoint' (a SpriteCheckpoint) or 'checkpoint_id' (v3). Policy decides; approval, "
+        "when needed, is a person's act and not a tool.",
+        _schema(
+            {
+                "sprite": {"type": "string"},
+                "checkpoint": {"type": "string"},
+                "checkpoint_id": {"type": "string"},
+                "name": {"type": "string", "description": "Default: a generated name"},
+                "namespace": _NS,
+            },
+            ["sprite"],
+        ),
+        propose_restore,
     ),
 )
 

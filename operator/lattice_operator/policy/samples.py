@@ -34,6 +34,7 @@ _PARAMS: dict[str, dict[str, Any]] = {
         "scope": "repo_specific",
     },
     "fly_machines": {"app": "a", "action": "start", "machineId": "m"},
+    "checkpoint_restore": {"sprite": "s", "checkpointId": "v1"},
 }
 
 

@@ -370,6 +370,11 @@ class SpriteBackend(Protocol):
         """Roll the filesystem back to a checkpoint; running sessions are terminated."""
         ...
 
+    async def delete_checkpoint(self, name: str, checkpoint_id: str) -> None:
+        """Delete a checkpoint. NotFound if it is not there (already deleted); Conflict for
+        the checkpoint the sprite's files are on now."""
+        ...
+
     # -- services and policy --------------------------------------------------------------
     async def list_services(self, name: str) -> list[ServiceInfo]:
         """Services defined in the sprite, with their state."""

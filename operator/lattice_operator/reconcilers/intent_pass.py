@@ -58,6 +58,9 @@ class IntentWorld:
     """The operator has a GitHub credential (the GitHub kinds wait for one otherwise)."""
     fly_ready: bool = False
     """The operator has a Fly token (fly_machines Intents wait for one otherwise)."""
+    sprite_holder: str | None = None
+    """The Run that holds (or is queued for) the Intent's Sprite, if any (read for the kinds
+    that must not act under a Run: checkpoint_restore)."""
     decision: Decision | None = None
     """The policies' decision for this spec, when the caller made it already (off its event
     loop: evaluating rules takes up to a step budget); None: classified here if due."""
@@ -94,6 +97,17 @@ class FlyWork:
 
 
 @dataclass(frozen=True)
+class RestoreWork:
+    """Roll the backend sprite `sprite` back to the checkpoint `checkpoint_id`, or to the
+    one the SpriteCheckpoint `checkpoint` holds (after this plan's status is written); the
+    handler records the outcome in `status.result`."""
+
+    sprite: str
+    checkpoint_id: str | None
+    checkpoint: str | None
+
+
+@dataclass(frozen=True)
 class Notice:
     """An Event to post on the Intent."""
 
@@ -117,6 +131,8 @@ class IntentPlan:
     """A health_remediate step to carry out now (after this plan's status is written)."""
     fly: FlyWork | None = None
     """A fly_machines action to carry out now (after this plan's status is written)."""
+    restore: RestoreWork | None = None
+    """A checkpoint restore to carry out now (after this plan's status is written)."""
     notices: list[Notice] = field(default_factory=list)
     decision: Decision | None = None
     left_approval_after: float | None = None
@@ -217,5 +233,6 @@ __all__ = [
     "Notice",
     "Phase",
     "RemediationWork",
+    "RestoreWork",
     "derive_phase",
 ]

@@ -46,6 +46,9 @@ class IntentReason(StrEnum):
     REMEDIATED = "Remediated"
     REMEDIATION_FAILED = "RemediationFailed"
     FLY_FAILED = "FlyFailed"
+    SPRITE_HELD = "SpriteHeld"
+    RESTORED = "Restored"
+    RESTORE_FAILED = "RestoreFailed"
     INVALID_SPEC = "InvalidSpec"
     """A kind this operator does not know, or its params missing: admission refuses both,
     so only an object that got past it (an older CRD, a direct etcd write) ends so."""

@@ -17,6 +17,7 @@ from lattice_operator.api.v1alpha1 import (
 from lattice_operator.api.v1alpha1.githubrepository import GitHubRepository
 from lattice_operator.api.v1alpha1.healthcheck import HealthCheck
 from lattice_operator.api.v1alpha1.intentpolicy import IntentPolicy
+from lattice_operator.api.v1alpha1.spritecheckpoint import SpriteCheckpoint
 from tests.support.admission_cases import CREATE_CASES, SAMPLES, Case, sample
 
 MODELS: dict[str, type[BaseModel]] = {
@@ -26,6 +27,7 @@ MODELS: dict[str, type[BaseModel]] = {
     "IntentPolicy": IntentPolicy,
     "HealthCheck": HealthCheck,
     "GitHubRepository": GitHubRepository,
+    "SpriteCheckpoint": SpriteCheckpoint,
 }
 
 

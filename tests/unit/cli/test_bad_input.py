@@ -260,12 +260,36 @@ def test_a_server_path_prefix_is_kept(
         ["logs", "UPPER"],
         ["cancel", "r1", "-n", "../kube-system"],
         ["approve", "i1", "-n", "a/b"],
+        ["checkpoints", "list", "UPPER"],
+        ["checkpoints", "take", "box", "--name", "../x"],
+        ["checkpoints", "restore", "box", "cp?dryRun=All"],
+        ["checkpoints", "restore", "box", "cp", "-n", "../kube-system"],
     ],
 )
 def test_names_and_namespaces_never_reach_a_url_unchecked(
     api: FakeApi, capsys: pytest.CaptureFixture[str], args: list[str]
 ) -> None:
     assert_refused(run_cli(args, capsys), "invalid")
+    assert api.seen == []
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["checkpoints", "restore", "box"],
+        ["checkpoints", "restore", "box", "cp", "--id", "v3"],
+    ],
+)
+def test_a_restore_names_exactly_one_checkpoint(
+    api: FakeApi, capsys: pytest.CaptureFixture[str], args: list[str]
+) -> None:
+    assert_refused(run_cli(args, capsys), "Exactly one of 'checkpoint'")
+    assert api.seen == []
+
+
+def test_a_checkpoint_comment_is_bounded(api: FakeApi, capsys: pytest.CaptureFixture[str]) -> None:
+    outcome = run_cli(["checkpoints", "take", "box", "-m", "c" * 1025], capsys)
+    assert_refused(outcome, "Parameter 'comment'", "at most 1024")
     assert api.seen == []
 
 

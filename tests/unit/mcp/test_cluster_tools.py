@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -24,6 +25,9 @@ async def test_without_a_kubeconfig(tmp_path: Path) -> None:
         "lattice_cluster_run_events",
         "lattice_cluster_run_receipts",
         "lattice_cluster_propose_intent",
+        "lattice_cluster_checkpoints_list",
+        "lattice_cluster_checkpoint_take",
+        "lattice_cluster_checkpoint_propose_restore",
     }
     assert code == "NO_KUBECONFIG"
 
@@ -63,15 +67,40 @@ async def test_an_unreachable_api_server(tmp_path: Path) -> None:
 async def test_a_path_as_a_name_is_an_invalid_argument_naming_it(tmp_path: Path) -> None:
     # Refused before any request: the API server here is a port nobody listens on.
     kubeconfig = _unreachable(tmp_path)
-    calls = [
+    calls: list[tuple[str, dict[str, Any], str]] = [
         ("lattice_cluster_get", {"kind": "runs", "name": "../../api/v1/secrets"}, "name"),
         ("lattice_cluster_run_events", {"name": "r", "namespace": "../kube-system"}, "namespace"),
         ("lattice_cluster_list", {"kind": "runs", "namespace": "a/b"}, "namespace"),
         ("lattice_cluster_run_receipts", {"name": "R?dryRun=All"}, "name"),
         ("lattice_cluster_propose_intent", {"spec": {}, "name": "../x"}, "name"),
+        ("lattice_cluster_checkpoints_list", {"sprite": "a/../b"}, "sprite"),
+        ("lattice_cluster_checkpoint_take", {"sprite": "box", "name": "X?y"}, "name"),
+        (
+            "lattice_cluster_checkpoint_propose_restore",
+            {"sprite": "box", "checkpoint": "../c"},
+            "checkpoint",
+        ),
+        (
+            "lattice_cluster_checkpoint_propose_restore",
+            {"sprite": "box", "namespace": "a/b", "checkpoint": "c"},
+            "namespace",
+        ),
     ]
     async with lattice_mcp("--cluster", env={"KUBECONFIG": str(kubeconfig)}) as session:
         errors = [(await call(session, tool, **args))["error"] for tool, args, _ in calls]
     for (_, _, parameter), error in zip(calls, errors, strict=True):
         assert error["code"] == "INVALID_ARGUMENT", error
         assert f"Parameter '{parameter}'" in error["message"], error
+
+
+async def test_a_restore_proposal_names_exactly_one_checkpoint(tmp_path: Path) -> None:
+    kubeconfig = _unreachable(tmp_path)
+    async with lattice_mcp("--cluster", env={"KUBECONFIG": str(kubeconfig)}) as session:
+        tool = "lattice_cluster_checkpoint_propose_restore"
+        neither = (await call(session, tool, sprite="box"))["error"]
+        both = (await call(session, tool, sprite="box", checkpoint="c", checkpoint_id="v1"))[
+            "error"
+        ]
+    for error in (neither, both):
+        assert error["code"] == "INVALID_ARGUMENT", error
+        assert "Exactly one of 'checkpoint'" in error["message"], error

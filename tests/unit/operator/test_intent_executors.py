@@ -59,6 +59,7 @@ SPRITE_READ = {
     "issue_plan_approve": None,
     "pr_create_from_plan": None,
     "pr_fixup_from_feedback": None,
+    "checkpoint_restore": "sample",
 }
 
 

@@ -18,6 +18,7 @@ from lattice_operator.api.v1alpha1._base import (
     cel,
     list_map,
 )
+from lattice_operator.api.v1alpha1.checkpoint_restore import CheckpointRestoreParams
 from lattice_operator.api.v1alpha1.conditions import CONDITIONS_LIST_SCHEMA, Condition
 from lattice_operator.api.v1alpha1.fileops import FileOpsRequest
 from lattice_operator.api.v1alpha1.run import RunTemplate
@@ -35,6 +36,7 @@ IntentKind = Literal[
     "fileops",
     "environment_change",
     "fly_machines",
+    "checkpoint_restore",
 ]
 INTENT_KINDS: tuple[str, ...] = get_args(IntentKind)
 
@@ -353,6 +355,7 @@ class IntentParams(ApiModel):
     fileops: FileOpsRequest | None = None
     environment_change: EnvironmentChangeParams | None = None
     fly_machines: FlyMachinesParams | None = None
+    checkpoint_restore: CheckpointRestoreParams | None = None
 
 
 def params_field(kind: str) -> str:

@@ -31,7 +31,16 @@ INTENTS = Resource("intents", "Intent")
 INTENT_POLICIES = Resource("intentpolicies", "IntentPolicy")
 HEALTH_CHECKS = Resource("healthchecks", "HealthCheck")
 GITHUB_REPOSITORIES = Resource("githubrepositories", "GitHubRepository")
-RESOURCES = (SPRITES, RUNS, INTENTS, INTENT_POLICIES, HEALTH_CHECKS, GITHUB_REPOSITORIES)
+SPRITE_CHECKPOINTS = Resource("spritecheckpoints", "SpriteCheckpoint")
+RESOURCES = (
+    SPRITES,
+    RUNS,
+    INTENTS,
+    INTENT_POLICIES,
+    HEALTH_CHECKS,
+    GITHUB_REPOSITORIES,
+    SPRITE_CHECKPOINTS,
+)
 
 
 def resource_of_kind(kind: str) -> Resource:
@@ -52,6 +61,7 @@ __all__ = [
     "RESOURCES",
     "RUNS",
     "SPRITES",
+    "SPRITE_CHECKPOINTS",
     "VERSION",
     "Resource",
     "resource_of_kind",

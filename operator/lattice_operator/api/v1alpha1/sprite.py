@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, StringConstraints, model_validator
 
@@ -109,6 +109,15 @@ class SpriteService(ApiModel):
     """Services that must be started before this one."""
 
 
+class CheckpointsSpec(ApiModel):
+    """How the Sprite's checkpoints are kept."""
+
+    retention: int | None = Field(default=None, ge=1, le=100)
+    """Keep the newest N checkpoints taken through SpriteCheckpoint objects: older ones
+    (their objects and backend checkpoints) are deleted, never one with deletionPolicy
+    Retain nor one a Run took to resume from. Unset: all are kept."""
+
+
 class SpriteSpec(ApiModel):
     """Desired state of a sprite at the backend."""
 
@@ -162,6 +171,8 @@ class SpriteSpec(ApiModel):
     a cold start) by waking it with a light request every `backend.keep_warm_interval`
     seconds; the backend offers no setting for it. `false`: nothing keeps it warm, it goes
     cold when the backend decides. Unset: as `false`, and status carries no Warm condition."""
+    checkpoints: CheckpointsSpec | None = None
+    """Checkpoint retention (SpriteCheckpoint objects)."""
 
     @model_validator(mode="after")
     def _one_http_port(self) -> SpriteSpec:
@@ -182,6 +193,23 @@ class SpriteServiceStatus(ApiModel):
     """stopped, starting, running, stopping or failed."""
     restart_count: int = 0
     """How often the backend restarted it."""
+
+
+CHECKPOINTS_SHOWN = 10
+"""The newest checkpoints listed in a Sprite's status."""
+
+
+class SpriteCheckpointEntry(ApiModel):
+    """One backend checkpoint of the sprite, as the backend lists it."""
+
+    id: str = Field(max_length=128)
+    """The backend id (`v3`)."""
+    create_time: datetime | None = None
+    """When it was taken."""
+    comment: str = Field(default="", max_length=1024)
+    """Its comment."""
+    object: str | None = Field(default=None, max_length=253)
+    """The SpriteCheckpoint object that holds it (none: a Run's or the backend's own)."""
 
 
 class SpriteStatus(ApiModel):
@@ -214,6 +242,17 @@ class SpriteStatus(ApiModel):
     `backend.last_seen_interval` (5 minutes by default)."""
     services: list[SpriteServiceStatus] = Field(default_factory=list, max_length=32)
     """Services as the backend reports them."""
+    checkpoints: list[SpriteCheckpointEntry] = Field(
+        default_factory=list, max_length=CHECKPOINTS_SHOWN
+    )
+    """The newest backend checkpoints (at most 10), newest first."""
+
+    def to_patch(self) -> dict[str, Any]:
+        """As ApiModel's, without `checkpoints`: the SpriteCheckpoint handler is its one
+        writer, so a whole status computed from an older view never puts an old list back."""
+        patch = super().to_patch()
+        patch.pop("checkpoints", None)
+        return patch
 
 
 class Sprite(ApiModel):

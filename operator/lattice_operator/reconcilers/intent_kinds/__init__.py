@@ -15,6 +15,10 @@ from typing import Protocol, assert_never, cast
 from lattice_operator.api.v1alpha1 import INTENT_KINDS, Intent
 from lattice_operator.api.v1alpha1.intent import IntentKind
 from lattice_operator.ports.cluster import ForgeGrant
+from lattice_operator.reconcilers.intent_kinds.checkpoint_restore import (
+    CheckpointRestore,
+    restore_sprite,
+)
 from lattice_operator.reconcilers.intent_kinds.environment import EnvironmentChange
 from lattice_operator.reconcilers.intent_kinds.fileops import FileOps, fileops_sprite
 from lattice_operator.reconcilers.intent_kinds.fly import FlyMachines
@@ -67,6 +71,8 @@ def executor_for(kind: IntentKind) -> Executor:
             return EnvironmentChange()
         case "fly_machines":
             return FlyMachines()
+        case "checkpoint_restore":
+            return CheckpointRestore()
         case _:
             assert_never(kind)
 
@@ -111,5 +117,6 @@ __all__ = [
     "fileops_sprite",
     "forge_grant_of",
     "remediation_sprite",
+    "restore_sprite",
     "sprite_to_read",
 ]
