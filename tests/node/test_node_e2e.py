@@ -727,6 +727,17 @@ UNEXERCISED_GRANTS: dict[tuple[str, str, str], str] = {
     "ttlSecondsAfterFinished or past the history limit; no Run here lives that long",
     ("lattice.dev", "intents", "get"): "an Intent decided on an outdated spec is read again; "
     "only a conflicting write reaches it",
+    **{
+        grant: "a SpriteCheckpoint is taken, pruned and restored from (reading its Sprite); "
+        "this run takes none (tests/e2e/test_intent_kinds.py does)"
+        for grant in (
+            ("lattice.dev", "sprites", "get"),
+            ("lattice.dev", "spritecheckpoints", "patch"),
+            ("lattice.dev", "spritecheckpoints", "get"),
+            ("lattice.dev", "spritecheckpoints", "delete"),
+            ("lattice.dev", "spritecheckpoints/status", "patch"),
+        )
+    },
 }
 
 
