@@ -94,6 +94,14 @@ class FlyWork:
 
 
 @dataclass(frozen=True)
+class SpritePatch:
+    """A merge patch of Sprite `sprite`, carrying the resourceVersion it was decided on."""
+
+    sprite: str
+    patch: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class Notice:
     """An Event to post on the Intent."""
 
@@ -109,6 +117,8 @@ class IntentPlan:
     status: IntentStatus
     create: list[dict[str, Any]] = field(default_factory=list)
     run_patch: dict[str, Any] | None = None
+    sprite_patch: SpritePatch | None = None
+    """A change of a Sprite (an environment change), written before the status."""
     fileops: FileOpsWork | None = None
     """A FileOps request to carry out now (after this plan's status is written)."""
     forge: ForgeWork | None = None
@@ -217,5 +227,6 @@ __all__ = [
     "Notice",
     "Phase",
     "RemediationWork",
+    "SpritePatch",
     "derive_phase",
 ]

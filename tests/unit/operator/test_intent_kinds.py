@@ -17,10 +17,6 @@ from lattice_operator.reconcilers.intent import IntentPlan, reconcile_intent
 from tests.support.admission_cases import sample
 from tests.support.intent_world import NOW, advance, approval, intent, policy, world
 
-NOT_ENABLED = (
-    "approved environment changes wait for the environment manager, "
-    "which is not enabled in this version"
-)
 NO_GITHUB = "no GitHub is configured for the operator"
 SPRITE = "sample"
 
@@ -60,7 +56,6 @@ def created(plan: IntentPlan) -> list[tuple[str, str]]:
             "recording a health issue needs a forge",
             None,
         ),
-        ("environment-change", True, "Waiting", "NoEnvironmentManager", NOT_ENABLED, None),
         (
             "fileops",
             False,
