@@ -297,6 +297,11 @@ emit("ENVIRONMENT_PROPOSAL", {
     "suggested_adjustment": {"type": "runtime_install",
                              "details": {"runtime": "lattice-absent-runtime"}},
     "confidence": 0.9, "evidence": ["package.json present"], "scope": "repo_specific"})
+emit("ENVIRONMENT_PROPOSAL", {
+    "observed_failure": {"phase": "test", "exit_code": 1, "stderr_hint": "no marker"},
+    "suggested_adjustment": {"type": "add_preinstall_step",
+                             "details": {"command": "touch /workspace/env-everywhere"}},
+    "confidence": 0.6, "evidence": ["every repository needs it"], "scope": "global_candidate"})
 emit("ACTION_REQUEST", {"action": "NOTIFY_USER", "parameters": {"message": "proposed node 20"},
                         "blocking": False})
 emit("COMPLETED", {"status": "success", "summary": "proposed"})
@@ -330,13 +335,13 @@ def test_environment_proposal_becomes_a_gated_intent_then_the_next_runs_environm
     parent = wait_for(
         lambda: (
             len((s := stack.get(namespace, "intents", "proposer")["status"]).get("proposals", []))
-            == 2
+            == 3
             and s
         ),
         timeout=30,
-        what="both proposals listed on the parent",
+        what="the three proposals listed on the parent",
     )
-    prepare, runtime = parent["proposals"]
+    prepare, runtime, everywhere = parent["proposals"]
     proposal = stack.wait_phase(namespace, "intents", prepare, {"AwaitingApproval"})
     spec = proposal["spec"]
     assert spec["kind"] == "environment_change"
@@ -393,6 +398,19 @@ def test_environment_proposal_becomes_a_gated_intent_then_the_next_runs_environm
     ), failed
     assert len(run["status"]["attempts"]) == 1
     assert run["status"].get("logTail", []) == []  # the agent never started
+
+    # A global candidate is recorded, not applied, until a human promotes it into a Sprite.
+    done = _approve_by_two(stack, namespace, everywhere)
+    assert done["status"]["phase"] == "Succeeded", done["status"]
+    reason = next(c for c in done["status"]["conditions"] if c["type"] == "Succeeded")["reason"]
+    assert reason == "GlobalCandidate"
+    assert len(stack.get(namespace, "sprites", "box")["spec"]["environment"]) == 2
+    listed = lattice(stack, "env", "candidates", "-n", namespace).stdout
+    assert listed.split("\t")[:2] == [everywhere, "add_preinstall_step"]
+    out = lattice(stack, "env", "promote", everywhere, "--sprite", "box", "-n", namespace).stdout
+    assert out.strip() == f"Sprite box: promoted {everywhere} (add_preinstall_step)"
+    steps = stack.get(namespace, "sprites", "box")["spec"]["environment"]
+    assert [s["name"] for s in steps] == [prepare, runtime, everywhere]
 
 
 def _exists(stack: Stack, namespace: str, plural: str, name: str) -> bool:

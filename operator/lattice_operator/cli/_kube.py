@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 CLUSTER_COMMANDS = frozenset(
-    {"approve", "reject", "resume", "cancel", "logs", "watch", "mcp", "whoami"}
+    {"approve", "reject", "resume", "cancel", "logs", "watch", "mcp", "whoami", "env"}
 )
 """The commands that take the cluster flags (and so may be preceded by them)."""
 
