@@ -82,9 +82,9 @@ class EnvironmentApplier:
     async def _run(self, sprite: str, command: str) -> tuple[int | None, str]:
         """(exit status, None when killed at the timeout; the end of its output)."""
         output = bytearray()
-        session = await self._backend.exec(
-            sprite, ["sh", "-c", command], stdin=False, max_run_after_disconnect=0
-        )
+        # The backend's default lifetime after a lost socket (seconds, not forever): a step
+        # cut off is an attempt lost, and the retry must not run beside a stray copy.
+        session = await self._backend.exec(sprite, ["sh", "-c", command], stdin=False)
         code: int | None
         try:
             async with asyncio.timeout(STEP_TIMEOUT):

@@ -4,6 +4,8 @@ not retried, and the agent never starts."""
 
 from __future__ import annotations
 
+import asyncio
+
 from lattice_operator.api.v1alpha1.sprite import EnvironmentStep
 from lattice_operator.ports import SpriteView
 from lattice_operator.reconcilers.run.environment import environment_digest, marker_path
@@ -114,3 +116,32 @@ async def test_a_sprite_without_an_environment_runs_the_agent_alone(harness: Har
     status = await harness.finished()
     assert ran == ["agent"]
     assert status.get("environment") is None
+
+
+async def test_a_step_cut_off_is_a_lost_attempt_and_the_retry_applies_it_again() -> None:
+    h = Harness(run_doc(retries=1))
+    h.directory.view = SpriteView(ready=True, backend_name=BACKEND_SPRITE, environment=STEPS)
+    ran: list[str] = []
+
+    @h.backend.program("sh")
+    async def step(p: FakeProcess) -> None:
+        ran.append(p.argv[2])
+        if len(ran) == 1:
+            p.drop_sockets()
+            await asyncio.Event().wait()  # still running where nobody sees it
+
+    @h.backend.program("agent")
+    async def agent(p: FakeProcess) -> None:
+        ran.append("agent")
+
+    h.start()
+    try:
+        status = await h.finished()
+    finally:
+        await h.close()
+    assert ran == ["make deps", "make deps", "check", "agent"]
+    assert status["phase"] == "Succeeded"
+    first, second = status["attempts"]
+    assert (first["outcome"], second["outcome"]) == ("Failed", "Succeeded")
+    assert first["message"].startswith("could not apply the Sprite's environment: ")
+    assert status["environment"]["state"] == "Applied"
