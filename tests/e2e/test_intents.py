@@ -430,7 +430,7 @@ def test_intent_metrics(stack: Stack) -> None:
     text = httpx.get(f"http://127.0.0.1:{stack.metrics_port}/metrics", trust_env=False).text
     for series in (
         'lattice_intents{kind="sprite_task_exec",phase="Succeeded"}',
-        'lattice_intents{kind="environment_change",phase="AwaitingApproval"}',
+        'lattice_intents{kind="environment_change",phase="Succeeded"}',
         'lattice_policy_decisions_total{outcome="allow",policy="team",rule="trusted-exec"}',
         'lattice_policy_decisions_total{outcome="deny",policy="team",rule="no-fileops"}',
         'lattice_approvals_total{outcome="approve"}',
