@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+from typing import Any
 
 import httpx
 import pytest
@@ -286,18 +288,43 @@ def test_a_refused_non_blocking_request_is_answered_on_the_next_resume(
 PROPOSER = agent(
     r"""
 emit("ENVIRONMENT_PROPOSAL", {
+    "observed_failure": {"phase": "bootstrap", "exit_code": 2, "stderr_hint": "no fixtures"},
+    "suggested_adjustment": {"type": "add_preinstall_step",
+                             "details": {"command": "echo prepared >> /workspace/env-ready"}},
+    "confidence": 0.9, "evidence": ["tests read /workspace/env-ready"], "scope": "repo_specific"})
+emit("ENVIRONMENT_PROPOSAL", {
     "observed_failure": {"phase": "bootstrap", "exit_code": 127, "stderr_hint": "node: not found"},
-    "suggested_adjustment": {"type": "runtime_install", "details": {"runtime": "node"}},
+    "suggested_adjustment": {"type": "runtime_install",
+                             "details": {"runtime": "lattice-absent-runtime"}},
     "confidence": 0.9, "evidence": ["package.json present"], "scope": "repo_specific"})
+emit("ENVIRONMENT_PROPOSAL", {
+    "observed_failure": {"phase": "test", "exit_code": 1, "stderr_hint": "no marker"},
+    "suggested_adjustment": {"type": "add_preinstall_step",
+                             "details": {"command": "touch /workspace/env-everywhere"}},
+    "confidence": 0.6, "evidence": ["every repository needs it"], "scope": "global_candidate"})
 emit("ACTION_REQUEST", {"action": "NOTIFY_USER", "parameters": {"message": "proposed node 20"},
                         "blocking": False})
 emit("COMPLETED", {"status": "success", "summary": "proposed"})
 """
 )
+READS_THE_ENVIRONMENT = ["sh", "-c", "cat /workspace/env-ready"]
 
 
-def test_environment_proposal_becomes_a_gated_intent(stack: Stack, namespace: str) -> None:
+def _approve_by_two(stack: Stack, namespace: str, intent: str) -> dict[str, Any]:
+    for user in ("alice", "bob"):
+        done = kubectl_as(
+            stack, user, "annotate", "intent", intent, "-n", namespace, approval_request("approve")
+        )
+        assert done.returncode == 0, done.stderr
+    return stack.wait_phase(namespace, "intents", intent, {"Succeeded", "Failed"})
+
+
+def test_environment_proposal_becomes_a_gated_intent_then_the_next_runs_environment(
+    stack: Stack, namespace: str
+) -> None:
     setup_namespace(stack, namespace)
+    for user in ("alice", "bob"):
+        bind_role(stack, namespace, user, APPROVER_ROLE)
     stack.apply(
         namespace,
         intent_doc(
@@ -305,18 +332,24 @@ def test_environment_proposal_becomes_a_gated_intent(stack: Stack, namespace: st
         ),
     )
     stack.wait_phase(namespace, "intents", "proposer", {"Succeeded"})
-    proposal = stack.wait_phase(namespace, "intents", "proposer-run-env-0", {"AwaitingApproval"})
+    parent = wait_for(
+        lambda: (
+            len((s := stack.get(namespace, "intents", "proposer")["status"]).get("proposals", []))
+            == 3
+            and s
+        ),
+        timeout=30,
+        what="the three proposals listed on the parent",
+    )
+    prepare, runtime, everywhere = parent["proposals"]
+    proposal = stack.wait_phase(namespace, "intents", prepare, {"AwaitingApproval"})
     spec = proposal["spec"]
     assert spec["kind"] == "environment_change"
     assert spec["proposedBy"]["type"] == "sprite"
-    assert spec["params"]["environmentChange"]["suggestedAdjustment"]["type"] == "runtime_install"
-    assert proposal["status"]["classification"]["approversRequired"] == 2
-    parent = wait_for(
-        lambda: (s := stack.get(namespace, "intents", "proposer")["status"]).get("proposals") and s,
-        timeout=30,
-        what="the proposal listed on the parent",
+    assert spec["params"]["environmentChange"]["suggestedAdjustment"]["type"] == (
+        "add_preinstall_step"
     )
-    assert parent["proposals"] == ["proposer-run-env-0"]
+    assert proposal["status"]["classification"]["approversRequired"] == 2
     # NOTIFY_USER became an Event on the Intent.
     events = json.loads(
         stack.cluster.kubectl(
@@ -332,6 +365,52 @@ def test_environment_proposal_becomes_a_gated_intent(stack: Stack, namespace: st
     )["items"]
     assert any("proposed node 20" in e.get("note", "") for e in events)
     assert any(e["regarding"]["name"] == "proposer" for e in events)
+
+    # Approved: the Sprite's environment has the step; the next Run runs it before the agent.
+    done = _approve_by_two(stack, namespace, prepare)
+    assert done["status"]["phase"] == "Succeeded", done["status"]
+    [step] = stack.get(namespace, "sprites", "box")["spec"]["environment"]
+    assert (step["name"], step["command"]) == (prepare, "echo prepared >> /workspace/env-ready")
+    stack.apply(namespace, intent_doc("after", READS_THE_ENVIRONMENT, trusted=True))
+    run = stack.wait_phase(namespace, "runs", "after-run", {"Succeeded", "Failed"})
+    assert run["status"]["phase"] == "Succeeded", run["status"]
+    applied = run["status"]["environment"]
+    assert (applied["state"], [s["name"] for s in applied["steps"]]) == ("Applied", [prepare])
+    assert run["status"]["logTail"] == ["prepared"]
+    # The same environment again: nothing runs twice (the file still has one line).
+    stack.apply(namespace, intent_doc("again", READS_THE_ENVIRONMENT, trusted=True))
+    run = stack.wait_phase(namespace, "runs", "again-run", {"Succeeded", "Failed"})
+    assert run["status"]["environment"]["state"] == "AlreadyApplied", run["status"]
+    assert run["status"]["logTail"] == ["prepared"]
+
+    # A runtime that is not there: its check fails the next Run, with its own reason.
+    done = _approve_by_two(stack, namespace, runtime)
+    assert done["status"]["phase"] == "Succeeded", done["status"]
+    stack.apply(namespace, intent_doc("broken", READS_THE_ENVIRONMENT, trusted=True))
+    run = stack.wait_phase(namespace, "runs", "broken-run", {"Succeeded", "Failed"})
+    failed = next(c for c in run["status"]["conditions"] if c["type"] == "Succeeded")
+    assert failed["reason"] == "EnvironmentFailed", run["status"]
+    # (`command -v` of a missing name exits 1 or 127, by shell.)
+    assert re.fullmatch(
+        rf"environment step {runtime} \(runtime_install\) exited (1|127): "
+        "command -v lattice-absent-runtime >/dev/null",
+        failed["message"],
+    ), failed
+    assert len(run["status"]["attempts"]) == 1
+    assert run["status"].get("logTail", []) == []  # the agent never started
+
+    # A global candidate is recorded, not applied, until a human promotes it into a Sprite.
+    done = _approve_by_two(stack, namespace, everywhere)
+    assert done["status"]["phase"] == "Succeeded", done["status"]
+    reason = next(c for c in done["status"]["conditions"] if c["type"] == "Succeeded")["reason"]
+    assert reason == "GlobalCandidate"
+    assert len(stack.get(namespace, "sprites", "box")["spec"]["environment"]) == 2
+    listed = lattice(stack, "env", "candidates", "-n", namespace).stdout
+    assert listed.split("\t")[:2] == [everywhere, "add_preinstall_step"]
+    out = lattice(stack, "env", "promote", everywhere, "--sprite", "box", "-n", namespace).stdout
+    assert out.strip() == f"Sprite box: promoted {everywhere} (add_preinstall_step)"
+    steps = stack.get(namespace, "sprites", "box")["spec"]["environment"]
+    assert [s["name"] for s in steps] == [prepare, runtime, everywhere]
 
 
 def _exists(stack: Stack, namespace: str, plural: str, name: str) -> bool:
@@ -351,7 +430,7 @@ def test_intent_metrics(stack: Stack) -> None:
     text = httpx.get(f"http://127.0.0.1:{stack.metrics_port}/metrics", trust_env=False).text
     for series in (
         'lattice_intents{kind="sprite_task_exec",phase="Succeeded"}',
-        'lattice_intents{kind="environment_change",phase="AwaitingApproval"}',
+        'lattice_intents{kind="environment_change",phase="Succeeded"}',
         'lattice_policy_decisions_total{outcome="allow",policy="team",rule="trusted-exec"}',
         'lattice_policy_decisions_total{outcome="deny",policy="team",rule="no-fileops"}',
         'lattice_approvals_total{outcome="approve"}',

@@ -47,8 +47,10 @@ def unwrap(command: Sequence[str]) -> tuple[dict[str, str], str, list[str]]:
 
 
 def unwrap_all(command: Sequence[str]) -> tuple[dict[str, str], str, bool, list[str]]:
-    """(environment, exit file, claim, argv) of a command the driver wrapped."""
-    assert command[0] == "env", command
+    """(environment, exit file, claim, argv) of a command the driver wrapped; a command run
+    as it is (an environment step's `sh -c`) has none of the wrapper's parts."""
+    if command[0] != "env":
+        return {}, "", False, list(command)
     env: dict[str, str] = {}
     i = 1
     while command[i] != "sh":
@@ -121,7 +123,8 @@ class FakeProcess:
         """End the command: the wrapper writes the exit file, then the exit frame goes out."""
         if self.finished.is_set():
             return
-        self.backend.files[(self.sprite, self.exit_file)] = f"{code}\n".encode()
+        if self.exit_file:
+            self.backend.files[(self.sprite, self.exit_file)] = f"{code}\n".encode()
         self._end(code)
 
     def drop_sockets(self) -> None:

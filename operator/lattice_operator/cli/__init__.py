@@ -9,6 +9,7 @@ from lattice_operator.cli import (
     _cluster,
     _crds,
     _dev,
+    _env,
     _errors,
     _events,
     _intents,
@@ -43,6 +44,7 @@ app.command("cancel")(_runs.cancel)
 app.command("logs")(_runs.logs)
 app.command("approve")(_intents.approve)
 app.command("reject")(_intents.reject)
+app.add_typer(_env.app, name="env")
 app.command("watch")(_watch.watch)
 app.command("whoami")(_whoami.whoami)
 app.command("mcp")(_mcp.mcp)

@@ -20,7 +20,18 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 CLUSTER_COMMANDS = frozenset(
-    {"approve", "reject", "resume", "cancel", "logs", "watch", "mcp", "whoami", "checkpoints"}
+    {
+        "approve",
+        "reject",
+        "resume",
+        "cancel",
+        "logs",
+        "watch",
+        "mcp",
+        "whoami",
+        "checkpoints",
+        "env",
+    }
 )
 """The commands that take the cluster flags (and so may be preceded by them)."""
 

@@ -20,6 +20,7 @@ from lattice_operator.api.v1alpha1.resources import (
     INTENT_POLICIES,
     INTENTS,
     RUNS,
+    SPRITES,
     resource_of_kind,
 )
 from lattice_operator.builders import may_be_an_intents_run
@@ -66,6 +67,7 @@ from lattice_operator.reconcilers.intent import (
     remediation_sprite,
 )
 from lattice_operator.reconcilers.intent_kinds import restore_sprite
+from lattice_operator.reconcilers.intent_kinds.environment import environment_sprite
 from lattice_operator.reconcilers.sprite_claims import RunClaim
 
 log = logging.getLogger(__name__)
@@ -248,6 +250,8 @@ async def _drive_intent(
                 sprite_name = remediation_sprite(intent)
             if sprite_name is None and intent.spec.kind == "checkpoint_restore":
                 sprite_name = restore_sprite(intent)
+            if sprite_name is None and intent.spec.kind == "environment_change":
+                sprite_name = environment_sprite(intent)
             agent = agent_of(intent)
             if sprite_name is None and agent is not None:
                 sprite_name = agent.sprite_ref.name
@@ -402,6 +406,14 @@ async def _apply(
     namespace = intent.metadata.namespace or ""
     path = resource_path(*INTENTS.gvp, namespace, intent.metadata.name, "status")
     status_written = False
+    if plan.sprite_patch is not None:
+        # Before the status: an Intent never says Succeeded for a change not made. A 409 (the
+        # Sprite changed since the pass read it) is decided again on the newer one.
+        sprite_path = resource_path(*SPRITES.gvp, namespace, plan.sprite_patch.sprite)
+        try:
+            await kube.merge_patch(sprite_path, plan.sprite_patch.patch)
+        except KubeApiError as exc:
+            raise kopf.TemporaryError(f"cannot change the Sprite: {exc}", delay=2) from exc
     if plan.phase != (intent.status.phase or "Proposed"):
         # A phase change (above all into Approved, after which the spec is frozen) was
         # decided on this spec: write it only if the spec is still that one (the generation

@@ -127,7 +127,13 @@ class IndexedSprites:
         if ready is None or ready.status != "True":
             why = f"{ready.reason}: {ready.message}" if ready else "not reconciled yet"
             return SpriteView(False, sprite.status.sprite_name, why, policy)
-        return SpriteView(True, sprite.status.sprite_name or sprite.backend_name(), "", policy)
+        return SpriteView(
+            True,
+            sprite.status.sprite_name or sprite.backend_name(),
+            "",
+            policy,
+            tuple(sprite.spec.environment),
+        )
 
     def current(self, key: tuple[str, str]) -> Sprite | None:
         """The newest version of a Sprite this operator has seen."""

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from lattice_operator.api.object_ref import ObjectRef
+from lattice_operator.api.v1alpha1.sprite import EnvironmentStep
 from lattice_operator.lifeloop.receipts import LifecycleReceipt
 from lattice_operator.ports.forge import Forge
 
@@ -24,6 +25,8 @@ class SpriteView:
     """Why it is not ready, for humans."""
     run_policy: str = "Any"
     """`spec.runPolicy`: Any, or IntentOnly (only Runs an Intent created)."""
+    environment: tuple[EnvironmentStep, ...] = ()
+    """`spec.environment`: the steps a Run runs in the sprite before the agent's command."""
 
 
 class SpriteDirectory(Protocol):

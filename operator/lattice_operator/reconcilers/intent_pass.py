@@ -108,6 +108,14 @@ class RestoreWork:
 
 
 @dataclass(frozen=True)
+class SpritePatch:
+    """A merge patch of Sprite `sprite`, carrying the resourceVersion it was decided on."""
+
+    sprite: str
+    patch: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class Notice:
     """An Event to post on the Intent."""
 
@@ -123,6 +131,8 @@ class IntentPlan:
     status: IntentStatus
     create: list[dict[str, Any]] = field(default_factory=list)
     run_patch: dict[str, Any] | None = None
+    sprite_patch: SpritePatch | None = None
+    """A change of a Sprite (an environment change), written before the status."""
     fileops: FileOpsWork | None = None
     """A FileOps request to carry out now (after this plan's status is written)."""
     forge: ForgeWork | None = None
@@ -234,5 +244,6 @@ __all__ = [
     "Phase",
     "RemediationWork",
     "RestoreWork",
+    "SpritePatch",
     "derive_phase",
 ]

@@ -27,7 +27,6 @@ class IntentReason(StrEnum):
     NO_FORGE_CONFIGURED = "NoForgeConfigured"
     FILEOPS_NOT_ENABLED = "FileOpsNotEnabled"
     SPRITE_NOT_READY = "SpriteNotReady"
-    NO_ENVIRONMENT_MANAGER = "NoEnvironmentManager"
     NOT_SUPPORTED = "NotSupported"
     NO_AGENT_CONFIGURED = "NoAgentConfigured"
     FORGE_UNAVAILABLE = "ForgeUnavailable"
@@ -49,6 +48,10 @@ class IntentReason(StrEnum):
     SPRITE_HELD = "SpriteHeld"
     RESTORED = "Restored"
     RESTORE_FAILED = "RestoreFailed"
+    GLOBAL_CANDIDATE = "GlobalCandidate"
+    """environment_change of scope global_candidate: recorded for a human to promote."""
+    ESCALATED_TO_HUMAN = "EscalatedToHuman"
+    """environment_change escalate_to_human: a notice, nothing applied."""
     INVALID_SPEC = "InvalidSpec"
     """A kind this operator does not know, or its params missing: admission refuses both,
     so only an object that got past it (an older CRD, a direct etcd write) ends so."""
@@ -60,7 +63,6 @@ WAITING_REASONS = frozenset(
         IntentReason.NO_FORGE_CONFIGURED,
         IntentReason.FILEOPS_NOT_ENABLED,
         IntentReason.SPRITE_NOT_READY,
-        IntentReason.NO_ENVIRONMENT_MANAGER,
         IntentReason.NOT_SUPPORTED,
         IntentReason.NO_AGENT_CONFIGURED,
         IntentReason.FORGE_UNAVAILABLE,

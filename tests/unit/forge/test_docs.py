@@ -14,7 +14,7 @@ from lattice_operator.forge.webhooks import route
 from lattice_operator.reconcilers.intent import reconcile_intent
 from tests.support.forge_pipeline import prepared, run, world
 from tests.support.github.fixtures import webhook_example
-from tests.unit.forge.test_webhooks import REPO, repository
+from tests.support.github_repository import REPO, repository
 
 SHA = "a" * 40
 RULES = [

@@ -17,7 +17,7 @@ from lattice_operator.ports.errors import InvalidRequest
 from lattice_operator.reconcilers.intent import reconcile_intent
 from tests.support.forge_pipeline import AGENT, run, world
 from tests.support.github.fixtures import webhook_example
-from tests.unit.forge.test_webhooks import REPO, repository
+from tests.support.github_repository import REPO, repository
 
 REF = "/workspace/notes.json"
 

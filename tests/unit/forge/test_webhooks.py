@@ -9,27 +9,11 @@ from typing import Any
 import pytest
 
 from lattice_operator.api.v1alpha1 import Intent
-from lattice_operator.api.v1alpha1.githubrepository import GitHubRepository
 from lattice_operator.forge.builders import fixup_name, plan_name, triage_name
 from lattice_operator.forge.events import BadDelivery, parse_delivery
 from lattice_operator.forge.webhooks import route, sign, verify_signature
 from tests.support.github.fixtures import webhook_example
-
-REPO = "Codertocat/Hello-World"  # the examples' repository
-
-
-def repository(**spec: Any) -> GitHubRepository:
-    return GitHubRepository.model_validate(
-        {
-            "metadata": {"name": "hello", "namespace": "team"},
-            "spec": {
-                "repo": REPO,
-                "webhookSecretRef": {"name": "hook", "key": "secret"},
-                "agent": {"spriteRef": {"name": "box"}, "command": ["agent"]},
-                **spec,
-            },
-        }
-    )
+from tests.support.github_repository import REPO, repository
 
 
 def test_an_opened_issue_becomes_a_triage_intent_that_validates() -> None:

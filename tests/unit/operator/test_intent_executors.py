@@ -53,7 +53,7 @@ SPRITE_READ = {
     "health_remediate": None,  # the sample runs a command: no spriteRef
     "sprite_create": None,  # read once status.spriteRef names it
     "fileops": "sample",
-    "environment_change": None,
+    "environment_change": "sample",  # the Sprite it changes
     "fly_machines": None,
     "issue_triage": None,  # no agent in the sample
     "issue_plan_approve": None,

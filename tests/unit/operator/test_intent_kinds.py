@@ -17,10 +17,6 @@ from lattice_operator.reconcilers.intent import IntentPlan, reconcile_intent
 from tests.support.admission_cases import sample
 from tests.support.intent_world import NOW, advance, approval, intent, policy, world
 
-NOT_ENABLED = (
-    "approved environment changes wait for the environment manager, "
-    "which is not enabled in this version"
-)
 NO_GITHUB = "no GitHub is configured for the operator"
 SPRITE = "sample"
 
@@ -52,7 +48,6 @@ def created(plan: IntentPlan) -> list[tuple[str, str]]:
         ("sprite-task-exec", False, "Executing", "Executing", "Run i-run is Pending", "Run"),
         ("health-remediate", False, "Executing", "Executing", "Run i-run is Pending", "Run"),
         ("sprite-create", False, "Executing", "Executing", "created Sprite repo-work", "Sprite"),
-        ("environment-change", True, "Waiting", "NoEnvironmentManager", NOT_ENABLED, None),
         (
             "fileops",
             False,

@@ -351,6 +351,31 @@ class RunAttempt(ApiModel):
     """A human-readable note."""
 
 
+class EnvironmentStepResult(ApiModel):
+    """One environment step as this Run ran it."""
+
+    name: str = Field(max_length=253)
+    """The step (spec.environment[].name of the Sprite)."""
+    exit_code: int | None = None
+    """Its exit status (None: it did not finish)."""
+    output: str | None = Field(default=None, max_length=1024)
+    """The end of its output, when it failed."""
+
+
+class RunEnvironmentStatus(ApiModel):
+    """The Sprite's environment as this Run applied it before the agent's command."""
+
+    digest: str = Field(max_length=80)
+    """sha256 of the steps applied (the marker in the sprite is named by it)."""
+    state: Literal["Applied", "AlreadyApplied", "Failed"]
+    """Applied: every step ran and exited 0 now; AlreadyApplied: the sprite's marker shows an
+    earlier Run applied this very environment (nothing ran); Failed: a step did not exit 0."""
+    steps: list[EnvironmentStepResult] = Field(default_factory=list, max_length=64)
+    """The steps run now, in order (empty when AlreadyApplied)."""
+    message: str | None = Field(default=None, max_length=1024)
+    """What happened, for humans."""
+
+
 class RunStatus(ApiModel):
     """Observed state of the Run."""
 
@@ -386,6 +411,9 @@ class RunStatus(ApiModel):
     """Lifeloop negotiation with spec.agent's adapter (unset without spec.agent)."""
     resume: ResumeStatus | None = None
     """WAITING and resume bookkeeping."""
+    environment: RunEnvironmentStatus | None = None
+    """The Sprite's environment (spec.environment) as applied before the agent started
+    (unset: the Sprite has none)."""
     action_results: list[ActionResult] = Field(default_factory=list, max_length=32)
     """Answers to the sprite's action requests, newest last."""
     proposals: list[Annotated[str, StringConstraints(max_length=253)]] = Field(

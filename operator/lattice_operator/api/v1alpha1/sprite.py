@@ -118,6 +118,32 @@ class CheckpointsSpec(ApiModel):
     Retain nor one a Run took to resume from. Unset: all are kept."""
 
 
+StepType = Literal[
+    "runtime_install",
+    "runtime_version_adjust",
+    "dependency_manager_switch",
+    "add_preinstall_step",
+    "adjust_smoke_command",
+    "add_system_package",
+]
+"""The adjustment types that become a step run in the sprite (enable_network_access changes
+spec.networkPolicy instead; escalate_to_human runs nothing)."""
+
+
+class EnvironmentStep(ApiModel):
+    """One step of the Sprite's environment: a command every Run runs in the sprite before
+    the agent's command, once per environment (a marker per environment digest)."""
+
+    name: str = Field(min_length=1, max_length=253)
+    """Unique within the environment: the environment_change Intent that added it."""
+    type: StepType
+    """The adjustment type it came from."""
+    command: str = Field(min_length=1, max_length=4096)
+    """A shell command (`sh -c`); it must exit 0, or the Run fails (EnvironmentFailed)."""
+    details: dict[str, Arg] = Field(default_factory=dict, max_length=16)
+    """What it installs or switches to (runtime, version, package, manager), as recorded."""
+
+
 class SpriteSpec(ApiModel):
     """Desired state of a sprite at the backend."""
 
@@ -166,6 +192,11 @@ class SpriteSpec(ApiModel):
     """Which Runs may execute here: `Any` (whoever may create Runs in the namespace, as with
     `pods/exec`) or `IntentOnly` (only Runs an Intent created, so every command went through
     policy and approval). Refused at admission and again by the operator before it starts one."""
+    environment: list[EnvironmentStep] = Field(
+        default_factory=list, max_length=64, json_schema_extra=list_map("name")
+    )
+    """Steps every Run on this Sprite runs before the agent's command, in order, once per
+    environment (approved environment_change Intents append to it; people may edit it)."""
     keep_warm: bool | None = None
     """`true`: the operator keeps the backend sprite from going cold (a Run then starts without
     a cold start) by waking it with a light request every `backend.keep_warm_interval`
@@ -181,6 +212,9 @@ class SpriteSpec(ApiModel):
         names = [s.name for s in self.services]
         if len(names) != len(set(names)):
             raise ValueError("service names must be unique")
+        steps = [s.name for s in self.environment]
+        if len(steps) != len(set(steps)):
+            raise ValueError("environment step names must be unique")
         return self
 
 

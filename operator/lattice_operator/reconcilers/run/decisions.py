@@ -69,6 +69,7 @@ FAILURE_CLASSES: Mapping[str, FailureClass] = {
     EndReason.TIMEOUT: FailureClass.TIMEOUT,
     EndReason.RESUME_FAILED: FailureClass.STATE_CONFLICT,
     EndReason.RUN_POLICY: FailureClass.INVALID_REQUEST,
+    EndReason.ENVIRONMENT_FAILED: FailureClass.OPERATOR_REQUIRED,
 }
 RETRYABLE = frozenset({RetryClass.SAFE_RETRY, RetryClass.RETRY_AFTER_REREAD})
 NOT_RETRIED = frozenset({EndReason.TIMEOUT})

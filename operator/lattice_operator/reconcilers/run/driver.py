@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from lattice_operator.api.object_ref import ObjectRef
 from lattice_operator.api.v1alpha1 import Run
 from lattice_operator.api.v1alpha1.conditions import find_condition
+from lattice_operator.api.v1alpha1.sprite import EnvironmentStep
 from lattice_operator.lifeloop.classes import FailureClass
 from lattice_operator.lifeloop.dispatch import dispatch
 from lattice_operator.lifeloop.mapping import RunTransition
@@ -53,6 +54,7 @@ from lattice_operator.reconcilers.run.decisions import (
     requested_resume,
     retries_left,
 )
+from lattice_operator.reconcilers.run.environment import EnvironmentApplier
 from lattice_operator.reconcilers.run.files import REREAD_BYTES, ProtocolFiles
 from lattice_operator.reconcilers.run.reasons import EndReason, Reason
 from lattice_operator.reconcilers.run.recorder import RunRecorder
@@ -111,6 +113,7 @@ class RunDriver:
         )
         self.files = ProtocolFiles(backend, self.recorder)
         self._cold_starts = ColdStarts(backend)
+        self._environment = EnvironmentApplier(backend)
         self.actions = ActionHandler(actions, recorder=self.recorder, files=self.files, clock=clock)
         self.sessions = SessionRunner(
             backend=backend,
@@ -254,6 +257,8 @@ class RunDriver:
         recorder.set(
             "Unknown", Reason.STARTING, f"attempt {attempt.number}: starting the exec session"
         )
+        if sprite.environment and not await self._apply_environment(run, sprite.environment):
+            return
         # Negotiated and placed before the exec: a refusal ends the Run without one.
         plan = start_plan(run, list(run.spec.command), recorder.status.session_segment)
         recorder.status.agent = agent_status(run, plan, "context", recorder.status.agent)
@@ -287,6 +292,34 @@ class RunDriver:
             await self._fail(run, REFUSED[plan.refusal], plan.message, failure=plan.refusal)
             return
         await self._session_over(run, await self.sessions.follow(run, session, resumed=False))
+
+    async def _apply_environment(self, run: Run, steps: Sequence[EnvironmentStep]) -> bool:
+        """The Sprite's environment, before the agent's command (every mode); False: the
+        attempt (sprite unreachable) or the Run (a step failed) ended."""
+        recorder = self.recorder
+        recorder.set(
+            "Unknown",
+            Reason.STARTING,
+            f"attempt {len(recorder.status.attempts)}: applying the Sprite's environment "
+            f"({len(steps)} step(s))",
+        )
+        await recorder.flush(force=True)
+        try:
+            applied = await self._environment.apply(self.files.require_sprite(), steps)
+        except AdapterError as exc:
+            await self._attempt_failed(
+                run,
+                EndReason.START_FAILED,
+                f"could not apply the Sprite's environment: {exc}",
+                failure=exc.failure_class,
+            )
+            return False
+        recorder.status.environment = applied
+        if applied.state == "Failed":
+            await self._fail(run, EndReason.ENVIRONMENT_FAILED, applied.message or "")
+            return False
+        recorder.set("Unknown", Reason.STARTING, f"{applied.message}; starting the exec session")
+        return True
 
     async def _launch(self, run: Run, attempt: int, delivery: Delivery) -> ExecSession:
         """The exec of a session start, with what the plan placed: its files first."""

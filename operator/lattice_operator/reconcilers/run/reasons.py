@@ -49,6 +49,9 @@ class EndReason(StrEnum):
     """spec.agent: no acceptable placement of a payload with a required one listed."""
     PAYLOAD_TOO_LARGE = "PayloadTooLarge"
     """spec.agent: a payload larger than every required placement's limit."""
+    ENVIRONMENT_FAILED = "EnvironmentFailed"
+    """A step of the Sprite's spec.environment did not exit 0 (before the agent's command);
+    not retried: the environment must change first."""
 
 
 __all__ = ["EndReason", "Reason"]
