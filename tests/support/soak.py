@@ -77,6 +77,16 @@ def failures(junit: Path) -> tuple[int, dict[str, str]]:
     return passed, failed
 
 
+def end_suite(proc: subprocess.Popen[bytes], first: signal.Signals) -> int:
+    """Stop the suite's process group: `first`, then SIGKILL after a minute."""
+    os.killpg(proc.pid, first)
+    try:
+        return proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        return proc.wait()
+
+
 def run_round(number: int, args: argparse.Namespace, out: Path) -> tuple[Round, dict[str, str]]:
     junit = out / f"round-{number}.xml"
     log = out / f"round-{number}.log"
@@ -99,22 +109,24 @@ def run_round(number: int, args: argparse.Namespace, out: Path) -> tuple[Round, 
     ]
     started = time.monotonic()
     print(f"soak: round {number}/{args.rounds}: {' '.join(command[3:])}", flush=True)
-    with log.open("wb") as sink:
-        proc = subprocess.Popen(
-            command, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
-        )
-        try:
-            code = proc.wait(timeout=args.round_timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        with log.open("wb") as sink:
+            proc = subprocess.Popen(
+                command, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
+            )
             try:
-                code = proc.wait(timeout=60)
+                code = proc.wait(timeout=args.round_timeout)
             except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                code = proc.wait()
-            print(f"soak: round {number} hit its time limit ({args.round_timeout:.0f} s)")
-    done.set()
-    stop(hogs)
+                code = end_suite(proc, signal.SIGTERM)
+                print(f"soak: round {number} hit its time limit ({args.round_timeout:.0f} s)")
+            except KeyboardInterrupt:
+                # The suite has a session of its own: Ctrl-C reached only this process. Its
+                # fixtures stop what they started once it gets the SIGINT too.
+                end_suite(proc, signal.SIGINT)
+                raise
+    finally:
+        done.set()
+        stop(hogs)  # never left spinning after an interrupted round
     passed, failed = failures(junit)
     result = Round(
         number, round(time.monotonic() - started, 1), code, passed, sorted(failed), loads

@@ -1,10 +1,17 @@
-"""`make soak`'s pieces: the JUnit reading that reports failures per test, and hogs that stop."""
+"""`make soak`'s pieces: the JUnit reading that reports failures per test, hogs that stop, and
+an interrupted round that leaves nothing running."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from tests.support.soak import failures, start_hogs, stop
+
+ROOT = Path(__file__).resolve().parents[2]
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest">
@@ -40,3 +47,62 @@ def test_hogs_stop_by_themselves() -> None:
             assert hog.wait(timeout=30) == 0
     finally:
         stop(hogs)
+
+
+def _children(pid: int) -> set[int]:
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat[stat.rindex(")") + 2 :].split()[1]) == pid:
+                found.add(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+def test_an_interrupted_round_stops_its_suite_and_its_hogs(tmp_path: Path) -> None:
+    # Found when a soak was stopped by a SIGINT to its runner: the suite (a session of its
+    # own) and the hogs kept running, the hogs for up to an hour.
+    slow = tmp_path / "test_slow.py"
+    slow.write_text("import time\n\n\ndef test_slow():\n    time.sleep(120)\n")
+    runner = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "tests.support.soak", "--rounds", "1", "--hogs", "2"),
+            *("--out", str(tmp_path / "out"), "-p", "no:cacheprovider", str(slow)),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        assert runner.stdout is not None
+        assert runner.stdout.readline().startswith("soak: round 1/1")
+        deadline = time.monotonic() + 60
+        children: set[int] = set()
+        while len(children) < 3 and time.monotonic() < deadline:  # two hogs and the suite
+            children = _children(runner.pid)
+            time.sleep(0.1)
+        assert len(children) == 3, children
+        runner.send_signal(signal.SIGINT)
+        assert runner.wait(timeout=90) != 0
+        deadline = time.monotonic() + 30
+        while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [pid for pid in children if _alive(pid)]
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
+        if runner.stdout is not None:
+            runner.stdout.close()
