@@ -28,6 +28,7 @@ from lattice_adapters.localcluster.node import NodeCluster
 from lattice_operator.receipt_reader import receipt_event_params, receipts_from_events
 from tests.support.agents import agent
 from tests.support.node_e2e import (
+    CHART,
     IMAGE_PATH,
     SAMPLES,
     TIMINGS,
@@ -50,9 +51,14 @@ pytestmark = pytest.mark.node
 RELEASE, NAMESPACE = "lattice-up", "lattice-up-system"
 WORK = "upgrade"  # where the Sprite, the Runs and the Intents live
 APPROVERS = ("alice", "bob")
-LATTICE_CRDS = (
-    "githubrepositories", "healthchecks", "intentpolicies", "intents", "runs", "sprites",
-)  # fmt: skip
+# This release's CRDs: the chart's crds/ (the previous release may have had fewer; the CRD step
+# creates the new ones).
+LATTICE_CRDS = tuple(
+    sorted(
+        path.name.removeprefix("lattice.dev_").removesuffix(".yaml")
+        for path in (CHART / "crds").glob("lattice.dev_*.yaml")
+    )
+)
 
 # Emits an INFO event every quarter second until the test drops /workspace/stop-<run> into
 # the Sprite (bounded: 1,200 events, five minutes), then COMPLETED; counts its own execs.
