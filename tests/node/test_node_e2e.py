@@ -710,12 +710,19 @@ def test_after_the_failovers_the_stream_service_reaches_the_new_leader(
 
     wait_until(lambda: endpoints() == [leader], f"the stream Service's endpoint {leader}", 60)
     token = node.kubectl("-n", "default", "create", "token", VIEWER).stdout.strip()
-    status, content_type, text = http(
-        node,
-        f"{service_url(node, STREAM)}/events?namespace=default",
-        headers={"Authorization": f"Bearer {token}"},
-        until=": lattice stream",
-    )
+
+    def subscribe() -> tuple[int, str, str] | None:
+        answer = http(
+            node,
+            f"{service_url(node, STREAM)}/events?namespace=default",
+            headers={"Authorization": f"Bearer {token}"},
+            until=": lattice stream",
+        )
+        return answer if answer[0] else None  # 0: refused
+
+    # A ready endpoint is in kube-proxy's rules only at its next sync: until then the
+    # Service's address refuses connections.
+    status, content_type, text = wait_until(subscribe, "the stream Service answering", 60)
     assert (status, content_type) == (200, "text/event-stream"), text
     assert ": lattice stream" in text
 
