@@ -11,13 +11,10 @@ from lattice_operator.api.v1alpha1 import Intent, Run
 from lattice_operator.api.v1alpha1.intent import SpriteCreateParams
 from lattice_operator.api.v1alpha1.resources import API_VERSION
 from lattice_operator.api.v1alpha1.run import RunTemplate
+from lattice_operator.labels import RECEIPT_ANNOTATION, REPORTING_CONTROLLER, RUN_UID_LABEL
 from lattice_operator.lifeloop.receipts import LifecycleReceipt
 from lattice_operator.protocol.projection import ProposalStatus
 
-RECEIPT_ANNOTATION = "lattice.dev/receipt"
-# The reportingController of every Event the operator posts: readers trust no other.
-REPORTING_CONTROLLER = "lattice.dev/operator"
-RUN_UID_LABEL = "lattice.dev/run-uid"
 NOTE_CHARS = 1024
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from lattice_operator.builders import RECEIPT_ANNOTATION, REPORTING_CONTROLLER, RUN_UID_LABEL
+from lattice_operator.labels import RECEIPT_ANNOTATION, REPORTING_CONTROLLER, RUN_UID_LABEL
 
 
 def receipt_event_params(run: dict[str, Any]) -> dict[str, str]:
