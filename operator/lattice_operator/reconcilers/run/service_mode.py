@@ -38,7 +38,9 @@ FOLLOW_WINDOW = 3600.0
 _PARK = (
     'm="$1"; shift; '
     'mkdir -p "$(dirname "$m")"; if [ ! -e "$m" ]; then : > "$m"; "$@"; fi; '
-    "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"
+    # Parked, the shell has nothing to say: when the service is stopped, the signal reaches
+    # its sleep too, and sh would report it ("Terminated") into the Run's log.
+    "exec >/dev/null 2>&1; trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"
 )
 
 
