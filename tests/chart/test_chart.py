@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from lattice_operator.handlers.admission_config import webhook_configurations
+from lattice_operator.handlers.admission_policy import BINDINGS, POLICIES, admission_policies
 from lattice_operator.settings import OperatorSettings
 from tests.support.helm import CHART, MATRIX, NAMESPACE, RELEASE, ROOT, find, helm, render
 
@@ -124,6 +125,22 @@ def test_webhooks_match_what_the_operator_would_register() -> None:
             # The operator writes the caBundle and keeps it current; an upgrade must not
             # put back an old one.
             assert "caBundle" not in w["clientConfig"]
+
+
+def test_admission_policies_match_what_the_operator_would_register() -> None:
+    """The same policies, character for character, with this release's ServiceAccount as the
+    operator's identity, each bound under its own name."""
+    docs = render()
+    operator = f"system:serviceaccount:{NAMESPACE}:{RELEASE}-lattice-operator"
+    expected = admission_policies(f"{RELEASE}-lattice-operator", operator)
+    chart = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"]
+    assert [(p["metadata"]["name"], p["spec"]) for p in chart] == [
+        (p["metadata"]["name"], p["spec"]) for p in expected[POLICIES]
+    ]
+    bindings = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicyBinding"]
+    assert [(b["metadata"]["name"], b["spec"]) for b in bindings] == [
+        (b["metadata"]["name"], b["spec"]) for b in expected[BINDINGS]
+    ]
 
 
 def test_the_operator_makes_the_certificate_not_the_chart() -> None:
@@ -281,7 +298,9 @@ def _documented_values() -> set[str]:
 
 def _commented_values() -> set[str]:
     """Keys of values.yaml preceded by a `# --` description."""
-    keys, stack, pending = set(), [], False
+    keys: set[str] = set()
+    stack: list[str] = []
+    pending = False
     for line in (CHART / "values.yaml").read_text().splitlines():
         if re.match(r"^\s*# -- ", line):
             pending = True

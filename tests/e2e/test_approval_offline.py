@@ -1,4 +1,5 @@
-"""Approvals fail closed without an operator, while ordinary Intent writes do not need one.
+"""Approvals fail closed without an operator, while ordinary Intent writes do not need one;
+the checks the API server evaluates itself (admission policies) hold without one too.
 
 In its own module: it stops and restarts the module's operator, which resets the
 process's metrics that `test_intents.test_intent_metrics` reads.
@@ -6,8 +7,12 @@ process's metrics that `test_intents.test_intent_metrics` reads.
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
 
+from tests.support.admission_cases import build
 from tests.support.e2e_intents import (
     APPROVER_ROLE,
     EDITOR_ROLE,
@@ -21,6 +26,30 @@ from tests.support.e2e_intents import (
 from tests.support.stack import Stack
 
 pytestmark = pytest.mark.e2e
+
+GRANT: dict[str, Any] = {
+    "credentials": [{"name": "gh", "secretKeyRef": {"name": "tokens", "key": "gh"}}]
+}
+RUN_WRITER = {
+    "apiVersion": "rbac.authorization.k8s.io/v1",
+    "kind": "ClusterRole",
+    "metadata": {"name": "lattice-run-writer-offline-test"},
+    "rules": [{"apiGroups": ["lattice.dev"], "resources": ["runs"], "verbs": ["create"]}],
+}
+
+
+def _forged_run(intent: dict[str, Any]) -> dict[str, Any]:
+    doc = build("run.yaml", "forged", {"spec.command": ["true"], "spec.spriteRef.name": "box"})
+    doc["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "lattice.dev/v1alpha1",
+            "kind": "Intent",
+            "name": intent["metadata"]["name"],
+            "uid": intent["metadata"]["uid"],
+            "controller": True,
+        }
+    ]
+    return doc
 
 
 def test_without_an_operator_intents_are_written_but_approvals_fail_closed(
@@ -54,6 +83,23 @@ def test_without_an_operator_intents_are_written_but_approvals_fail_closed(
         assert forgery.returncode != 0
         annotations = stack.get(namespace, "intents", "offline")["metadata"].get("annotations")
         assert not any(key.startswith("approval.lattice.dev/") for key in annotations or {})
+        # Who may grant a Secret or make an Intent a Run's controller is the API server's own
+        # check: it needs no operator, and refuses as precisely without one.
+        grant = kubectl_as(
+            stack, "mallory", "patch", "intent", "offline", "-n", namespace,
+            "--type", "merge", "-p", json.dumps({"spec": GRANT}),
+        )  # fmt: skip
+        assert grant.returncode != 0
+        assert "spec.credentials[0] (gh): mallory may not read Secret tokens" in grant.stderr
+        stack.apply(namespace, intent_doc("granted-offline", ["true"], **GRANT))  # the admin may
+        bind_role(stack, namespace, "mallory", RUN_WRITER)
+        intent = stack.get(namespace, "intents", "offline")
+        forged = kubectl_as(
+            stack, "mallory", "create", "-n", namespace, "-f", "-",
+            input=json.dumps(_forged_run(intent)),
+        )  # fmt: skip
+        assert forged.returncode != 0
+        assert "mallory may not make an Intent the controller of a Run" in forged.stderr
     finally:
         stack.start()
     stack.wait_phase(namespace, "intents", "offline", {"AwaitingApproval"})

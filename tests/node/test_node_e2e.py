@@ -864,6 +864,9 @@ def test_helm_uninstall_keeps_crds_and_custom_resources(installed: NodeCluster) 
     assert left.stdout.strip() == ""
     for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
         assert not get(node, kind, f"{RELEASE}-lattice-operator", "")
+    for check in ("check-run-owner", "check-grants", "check-approvers"):
+        for kind in ("validatingadmissionpolicy", "validatingadmissionpolicybinding"):
+            assert not get(node, kind, f"{check}.{RELEASE}-lattice-operator", "")
     crds = node.kubectl("get", "crd", "-o", "name").stdout
     assert "sprites.lattice.dev" in crds
     assert get(node, "sprite", "sample"), "the Sprite must outlive the chart"

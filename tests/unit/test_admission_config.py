@@ -1,5 +1,6 @@
 """The webhook configurations the operator registers: paths, fail-closed, and which writes
-reach the approval webhook (the matchConditions expression, evaluated with CEL here)."""
+reach each webhook or admission policy (the matchConditions expressions, evaluated with CEL
+here)."""
 
 from __future__ import annotations
 
@@ -12,16 +13,16 @@ from celpy.adapter import json_to_cel
 from lattice_operator.handlers.admission_config import (
     APPROVAL_HANDLER,
     APPROVAL_MATCH,
-    GRANTS_HANDLER,
-    GRANTS_MATCH,
+    HEALTH_CHECK_HANDLER,
     MUTATING,
     POLICY_HANDLER,
-    RUN_OWNER_MATCH,
+    RUN_POLICY_HANDLER,
     RUN_POLICY_MATCH,
+    SPEC_CHANGED_MATCH,
     VALIDATING,
     webhook_configurations,
 )
-from lattice_operator.reconcilers.grants import new_secret_grants
+from lattice_operator.handlers.admission_policy import GRANTS_MATCH, RUN_OWNER_MATCH
 
 CLIENT = {"url": "https://127.0.0.1:9443", "caBundle": "Q0E="}
 
@@ -39,7 +40,7 @@ def test_each_webhook_points_at_its_handler_and_fails_closed() -> None:
     assert policy["rules"][0]["resources"] == ["intentpolicies"]
     assert {approval["failurePolicy"], policy["failurePolicy"]} == {"Fail"}
     assert approval["matchConditions"][0]["expression"] == APPROVAL_MATCH
-    assert "matchConditions" not in policy  # every policy write is checked
+    assert policy["matchConditions"][0]["expression"] == SPEC_CHANGED_MATCH
     assert CLIENT == {"url": "https://127.0.0.1:9443", "caBundle": "Q0E="}  # not mutated
 
 
@@ -127,29 +128,43 @@ NPM = {"name": "npm", "secretKeyRef": {"name": "npm", "key": "token"}}
         ("UPDATE", [], [GH], False),  # removing a grant takes nothing
     ],
 )
-def test_only_writes_adding_grants_reach_the_grants_webhook(
+def test_only_writes_adding_grants_reach_the_grants_policy(
     operation: str, new: list[Any] | None, old: list[Any] | None, sent: bool
 ) -> None:
     assert _grants_sent(operation, new, old) is sent
 
 
-def test_grants_webhook_is_registered_and_fails_closed() -> None:
-    webhooks = webhook_configurations("lattice.dev", CLIENT)[VALIDATING]["webhooks"]
-    (grants,) = [w for w in webhooks if w["clientConfig"]["url"].endswith(GRANTS_HANDLER)]
-    assert grants["rules"][0]["resources"] == ["intents"]
-    assert grants["failurePolicy"] == "Fail"
-    assert grants["matchConditions"][0]["expression"] == GRANTS_MATCH
-
-
-def test_new_secret_grants_names_only_secrets_not_granted_before() -> None:
-    assert new_secret_grants({"credentials": [GH]}, None) == [(0, "gh", "tokens")]
-    assert new_secret_grants({"credentials": [GH, NPM]}, {"credentials": [GH]}) == [
-        (1, "npm", "npm")
+def test_only_the_checks_that_read_more_than_the_request_are_webhooks() -> None:
+    """Who may make an Intent a Run's controller, grant a Secret or map an approver is the
+    API server's own business (admission_policy): no webhook is called for them."""
+    configs = webhook_configurations("lattice.dev", CLIENT)
+    paths = [
+        w["clientConfig"]["url"].rsplit("/", 1)[1]
+        for plural in (MUTATING, VALIDATING)
+        for w in configs[plural]["webhooks"]
     ]
-    # Renaming a grant of the same Secret is no new access.
-    renamed = {"name": "github", "secretKeyRef": {"name": "tokens", "key": "gh"}}
-    assert new_secret_grants({"credentials": [renamed]}, {"credentials": [GH]}) == []
-    assert new_secret_grants({}, {"credentials": [GH]}) == []
+    assert paths == [APPROVAL_HANDLER, POLICY_HANDLER, RUN_POLICY_HANDLER, HEALTH_CHECK_HANDLER]
+
+
+def _spec_changed(operation: str, new: dict[str, Any], old: dict[str, Any] | None) -> bool:
+    env = celpy.Environment()
+    program = env.program(env.compile(SPEC_CHANGED_MATCH))
+    activation = {
+        "object": json_to_cel(new),
+        "oldObject": json_to_cel(old),
+        "request": json_to_cel({"operation": operation}),
+    }
+    return bool(program.evaluate(activation))
+
+
+def test_policy_and_healthcheck_webhooks_see_only_creates_and_spec_changes() -> None:
+    spec = {"metadata": {"name": "p"}, "spec": {"rules": []}}
+    labelled = {"metadata": {"name": "p", "labels": {"a": "b"}}, "spec": {"rules": []}}
+    changed = {"metadata": {"name": "p"}, "spec": {"rules": [{"name": "r"}]}}
+    assert _spec_changed("CREATE", spec, None)
+    assert not _spec_changed("UPDATE", labelled, spec)  # finalizers, labels, annotations
+    assert _spec_changed("UPDATE", changed, spec)
+    assert _spec_changed("UPDATE", {"metadata": {"name": "p"}}, spec)  # no spec: checked
 
 
 def _run_owner_sent(operation: str, new: list[Any] | None, old: list[Any] | None) -> bool:
@@ -227,6 +242,6 @@ def test_every_run_create_meets_the_owner_check_or_the_run_policy_check(
 ) -> None:
     """A Run our Intent controls is the operator's own write (check-run-owner); every other
     Run, a controller of kind Intent in another group included, meets check-run-policy."""
-    ours = bool(owners) and owners[0] == _owner("Intent")
+    ours = owners is not None and bool(owners) and owners[0] == _owner("Intent")
     assert _run_owner_sent("CREATE", owners, None) is ours
     assert _run_policy_sent(owners) is not ours

@@ -21,6 +21,7 @@ from lattice_operator.handlers._context import OperatorContext, context_of
 from lattice_operator.handlers._registry import SERVING
 from lattice_operator.handlers._writes import create_or_patch
 from lattice_operator.handlers.admission_config import webhook_configurations
+from lattice_operator.handlers.admission_policy import admission_policies
 from lattice_operator.handlers.webhook_cert import CertRotator, webhook_server
 from lattice_operator.policy import compile_policy
 from lattice_operator.ports.errors import CredentialsMissing
@@ -168,13 +169,25 @@ class _RegisteringServer:
 
     async def __call__(self, fn: kopf.WebhookFn) -> AsyncIterator[kopf.WebhookClientConfig]:
         async for client_config in self._inner(fn):
-            await register_webhooks(self._ctx.require_kube(), self._name, dict(client_config))
+            await register_webhooks(
+                self._ctx.require_kube(), self._name, dict(client_config), self._ctx.identity
+            )
             yield client_config
 
 
-async def register_webhooks(kube: KubeClient, name: str, client_config: dict[str, Any]) -> None:
-    """Create or update both configurations; failing here stops the operator (no unchecked
-    approvals)."""
+async def register_webhooks(
+    kube: KubeClient, name: str, client_config: dict[str, Any], operator: str | None
+) -> None:
+    """Create or update the admission policies, their bindings and both webhook
+    configurations; failing here stops the operator (no unchecked approvals or grants).
+
+    The policies first: a configuration of an older operator may still send the checks they
+    took over to its webhooks, and they must be in force before those go."""
+    for plural, objects in admission_policies(name, operator).items():
+        collection = resource_path("admissionregistration.k8s.io", "v1", plural)
+        for body in objects:
+            await create_or_patch(kube, collection, body, {"spec": body["spec"]})
+        log.info("registered %s %s", plural, ", ".join(o["metadata"]["name"] for o in objects))
     for plural, body in webhook_configurations(name, client_config).items():
         collection = resource_path("admissionregistration.k8s.io", "v1", plural)
         await create_or_patch(kube, collection, body, {"webhooks": body["webhooks"]})
@@ -182,7 +195,8 @@ async def register_webhooks(kube: KubeClient, name: str, client_config: dict[str
 
 
 async def _own_identity(kube: KubeClient) -> str | None:
-    """Who the API server says we are: only this identity may create Intent-owned Runs."""
+    """Who the API server says we are: only this identity may create Intent-owned Runs (the
+    `check-run-owner` policy names it)."""
     try:
         review = await kube.create(
             resource_path("authentication.k8s.io", "v1", "selfsubjectreviews"),

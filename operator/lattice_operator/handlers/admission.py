@@ -1,7 +1,7 @@
 """Admission webhooks served by the operator: approvals stamped with the real identity,
-credential grants checked against their author's own access, and IntentPolicy rules
-checked before they are stored; HealthCheck schedules and time zones checked before they
-are stored."""
+IntentPolicy rules compiled, a Sprite's run policy applied to Runs made by hand, and
+HealthCheck schedules and time zones checked before they are stored. (The checks that need
+nothing but the request are ValidatingAdmissionPolicies: `admission_policy`.)"""
 
 from __future__ import annotations
 
@@ -16,22 +16,13 @@ from lattice_adapters.kube import resource_path
 from lattice_operator.api.v1alpha1 import Run, Sprite
 from lattice_operator.api.v1alpha1.healthcheck import HealthCheckSpec
 from lattice_operator.api.v1alpha1.intentpolicy import IntentPolicySpec
-from lattice_operator.api.v1alpha1.resources import (
-    GITHUB_REPOSITORIES,
-    HEALTH_CHECKS,
-    INTENT_POLICIES,
-    INTENTS,
-    RUNS,
-)
+from lattice_operator.api.v1alpha1.resources import HEALTH_CHECKS, INTENT_POLICIES, INTENTS, RUNS
 from lattice_operator.handlers._context import context_of
 from lattice_operator.handlers._registry import SERVING
 from lattice_operator.handlers.admission_config import (
     APPROVAL_HANDLER,
-    APPROVERS_HANDLER,
-    GRANTS_HANDLER,
     HEALTH_CHECK_HANDLER,
     POLICY_HANDLER,
-    RUN_OWNER_HANDLER,
     RUN_POLICY_HANDLER,
 )
 from lattice_operator.metrics import (
@@ -54,24 +45,11 @@ from lattice_operator.reconcilers.approvals import (
     raw_spec_digest,
     record_for,
     records_json,
-    subject_access_review,
 )
-from lattice_operator.reconcilers.grants import (
-    new_approver_mappings,
-    new_secret_grants,
-    run_policy_refusal,
-)
+from lattice_operator.reconcilers.grants import run_policy_refusal
 
 Handler = Callable[..., Awaitable[None]]
-WEBHOOKS = (
-    APPROVAL_HANDLER,
-    GRANTS_HANDLER,
-    RUN_OWNER_HANDLER,
-    RUN_POLICY_HANDLER,
-    POLICY_HANDLER,
-    HEALTH_CHECK_HANDLER,
-    APPROVERS_HANDLER,
-)
+WEBHOOKS = (APPROVAL_HANDLER, RUN_POLICY_HANDLER, POLICY_HANDLER, HEALTH_CHECK_HANDLER)
 for _webhook in WEBHOOKS:  # every series from the start, at 0
     ADMISSION_SECONDS.labels(webhook=_webhook)
     for _outcome in ADMISSION_OUTCOMES:
@@ -139,50 +117,6 @@ async def stamp_approval(
     patch.metadata.annotations[REQUEST] = None
 
 
-@kopf.on.validate(
-    *INTENTS.gvp, operations=["CREATE", "UPDATE"], id=GRANTS_HANDLER, registry=SERVING
-)
-@_measured(GRANTS_HANDLER)
-async def check_grants(
-    body: kopf.Body, userinfo: kopf.UserInfo, memo: kopf.Memo, **kwargs: Any
-) -> None:
-    ctx = context_of(memo)
-    old: kopf.Body | None = kwargs.get("old")
-    namespace = body.metadata.namespace or ""
-    added = new_secret_grants(
-        dict(body.get("spec") or {}), dict(old.get("spec") or {}) if old else None
-    )
-    for index, grant, secret in added:
-        attributes = {"namespace": namespace, "verb": "get", "resource": "secrets", "name": secret}
-        review = await ctx.require_kube().create(
-            resource_path("authorization.k8s.io", "v1", "subjectaccessreviews"),
-            subject_access_review(dict(userinfo), attributes),
-        )
-        if not review.get("status", {}).get("allowed"):
-            raise kopf.AdmissionError(
-                f"spec.credentials[{index}] ({grant}): {userinfo.get('username')} may not read "
-                f"Secret {secret} in namespace {namespace}, so may not grant it to a sprite",
-                code=403,
-            )
-
-
-@kopf.on.validate(
-    *RUNS.gvp, operations=["CREATE", "UPDATE"], id=RUN_OWNER_HANDLER, registry=SERVING
-)
-@_measured(RUN_OWNER_HANDLER)
-async def check_run_owner(userinfo: kopf.UserInfo, memo: kopf.Memo, **_: Any) -> None:
-    # Grants follow an Intent's controller reference (with status.runRef): only the operator,
-    # executing an approved Intent, may make one. Called only for such writes (matchConditions).
-    ctx = context_of(memo)
-    user = userinfo.get("username")
-    if ctx.identity is None or user != ctx.identity:
-        raise kopf.AdmissionError(
-            f"{user} may not make an Intent the controller of a Run: only the operator "
-            "creates the Runs Intents execute through",
-            code=403,
-        )
-
-
 @kopf.on.validate(*RUNS.gvp, operations=["CREATE"], id=RUN_POLICY_HANDLER, registry=SERVING)
 @_measured(RUN_POLICY_HANDLER)
 async def check_run_policy(body: kopf.Body, **kwargs: Any) -> None:
@@ -227,40 +161,3 @@ async def check_healthcheck(body: kopf.Body, **_: Any) -> None:
         HealthCheckSpec.model_validate(dict(body.get("spec") or {}))
     except ValidationError as exc:
         raise kopf.AdmissionError(first_error("spec", exc), code=422) from exc
-
-
-@kopf.on.validate(
-    *GITHUB_REPOSITORIES.gvp,
-    operations=["CREATE", "UPDATE"],
-    id=APPROVERS_HANDLER,
-    registry=SERVING,
-)
-@_measured(APPROVERS_HANDLER)
-async def check_approvers(
-    body: kopf.Body, userinfo: kopf.UserInfo, memo: kopf.Memo, **kwargs: Any
-) -> None:
-    # Mapping a GitHub account to a Kubernetes user lends that user's right to approve to
-    # whoever controls the GitHub account: only that user, or someone allowed to
-    # impersonate them (and their groups), may write it.
-    ctx = context_of(memo)
-    old: kopf.Body | None = kwargs.get("old")
-    for index, identity in new_approver_mappings(
-        dict(body.get("spec") or {}), dict(old.get("spec") or {}) if old else None
-    ):
-        subject = identity.get("user", "")
-        wanted = [("users", subject)] + [("groups", g) for g in identity.get("groups") or []]
-        if userinfo.get("username") == subject and not identity.get("groups"):
-            continue
-        for resource, name in wanted:
-            attributes = {"verb": "impersonate", "resource": resource, "name": name}
-            review = await ctx.require_kube().create(
-                resource_path("authorization.k8s.io", "v1", "subjectaccessreviews"),
-                subject_access_review(dict(userinfo), attributes),
-            )
-            if not review.get("status", {}).get("allowed"):
-                raise kopf.AdmissionError(
-                    f"spec.approval.approvers[{index}] ({identity.get('github')}): "
-                    f"{userinfo.get('username')} may not map a GitHub account to {resource[:-1]} "
-                    f"{name}: that needs the right to impersonate it",
-                    code=403,
-                )

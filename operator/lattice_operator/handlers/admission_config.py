@@ -14,10 +14,15 @@ Two promises shape them:
   operator and costs no webhook round trip. Everything else about an Intent is
   checked by the CRD's schema and CEL rules.
 
-IntentPolicy writes always go through the webhook (rules are compiled there), so
-policies cannot be changed while no operator runs. Intent writes that add credential grants
-go through a third webhook checking that their author may read those Secrets, and writes
-that make an Intent a Run's controller through a fourth, allowing only the operator itself.
+IntentPolicy writes that change the spec go through the webhook (rules are compiled there),
+so policies cannot be changed while no operator runs. The checks that need no outside read
+(who may make an Intent a Run's controller, grant a Secret, map a GitHub approver) are not
+webhooks: the API server evaluates them itself (`admission_policy`). What is left here needs
+more than the request and CEL: the approval record (a SubjectAccessReview for the `approve`
+verb, then the decision merged into a JSON annotation with the time and a SHA-256 digest of
+the spec, which a MutatingAdmissionPolicy cannot compute: CEL has no hash and no JSON codec),
+a Sprite's run policy (another object), an IntentPolicy's rules (compiled with their cost
+bound), a cron schedule and time zone (a parser and the zone database).
 """
 
 from __future__ import annotations
@@ -33,18 +38,10 @@ APPROVAL_HANDLER = "stamp-approval"
 """kopf handler id (and URL path) of the Intent approval webhook."""
 POLICY_HANDLER = "check-policy"
 """kopf handler id (and URL path) of the IntentPolicy rule check."""
-RUN_OWNER_HANDLER = "check-run-owner"
-"""kopf handler id (and URL path) of the check that only the operator makes Intent-owned Runs."""
 RUN_POLICY_HANDLER = "check-run-policy"
 """kopf handler id (and URL path) of the check of a Sprite's `spec.runPolicy` on Run creation."""
 HEALTH_CHECK_HANDLER = "check-healthcheck"
 """kopf handler id (and URL path) of the HealthCheck schedule and time zone check."""
-APPROVERS_HANDLER = "check-approvers"
-"""kopf handler id (and URL path) of the check that whoever maps a GitHub account to a
-Kubernetes user (a GitHubRepository's approvers) may impersonate that user."""
-GRANTS_HANDLER = "check-grants"
-"""kopf handler id (and URL path) of the check that an Intent's author may read the Secrets
-it grants."""
 
 MUTATING = "mutatingwebhookconfigurations"
 VALIDATING = "validatingwebhookconfigurations"
@@ -60,32 +57,16 @@ APPROVAL_MATCH = (
 )
 
 
-# Only writes that add or change credential grants.
-GRANTS_MATCH = (
-    "has(object.spec.credentials) && size(object.spec.credentials) > 0 && "
-    "(request.operation == 'CREATE' || !has(oldObject.spec.credentials) || "
-    "object.spec.credentials != oldObject.spec.credentials)"
+# Only writes that create the object or change its spec: metadata-only writes (finalizers,
+# labels, kopf's annotations) cannot make a stored spec invalid.
+SPEC_CHANGED_MATCH = (
+    "request.operation == 'CREATE' || !has(object.spec) || !has(oldObject.spec) || "
+    "object.spec != oldObject.spec"
 )
 
 
-# Only writes that give a Run an Intent as its controller (the mark of a Run an Intent made).
-RUN_OWNER_MATCH = (
-    "has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(r, "
-    "r.kind == 'Intent' && r.apiVersion.startsWith('lattice.dev/') && "
-    "has(r.controller) && r.controller) && "
-    "(request.operation == 'CREATE' || !has(oldObject.metadata.ownerReferences) || "
-    "object.metadata.ownerReferences != oldObject.metadata.ownerReferences)"
-)
-
-
-# Only writes that add or change a GitHubRepository's GitHub → Kubernetes approver mapping.
-APPROVERS_MATCH = (
-    "has(object.spec.approval) && has(object.spec.approval.approvers) && "
-    "size(object.spec.approval.approvers) > 0 && (request.operation == 'CREATE' || "
-    "!has(oldObject.spec.approval) || !has(oldObject.spec.approval.approvers) || "
-    "object.spec.approval.approvers != oldObject.spec.approval.approvers)"
-)
-# Only Runs created without one of our Intents as their controller (those are checked above);
+# Only Runs created without one of our Intents as their controller (those the check-run-owner
+# policy checks);
 # a controller of kind Intent in another group is no Intent of ours and is checked here.
 RUN_POLICY_MATCH = (
     "!has(object.metadata.ownerReferences) || !object.metadata.ownerReferences.exists(r, "
@@ -143,13 +124,12 @@ def webhook_configurations(name: str, client_config: Mapping[str, Any]) -> dict[
         reinvocationPolicy="Never",
         matchConditions=[{"name": "approval-annotations", "expression": APPROVAL_MATCH}],
     )
-    policy = _webhook(name, POLICY_HANDLER, "intentpolicies", client_config)
-    run_owner = _webhook(
+    policy = _webhook(
         name,
-        RUN_OWNER_HANDLER,
-        "runs",
+        POLICY_HANDLER,
+        "intentpolicies",
         client_config,
-        matchConditions=[{"name": "intent-controller", "expression": RUN_OWNER_MATCH}],
+        matchConditions=[{"name": "spec-changed", "expression": SPEC_CHANGED_MATCH}],
     )
     # An early, clear refusal; while no operator runs, the API server lets the Run through
     # (failurePolicy Ignore) and the operator refuses it before starting it.
@@ -162,25 +142,16 @@ def webhook_configurations(name: str, client_config: Mapping[str, Any]) -> dict[
         matchConditions=[{"name": "not-from-an-intent", "expression": RUN_POLICY_MATCH}],
     )
     run_policy["rules"][0]["operations"] = ["CREATE"]
-    grants = _webhook(
-        name,
-        GRANTS_HANDLER,
-        "intents",
-        client_config,
-        matchConditions=[{"name": "credential-grants", "expression": GRANTS_MATCH}],
-    )
     # The schedule and time zone need a cron parser and the zone database, which the CRD's
     # schema cannot hold: refused here early; while no operator runs the check is let through
     # (failurePolicy Ignore) and reported as InvalidSpec in its status instead.
-    health = _webhook(name, HEALTH_CHECK_HANDLER, "healthchecks", client_config)
-    health["failurePolicy"] = "Ignore"
-    # Fail closed: no mapping is written unchecked, also while no operator runs.
-    approvers = _webhook(
+    health = _webhook(
         name,
-        APPROVERS_HANDLER,
-        "githubrepositories",
+        HEALTH_CHECK_HANDLER,
+        "healthchecks",
         client_config,
-        matchConditions=[{"name": "approver-mapping", "expression": APPROVERS_MATCH}],
+        failurePolicy="Ignore",
+        matchConditions=[{"name": "spec-changed", "expression": SPEC_CHANGED_MATCH}],
     )
     return {
         MUTATING: {
@@ -193,6 +164,6 @@ def webhook_configurations(name: str, client_config: Mapping[str, Any]) -> dict[
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "ValidatingWebhookConfiguration",
             "metadata": deepcopy(meta),
-            "webhooks": [policy, grants, run_owner, run_policy, health, approvers],
+            "webhooks": [policy, run_policy, health],
         },
     }

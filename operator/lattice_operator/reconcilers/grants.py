@@ -14,7 +14,6 @@ Otherwise the Run gets nothing: every ACTION_REQUEST is refused with the reason.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from lattice_operator.api.v1alpha1 import Intent, Run
 from lattice_operator.api.v1alpha1._base import OwnerReference
@@ -64,7 +63,7 @@ def run_policy_refusal(run: Run, sprite: str, policy: str, intent_uid: str | Non
     """Why the Sprite's `spec.runPolicy` refuses this Run (None: it may run there).
 
     A Run an Intent created has that Intent as its controller (`intent_controller`); the
-    admission webhook `check-run-owner` lets only the operator write such a reference.
+    admission policy `check-run-owner` lets only the operator write such a reference.
     `intent_uid` is the uid of the Intent that reference names, as the caller found it (None:
     no such Intent, or the caller cannot tell): the Run counts as an Intent's only when the
     reference's group, kind and uid all name that real Intent."""
@@ -117,42 +116,6 @@ def adoption_refusal(intent: Intent, template: RunTemplate, run: Run) -> str | N
     return None
 
 
-def new_secret_grants(
-    spec: dict[str, Any], old_spec: dict[str, Any] | None
-) -> list[tuple[int, str, str]]:
-    """`(index, grant name, Secret name)` of credential grants whose Secret the old spec did
-    not already grant: what the author of this write must be allowed to read.
-
-    Checked at admission (the `check-grants` webhook): an Intent may only hand a sprite a
-    Secret that whoever wrote the grant can `get` themselves, or anyone allowed to create
-    Intents could read every Secret the operator can through a sprite.
-    """
-
-    def secrets(source: dict[str, Any] | None) -> list[tuple[str, str]]:
-        grants = (source or {}).get("credentials") or []
-        return [
-            (str(g.get("name", "")), str((g.get("secretKeyRef") or {}).get("name", "")))
-            for g in grants
-            if isinstance(g, dict)
-        ]
-
-    before = {secret for _, secret in secrets(old_spec)}
-    return [
-        (index, grant, secret)
-        for index, (grant, secret) in enumerate(secrets(spec))
-        if secret and secret not in before
-    ]
-
-
-def new_approver_mappings(
-    spec: dict[str, Any], old: dict[str, Any] | None
-) -> list[tuple[int, dict[str, Any]]]:
-    """A GitHubRepository's approver mappings added or changed by a write, with their index."""
-    before = ((old or {}).get("approval") or {}).get("approvers") or []
-    now = (spec.get("approval") or {}).get("approvers") or []
-    return [(i, m) for i, m in enumerate(now) if isinstance(m, dict) and m not in before]
-
-
 __all__ = [
     "GRANTING_PHASES",
     "GrantDecision",
@@ -160,7 +123,5 @@ __all__ = [
     "controller_uid",
     "decide_grants",
     "intent_controller",
-    "new_approver_mappings",
-    "new_secret_grants",
     "owned_by",
 ]
