@@ -4,9 +4,10 @@ Every call is ours, on the wire form the official SDKs and the API reference use
 contract suite drives the same tests through sprites-py and through this adapter, against the
 local server and, with a token, the real API):
 
-- REST calls (sprites, sessions, files, checkpoints, services, network policy) through one
-  `httpx.AsyncClient` (`_http`: pinned to the API URL, errors raised as ours with the body
-  and `Retry-After` kept); answers are parsed into the typed models of `_wire`;
+- REST calls (sprites, sessions, files, checkpoints, services, network policy) through
+  `_client` and one `httpx.AsyncClient` (`_http`: pinned to the API URL, errors raised as
+  ours with the body and `Retry-After` kept); answers are parsed into the typed models of
+  `_wire`;
 - exec and attach over the exec WebSocket (`_exec`), the HTTP exec with aiohttp
   (`_exec_post`);
 - kill, ranged reads, lstat, checkpoint delete and service logs: calls the SDK never had.
@@ -17,8 +18,9 @@ client (so pinning the origin and keeping `Retry-After` meant replacing its priv
 `_client`), it swallows `{"type":"error"}` lines of 200 streams, and its objects are untyped.
 See docs/sprites-backend.md.
 
-`_call` is the one wrapper: it translates httpx, websockets and OS exceptions into
-`lattice_operator.ports.errors` and retries per `RetryPolicy` where that is safe.
+Every method goes through `SpritesClient.call` (`_client`), the one wrapper: it translates
+httpx, websockets and OS exceptions into `lattice_operator.ports.errors` and retries per
+`RetryPolicy` where that is safe; `SpritesClient.request` is the one REST call under it.
 """
 
 from __future__ import annotations
@@ -29,21 +31,22 @@ import posixpath
 import random
 import re
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from types import TracebackType
-from typing import Self, TypeVar, cast
-from urllib.parse import quote, urlencode
+from typing import Self, cast
+from urllib.parse import urlencode
 
 import httpx
-from pydantic import BaseModel, JsonValue
+from pydantic import JsonValue
 
 from lattice_adapters._duration import format_duration
+from lattice_adapters.sprites._client import SpritesClient
 from lattice_adapters.sprites._credentials import SpritesCredentials
 from lattice_adapters.sprites._exec import WsExecSession
 from lattice_adapters.sprites._exec_post import PostExecSession, exec_post_params
-from lattice_adapters.sprites._http import RedactingLogger, build_http_client
-from lattice_adapters.sprites._retry import RetryPolicy, Sleep, call_with_retry
-from lattice_adapters.sprites._translate import error_from_response, translate_exception
+from lattice_adapters.sprites._http import RedactingLogger
+from lattice_adapters.sprites._retry import RetryPolicy, Sleep
+from lattice_adapters.sprites._translate import translate_exception
 from lattice_adapters.sprites._wire import (
     CheckpointsWire,
     FileListWire,
@@ -53,11 +56,8 @@ from lattice_adapters.sprites._wire import (
     SessionListWire,
     SpriteListWire,
     SpriteWire,
-    StreamLine,
     finish_stream,
     parse,
-    parse_line,
-    progress_lines,
     service_events,
 )
 from lattice_operator.api.v1alpha1.sprite import NetworkRule, SpriteService, UrlAuth
@@ -79,10 +79,6 @@ from lattice_operator.ports.sprites import (
     SpriteInfo,
     SpritePage,
 )
-
-T = TypeVar("T")
-M = TypeVar("M", bound=BaseModel)
-Params = Mapping[str, str]
 
 _CHECKPOINT_ID = re.compile(r"\b(v\d+)\b")
 CREATE_TIMEOUT = 120.0
@@ -110,13 +106,17 @@ class SpritesAdapter:
     ) -> None:
         self._credentials = credentials
         self._secret = credentials.token.get_secret_value()
-        self._retry = retry or RetryPolicy()
         self._timeout = timeout
         self._stream_timeout = stream_timeout
-        self._clock = clock or SystemClock()
-        self._sleep = sleep
-        self._rng = rng or random.Random()
-        self._http = build_http_client(credentials, timeout=timeout, transport=transport)
+        self._api = SpritesClient(
+            credentials,
+            retry=retry or RetryPolicy(),
+            timeout=timeout,
+            clock=clock or SystemClock(),
+            sleep=sleep,
+            rng=rng or random.Random(),
+            transport=transport,
+        )
         self._ws_logger = RedactingLogger(_ws_log, self._secret)
 
     @property
@@ -128,7 +128,7 @@ class SpritesAdapter:
         return f"SpritesAdapter(api_url={self.api_url!r})"
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        await self._api.aclose()
 
     async def __aenter__(self) -> Self:
         return self
@@ -141,99 +141,6 @@ class SpritesAdapter:
     ) -> None:
         await self.aclose()
 
-    # -- plumbing -------------------------------------------------------------------------
-    async def _call(
-        self, what: str, operation: Callable[[], Awaitable[T]], *, idempotent: bool
-    ) -> T:
-        """The one wrapper: our exceptions only, retried where the policy allows."""
-
-        async def attempt() -> T:
-            try:
-                return await operation()
-            except AdapterError:
-                raise
-            except Exception as exc:
-                raise translate_exception(exc, what=what, secret=self._secret) from None
-
-        return await call_with_retry(
-            self._retry,
-            attempt,
-            idempotent=idempotent,
-            clock=self._clock,
-            sleep=self._sleep,
-            rng=self._rng,
-        )
-
-    async def _request(
-        self,
-        method: str,
-        path: str,
-        *,
-        what: str,
-        idempotent: bool,
-        params: Params | None = None,
-        json: JsonValue = None,
-        content: bytes | None = None,
-        headers: Mapping[str, str] | None = None,
-        http_timeout: float | None = None,
-    ) -> httpx.Response:
-        """One REST call, its whole answer read; any answer but a 2xx raises ours."""
-
-        async def attempt() -> httpx.Response:
-            response = await self._http.request(
-                method,
-                self._url(path),
-                params=params,
-                json=json,
-                content=content,
-                headers={**self._auth(), **(headers or {})},
-                timeout=http_timeout if http_timeout is not None else httpx.USE_CLIENT_DEFAULT,
-            )
-            # The client's hook raised for 4xx and 5xx, except 416: that and 3xx land here.
-            if not response.is_success:
-                raise error_from_response(
-                    response.status_code,
-                    response.headers,
-                    response.content,
-                    what=what,
-                    secret=self._secret,
-                )
-            return response
-
-        return await self._call(what, attempt, idempotent=idempotent)
-
-    async def _get(
-        self, model: type[M], path: str, *, what: str, params: Params | None = None
-    ) -> M:
-        response = await self._request("GET", path, what=what, idempotent=True, params=params)
-        return parse(model, response.content, what=what)
-
-    async def _progress(
-        self,
-        method: str,
-        path: str,
-        *,
-        what: str,
-        idempotent: bool,
-        http_timeout: float,
-        json: JsonValue = None,
-    ) -> list[StreamLine]:
-        """A call whose 200 answer is an NDJSON progress stream, read to its end."""
-        response = await self._request(
-            method, path, what=what, idempotent=idempotent, json=json, http_timeout=http_timeout
-        )
-        return list(progress_lines(response.text))
-
-    def _sprite_path(self, name: str, *rest: str) -> str:
-        parts = [quote(name, safe="")] + [quote(p, safe="") for p in rest]
-        return "/v1/sprites/" + "/".join(parts)
-
-    def _url(self, path: str) -> str:
-        return self.api_url + path
-
-    def _auth(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self._secret}"}
-
     # -- sprites --------------------------------------------------------------------------
     async def create_sprite(
         self, name: str, *, url_auth: UrlAuth = "sprite", labels: Sequence[str] = ()
@@ -242,7 +149,7 @@ class SpritesAdapter:
         if labels:
             body["labels"] = list(labels)
         what = f"create sprite {name!r}"
-        response = await self._request(
+        response = await self._api.request(
             "POST",
             "/v1/sprites",
             what=what,
@@ -254,7 +161,7 @@ class SpritesAdapter:
 
     async def get_sprite(self, name: str) -> SpriteInfo:
         what = f"get sprite {name!r}"
-        return (await self._get(SpriteWire, self._sprite_path(name), what=what)).info()
+        return (await self._api.get(SpriteWire, self._api.sprite_path(name), what=what)).info()
 
     async def list_sprites(
         self,
@@ -268,7 +175,9 @@ class SpritesAdapter:
             params["continuation_token"] = continuation_token
         if prefix:
             params["prefix"] = prefix
-        page = await self._get(SpriteListWire, "/v1/sprites", what="list sprites", params=params)
+        page = await self._api.get(
+            SpriteListWire, "/v1/sprites", what="list sprites", params=params
+        )
         return SpritePage(
             sprites=tuple(sprite.info() for sprite in page.sprites),
             has_more=bool(page.has_more and page.next_continuation_token),
@@ -303,14 +212,14 @@ class SpritesAdapter:
         if labels is not None:
             body["labels"] = list(labels)
         what = f"update sprite {name!r}"
-        response = await self._request(
-            "PUT", self._sprite_path(name), what=what, idempotent=True, json=body
+        response = await self._api.request(
+            "PUT", self._api.sprite_path(name), what=what, idempotent=True, json=body
         )
         return parse(SpriteWire, response.content, what=what).info()
 
     async def delete_sprite(self, name: str) -> None:
-        await self._request(
-            "DELETE", self._sprite_path(name), what=f"delete sprite {name!r}", idempotent=True
+        await self._api.request(
+            "DELETE", self._api.sprite_path(name), what=f"delete sprite {name!r}", idempotent=True
         )
 
     # -- exec -----------------------------------------------------------------------------
@@ -341,22 +250,22 @@ class SpritesAdapter:
         if max_run_after_disconnect is not None:
             params.append(("max_run_after_disconnect", format_duration(max_run_after_disconnect)))
         what = f"exec in {name!r}"
-        url = self._ws_url(self._sprite_path(name, "exec"), params)
+        url = self._ws_url(self._api.sprite_path(name, "exec"), params)
 
         async def op() -> WsExecSession:
             return await self._open_ws(url, what=what, attached=False, name=name)
 
         # Not idempotent: retried only when the request never reached the backend.
-        return await self._call(what, op, idempotent=False)
+        return await self._api.call(what, op, idempotent=False)
 
     async def attach(self, name: str, session_id: str) -> WsExecSession:
         what = f"attach to session {session_id!r} in {name!r}"
-        url = self._ws_url(self._sprite_path(name, "exec", session_id), [("stdin", "true")])
+        url = self._ws_url(self._api.sprite_path(name, "exec", session_id), [("stdin", "true")])
 
         async def op() -> WsExecSession:
             return await self._open_ws(url, what=what, attached=True, name=name)
 
-        return await self._call(what, op, idempotent=True)
+        return await self._api.call(what, op, idempotent=True)
 
     async def _open_ws(self, url: str, *, what: str, attached: bool, name: str) -> WsExecSession:
         holder: list[WsExecSession] = []
@@ -366,7 +275,7 @@ class SpritesAdapter:
 
         session = await WsExecSession.open(
             url,
-            self._auth(),
+            self._api.auth(),
             attached=attached,
             what=what,
             secret=self._secret,
@@ -383,9 +292,9 @@ class SpritesAdapter:
         return f"{scheme}{base[base.index(':') :]}{path}?{urlencode(params)}"
 
     async def list_sessions(self, name: str) -> list[SessionInfo]:
-        listing = await self._get(
+        listing = await self._api.get(
             SessionListWire,
-            self._sprite_path(name, "exec"),
+            self._api.sprite_path(name, "exec"),
             what=f"list sessions of {name!r}",
         )
         return [session.info() for session in listing.sessions]
@@ -398,24 +307,24 @@ class SpritesAdapter:
         params = {"signal": signal, "timeout": format_duration(grace)}
 
         async def op() -> KillResult:
-            url = self._url(self._sprite_path(name, "exec", session_id, "kill"))
+            url = self._api.url(self._api.sprite_path(name, "exec", session_id, "kill"))
             events: list[KillEvent] = []
             exit_code: int | None = None
-            async with self._http.stream(
+            async with self._api.http.stream(
                 "POST",
                 url,
                 params=params,
-                headers=self._auth(),
+                headers=self._api.auth(),
                 timeout=httpx.Timeout(self._timeout, read=grace + self._timeout),
             ) as response:
-                async for line in _ndjson(response):
+                async for line in self._api.lines(response):
                     if line.type == "complete" and isinstance(line.exit_code, int):
                         exit_code = line.exit_code
                     message = line.message or line.error or ""
                     events.append(KillEvent(type=line.type, message=str(message)))
             return KillResult(exit_code=exit_code, events=tuple(events))
 
-        return await self._call(what, op, idempotent=True)
+        return await self._api.call(what, op, idempotent=True)
 
     # -- files ----------------------------------------------------------------------------
     async def read_file(
@@ -429,14 +338,14 @@ class SpritesAdapter:
             return b""
 
         async def op() -> bytes:
-            headers = self._auth()
+            headers = self._api.auth()
             if limit is not None:
                 headers["Range"] = f"bytes={offset}-{offset + limit - 1}"
             elif offset:
                 headers["Range"] = f"bytes={offset}-"
-            async with self._http.stream(
+            async with self._api.http.stream(
                 "GET",
-                self._url(self._sprite_path(name, "fs", "read")),
+                self._api.url(self._api.sprite_path(name, "fs", "read")),
                 params={"path": path, "workingDir": "/"},
                 headers=headers,
             ) as response:
@@ -453,7 +362,7 @@ class SpritesAdapter:
                         break
                 return bytes(data[skip:end])
 
-        return await self._call(f"read {path!r} in {name!r}", op, idempotent=True)
+        return await self._api.call(f"read {path!r} in {name!r}", op, idempotent=True)
 
     async def write_file(
         self, name: str, path: str, data: bytes, *, mode: int = 0o644, atomic: bool = True
@@ -476,9 +385,9 @@ class SpritesAdapter:
             raise
 
     async def _write(self, name: str, path: str, data: bytes, *, mode: int, what: str) -> None:
-        await self._request(
+        await self._api.request(
             "PUT",
-            self._sprite_path(name, "fs", "write"),
+            self._api.sprite_path(name, "fs", "write"),
             what=what,
             idempotent=True,
             params={"path": path, "workingDir": "/", "mode": f"{mode:04o}", "mkdirParents": "true"},
@@ -488,14 +397,18 @@ class SpritesAdapter:
 
     async def _rename(self, name: str, source: str, dest: str, *, what: str) -> None:
         body: dict[str, JsonValue] = {"source": source, "dest": dest, "workingDir": "/"}
-        await self._request(
-            "POST", self._sprite_path(name, "fs", "rename"), what=what, idempotent=True, json=body
+        await self._api.request(
+            "POST",
+            self._api.sprite_path(name, "fs", "rename"),
+            what=what,
+            idempotent=True,
+            json=body,
         )
 
     async def _delete(self, name: str, path: str, *, what: str) -> None:
-        await self._request(
+        await self._api.request(
             "DELETE",
-            self._sprite_path(name, "fs", "delete"),
+            self._api.sprite_path(name, "fs", "delete"),
             what=what,
             idempotent=True,
             params={"path": path, "workingDir": "/", "recursive": "false"},
@@ -513,9 +426,9 @@ class SpritesAdapter:
         await self._delete(name, _absolute(path), what=f"delete {path!r} in {name!r}")
 
     async def stat(self, name: str, path: str) -> FileStat:
-        listing = await self._get(
+        listing = await self._api.get(
             FileListWire,
-            self._sprite_path(name, "fs", "list"),
+            self._api.sprite_path(name, "fs", "list"),
             what=f"stat {path!r} in {name!r}",
             params={"path": path, "workingDir": "/"},
         )
@@ -534,9 +447,9 @@ class SpritesAdapter:
         if not leaf:
             return await self.stat(name, path)
         wanted = f"{parent}/{leaf}"
-        listing = await self._get(
+        listing = await self._api.get(
             FileListWire,
-            self._sprite_path(name, "fs", "list"),
+            self._api.sprite_path(name, "fs", "list"),
             what=f"lstat {path!r} in {name!r}",
             params={"path": parent or "/", "workingDir": "/"},
         )
@@ -551,9 +464,9 @@ class SpritesAdapter:
         what = f"checkpoint {name!r}"
         body: dict[str, JsonValue] = {"comment": comment} if comment else {}
         # Not idempotent: a second attempt would create a second checkpoint.
-        lines = await self._progress(
+        lines = await self._api.progress(
             "POST",
-            self._sprite_path(name, "checkpoint"),
+            self._api.sprite_path(name, "checkpoint"),
             what=what,
             idempotent=False,
             http_timeout=self._stream_timeout,
@@ -573,10 +486,10 @@ class SpritesAdapter:
 
     async def list_checkpoints(self, name: str) -> list[CheckpointInfo]:
         what = f"list checkpoints of {name!r}"
-        response = await self._request(
-            "GET", self._sprite_path(name, "checkpoints"), what=what, idempotent=True
+        response = await self._api.request(
+            "GET", self._api.sprite_path(name, "checkpoints"), what=what, idempotent=True
         )
-        items = _validate(CheckpointsWire.validate_json, response.content, what=what)
+        items = self._api.validate(CheckpointsWire.validate_json, response.content, what=what)
         checkpoints = [item.info() for item in items]
         return sorted(
             checkpoints,
@@ -587,9 +500,9 @@ class SpritesAdapter:
     async def restore_checkpoint(self, name: str, checkpoint_id: str) -> None:
         what = f"restore {name!r} to {checkpoint_id!r}"
         # Restoring the same checkpoint twice converges on the same files.
-        lines = await self._progress(
+        lines = await self._api.progress(
             "POST",
-            self._sprite_path(name, "checkpoints", checkpoint_id, "restore"),
+            self._api.sprite_path(name, "checkpoints", checkpoint_id, "restore"),
             what=what,
             idempotent=True,
             http_timeout=self._stream_timeout,
@@ -599,9 +512,9 @@ class SpritesAdapter:
     async def delete_checkpoint(self, name: str, checkpoint_id: str) -> None:
         # The CLI deletes checkpoints, but neither the SDKs nor the API reference have a call
         # for it: the REST form of the other checkpoint paths (unverified against the real API).
-        await self._request(
+        await self._api.request(
             "DELETE",
-            self._sprite_path(name, "checkpoints", checkpoint_id),
+            self._api.sprite_path(name, "checkpoints", checkpoint_id),
             what=f"delete checkpoint {checkpoint_id!r} of {name!r}",
             idempotent=True,
         )
@@ -609,10 +522,10 @@ class SpritesAdapter:
     # -- services -------------------------------------------------------------------------
     async def list_services(self, name: str) -> list[ServiceInfo]:
         what = f"list services of {name!r}"
-        response = await self._request(
-            "GET", self._sprite_path(name, "services"), what=what, idempotent=True
+        response = await self._api.request(
+            "GET", self._api.sprite_path(name, "services"), what=what, idempotent=True
         )
-        listing = _validate(ServicesWire.validate_json, response.content, what=what)
+        listing = self._api.validate(ServicesWire.validate_json, response.content, what=what)
         services = listing if isinstance(listing, list) else listing.services
         return [service.info() for service in services]
 
@@ -628,9 +541,9 @@ class SpritesAdapter:
         body["env"] = dict(service.env)
         if service.dir is not None:
             body["dir"] = service.dir
-        lines = await self._progress(
+        lines = await self._api.progress(
             "PUT",
-            self._sprite_path(name, "services", service.name),
+            self._api.sprite_path(name, "services", service.name),
             what=what,
             idempotent=True,
             http_timeout=SERVICE_TIMEOUT,
@@ -648,9 +561,9 @@ class SpritesAdapter:
         self, name: str, service_name: str, action: str
     ) -> list[ServiceEvent]:
         what = f"{action} service {service_name!r} in {name!r}"
-        lines = await self._progress(
+        lines = await self._api.progress(
             "POST",
-            self._sprite_path(name, "services", service_name, action),
+            self._api.sprite_path(name, "services", service_name, action),
             what=what,
             idempotent=True,
             http_timeout=SERVICE_TIMEOUT,
@@ -658,9 +571,9 @@ class SpritesAdapter:
         return service_events(lines, what=what)
 
     async def delete_service(self, name: str, service_name: str) -> None:
-        await self._request(
+        await self._api.request(
             "DELETE",
-            self._sprite_path(name, "services", service_name),
+            self._api.sprite_path(name, "services", service_name),
             what=f"delete service {service_name!r} in {name!r}",
             idempotent=True,
         )
@@ -677,13 +590,13 @@ class SpritesAdapter:
     ) -> PostExecSession:
         what = f"HTTP exec in {name!r}"
         params = exec_post_params(argv, env, workdir, stdin is not None)
-        url = self._url(self._sprite_path(name, "exec"))
+        url = self._api.url(self._api.sprite_path(name, "exec"))
 
         async def op() -> PostExecSession:
             return await PostExecSession.open(
                 url,
                 params,
-                self._auth(),
+                self._api.auth(),
                 body=stdin,
                 what=what,
                 secret=self._secret,
@@ -691,12 +604,12 @@ class SpritesAdapter:
             )
 
         # Not idempotent: retried only when the request never reached the backend.
-        return await self._call(what, op, idempotent=False)
+        return await self._api.call(what, op, idempotent=False)
 
     async def get_service(self, name: str, service_name: str) -> ServiceInfo:
-        service = await self._get(
+        service = await self._api.get(
             ServiceWire,
-            self._sprite_path(name, "services", service_name),
+            self._api.sprite_path(name, "services", service_name),
             what=f"get service {service_name!r} of {name!r}",
         )
         return service.info()
@@ -708,17 +621,17 @@ class SpritesAdapter:
         params = {"lines": str(lines)}
         if follow > 0:
             params["duration"] = format_duration(follow)
-        url = self._url(self._sprite_path(name, "services", service_name, "logs"))
+        url = self._api.url(self._api.sprite_path(name, "services", service_name, "logs"))
         # Not through `_call`: a generator cannot be retried once it has yielded.
         try:
-            async with self._http.stream(
+            async with self._api.http.stream(
                 "GET",
                 url,
                 params=params,
-                headers=self._auth(),
+                headers=self._api.auth(),
                 timeout=httpx.Timeout(self._timeout, read=follow + self._timeout),
             ) as response:
-                async for line in _ndjson(response):
+                async for line in self._api.lines(response):
                     yield line.event()
         except AdapterError:
             raise
@@ -727,9 +640,9 @@ class SpritesAdapter:
 
     # -- network policy -------------------------------------------------------------------
     async def get_network_policy(self, name: str) -> list[NetworkRule]:
-        policy = await self._get(
+        policy = await self._api.get(
             PolicyWire,
-            self._sprite_path(name, "policy", "network"),
+            self._api.sprite_path(name, "policy", "network"),
             what=f"get network policy of {name!r}",
         )
         return policy.network_rules()
@@ -738,9 +651,9 @@ class SpritesAdapter:
         body: dict[str, JsonValue] = {
             "rules": [rule.model_dump(mode="json", exclude_none=True) for rule in rules]
         }
-        await self._request(
+        await self._api.request(
             "POST",
-            self._sprite_path(name, "policy", "network"),
+            self._api.sprite_path(name, "policy", "network"),
             what=f"set network policy of {name!r}",
             idempotent=True,
             json=body,
@@ -750,20 +663,6 @@ class SpritesAdapter:
 def _absolute(path: str) -> str:
     """A path inside the sprite as the SDKs send it: relative to `/`, normalised."""
     return posixpath.normpath(path if path.startswith("/") else "/" + (path or "."))
-
-
-def _validate(validate: Callable[[bytes], T], body: bytes, *, what: str) -> T:
-    try:
-        return validate(body)
-    except ValueError as exc:  # pydantic's ValidationError is a ValueError
-        raise ProtocolError(f"{what}: unexpected answer: {type(exc).__name__}") from None
-
-
-async def _ndjson(response: httpx.Response) -> AsyncIterator[StreamLine]:
-    async for raw in response.aiter_lines():
-        line = parse_line(raw)
-        if line is not None:
-            yield line
 
 
 __all__ = ["SpritesAdapter"]
