@@ -1,4 +1,4 @@
-"""The Sprites backend: the Fly.io Sprites API (or the local server) through sprites-py.
+"""The Sprites backend: the Fly.io Sprites API (or the local server), our own typed client.
 
 `SpritesAdapter` implements `lattice_operator.ports.SpriteBackend`. Build it from
 credentials read from a Kubernetes Secret or the environment:
@@ -8,8 +8,8 @@ credentials read from a Kubernetes Secret or the environment:
         session = await backend.exec("box", ["sh", "-c", "echo hi"])
         async for chunk in session: ...
 
-Errors are those of `lattice_operator.ports.errors`; see `_adapter` for what the SDK lacks and
-how the gaps are filled.
+Errors are those of `lattice_operator.ports.errors`; see `_adapter` for why this is not the
+official sprites-py SDK (docs/sprites-backend.md).
 """
 
 from lattice_adapters.sprites._adapter import SpritesAdapter

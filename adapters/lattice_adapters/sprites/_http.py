@@ -1,15 +1,14 @@
-"""The HTTP client under the SDK and our own calls, and the redacting WebSocket logger.
+"""The HTTP client of every REST call of the adapter, and the redacting WebSocket logger.
 
-One `httpx.AsyncClient` serves both the SDK (it replaces the client the SDK makes for
-itself) and our gap-filling calls. Its hooks:
+One `httpx.AsyncClient` per adapter. Its hooks:
 
-- refuse any request whose origin is not the configured API URL, so neither the SDK nor a
-  dependency can send traffic anywhere else (environment proxies are ignored too);
+- refuse any request whose origin is not the configured API URL, so no call can send
+  traffic anywhere else (environment proxies are ignored too);
 - turn every error answer (except 416, which a Range read handles) into our exception with
-  the body parsed and `Retry-After` kept: the SDK's own handling drops both.
+  the body parsed and `Retry-After` kept.
 
-The SDK's client-signals headers (`Fly-Client-*`, an agent-detection User-Agent) are not
-sent: our client carries a plain User-Agent.
+No client-signals headers (`Fly-Client-*`, an agent-detection User-Agent, which the official
+SDKs add): a plain User-Agent.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from lattice_adapters.sprites._credentials import SpritesCredentials
 from lattice_adapters.sprites._translate import error_from_response, redact
 from lattice_operator.ports.errors import InvalidRequest
 
-USER_AGENT = "lattice-operator (sprites-py/0.7.2)"
+USER_AGENT = "lattice-operator"
 
 
 def origin_of(url: httpx.URL) -> tuple[str, str, int | None]:

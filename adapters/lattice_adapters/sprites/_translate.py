@@ -1,4 +1,4 @@
-"""Translate HTTP error responses and httpx / websockets / SDK exceptions into our tree.
+"""Translate HTTP error responses and httpx / websockets / OS exceptions into our tree.
 
 Every message built here goes through `redact`, so a token echoed by a server or a library
 never reaches a log line or an exception message.
@@ -13,7 +13,6 @@ import time
 from collections.abc import Mapping
 
 import httpx
-import sprites
 from websockets.exceptions import (
     ConnectionClosed,
     InvalidHandshake,
@@ -94,17 +93,9 @@ def parse_retry_after(value: str | None) -> float | None:
 
 
 def translate_exception(exc: BaseException, *, what: str, secret: str | None) -> AdapterError:
-    """Our exception for anything raised by httpx, websockets, the SDK or the OS."""
+    """Our exception for anything raised by httpx, websockets or the OS."""
     if isinstance(exc, AdapterError):
         return exc
-    # The SDK wraps transport failures; the cause says what really happened.
-    cause = exc.__cause__
-    if (
-        isinstance(exc, sprites.SpriteError)
-        and isinstance(cause, Exception)
-        and not isinstance(cause, sprites.SpriteError)
-    ):
-        return translate_exception(cause, what=what, secret=secret)
     text = redact(f"{what}: {type(exc).__name__}: {exc}", secret)
     if isinstance(exc, httpx.TimeoutException):
         return Timeout(text)
@@ -127,23 +118,12 @@ def translate_exception(exc: BaseException, *, what: str, secret: str | None) ->
         return TransportError(text)
     if isinstance(exc, InvalidHandshake | WebSocketException):
         return ProtocolError(text)
-    if isinstance(exc, TimeoutError | asyncio.TimeoutError | sprites.exceptions.TimeoutError):
+    if isinstance(exc, TimeoutError | asyncio.TimeoutError):
         return Timeout(text)
     if isinstance(exc, ConnectionRefusedError):
         return TransportError(text, maybe_executed=False)
     if isinstance(exc, OSError):
         return TransportError(text)
-    if isinstance(exc, sprites.FileNotFoundError_ | sprites.NotFoundError):
-        return NotFound(text)
-    if isinstance(exc, sprites.AuthenticationError):
-        return Unauthorized(text)
-    if isinstance(exc, sprites.FilesystemError):
-        return InvalidRequest(text, code=exc.code)
-    if isinstance(exc, sprites.NetworkError):
-        return TransportError(text)
-    if isinstance(exc, sprites.exceptions.APIError) and exc.status_code:
-        body = (exc.response or "").encode()
-        return error_from_response(exc.status_code, {}, body, what=what, secret=secret)
     if isinstance(exc, ValueError | KeyError | TypeError):
         return ProtocolError(text)
     return ServerError(text)

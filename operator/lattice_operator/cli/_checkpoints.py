@@ -47,9 +47,9 @@ def list_(
     context: Context = None,
 ) -> None:
     """The Sprite's newest checkpoints (Runs' too) and the SpriteCheckpoints that hold some."""
-    from lattice_operator.mcp.checkpoint_tools import list_checkpoints
+    from lattice_operator.mcp.checkpoint_tools import LIST_CHECKPOINTS
 
-    found = _call(list_checkpoints, {"sprite": sprite}, namespace, kubeconfig, context)
+    found = _call(LIST_CHECKPOINTS.run, {"sprite": sprite}, namespace, kubeconfig, context)
     typer.echo(f"{'ID':<12} {'CREATED':<26} {'OBJECT':<30} COMMENT")
     for entry in found["checkpoints"]:
         typer.echo(
@@ -71,10 +71,10 @@ def take(
     context: Context = None,
 ) -> None:
     """Take a checkpoint of the Sprite's filesystem (creates a SpriteCheckpoint)."""
-    from lattice_operator.mcp.checkpoint_tools import take_checkpoint
+    from lattice_operator.mcp.checkpoint_tools import TAKE_CHECKPOINT
 
     args = {"sprite": sprite, "comment": comment, "name": name}
-    made = _call(take_checkpoint, args, namespace, kubeconfig, context)
+    made = _call(TAKE_CHECKPOINT.run, args, namespace, kubeconfig, context)
     typer.echo(f"spritecheckpoint/{safe(made['name'])} created")
 
 
@@ -93,10 +93,10 @@ def restore(
     context: Context = None,
 ) -> None:
     """Propose rolling the Sprite back to a checkpoint (a checkpoint_restore Intent)."""
-    from lattice_operator.mcp.checkpoint_tools import propose_restore
+    from lattice_operator.mcp.checkpoint_tools import PROPOSE_RESTORE
 
     args = {"sprite": sprite, "checkpoint": checkpoint, "checkpoint_id": checkpoint_id}
-    made = _call(propose_restore, {**args, "name": name}, namespace, kubeconfig, context)
+    made = _call(PROPOSE_RESTORE.run, {**args, "name": name}, namespace, kubeconfig, context)
     typer.echo(
         f"intent/{safe(made['name'])} proposed; approve it with "
         f"`lattice approve {safe(made['name'])}` if policy asks for approval"

@@ -5,8 +5,10 @@ policy classifies and, by default, a person approves). Used by `lattice mcp --cl
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable
 from typing import Any
+
+from pydantic import Field
 
 from lattice_operator.api.v1alpha1.resources import (
     API_VERSION,
@@ -15,6 +17,7 @@ from lattice_operator.api.v1alpha1.resources import (
     SPRITES,
 )
 from lattice_operator.mcp.errors import ToolError
+from lattice_operator.mcp.tool_input import Tool, ToolInput, tool
 
 COMMENT_CHARS = 1024
 
@@ -25,36 +28,65 @@ def _path(plural: str, namespace: str, name: str | None = None) -> str:
     return resource_path(SPRITES.group, SPRITES.version, plural, namespace, name)
 
 
-def _checked(args: Mapping[str, Any], name: str, *, optional: bool = False) -> str | None:
+NAMESPACE = Field(
+    default=None, description="Namespace (default: the kubeconfig context's, else default)"
+)
+GENERATED = Field(default=None, description="Default: a generated name")
+
+
+def checked_name(value: str | None, parameter: str) -> str:
     """An object name Kubernetes would accept, else INVALID_ARGUMENT naming the parameter."""
     from lattice_adapters.kube import InvalidName, check_name
 
-    value = args.get(name)
-    if value is None and optional:
-        return None
-    if not isinstance(value, str) or not value:
+    if not value:
         raise ToolError(
             "INVALID_ARGUMENT",
-            f"Parameter '{name}' must be a non-empty string",
+            f"Parameter '{parameter}' must be a non-empty string",
             "Pass the object's name as shown",
         )
     try:
         return check_name(value)
     except InvalidName as err:
         raise ToolError(
-            "INVALID_ARGUMENT", f"Parameter '{name}': {err}", "Pass the object's name as shown"
+            "INVALID_ARGUMENT",
+            f"Parameter '{parameter}': {err}",
+            "Pass the object's name as shown",
         ) from None
 
 
-def _namespace(args: Mapping[str, Any]) -> str:
+def _optional_name(value: str | None, parameter: str) -> str | None:
+    return None if value is None else checked_name(value, parameter)
+
+
+def _namespace(value: str | None) -> str:
     from lattice_adapters.kube import InvalidName, check_namespace
 
     try:
-        return check_namespace(str(args.get("namespace") or "default"))
+        return check_namespace(value or "default")
     except InvalidName as err:
         raise ToolError(
             "INVALID_ARGUMENT", f"Parameter 'namespace': {err}", "Pass a namespace's name"
         ) from None
+
+
+class ListInput(ToolInput):
+    sprite: str
+    namespace: str | None = NAMESPACE
+
+
+class TakeInput(ToolInput):
+    sprite: str
+    comment: str | None = Field(default=None, max_length=COMMENT_CHARS)
+    name: str | None = GENERATED
+    namespace: str | None = NAMESPACE
+
+
+class RestoreInput(ToolInput):
+    sprite: str
+    checkpoint: str | None = None
+    checkpoint_id: str | None = None
+    name: str | None = GENERATED
+    namespace: str | None = NAMESPACE
 
 
 def checkpoint_body(sprite: str, comment: str, name: str | None) -> dict[str, Any]:
@@ -90,9 +122,9 @@ def restore_body(
     }
 
 
-async def list_checkpoints(kube: Any, args: Mapping[str, Any]) -> dict[str, Any]:
+async def list_checkpoints(kube: Any, args: ListInput) -> dict[str, Any]:
     """The Sprite's newest backend checkpoints (its status) and its SpriteCheckpoints."""
-    namespace, sprite = _namespace(args), _checked(args, "sprite")
+    namespace, sprite = _namespace(args.namespace), checked_name(args.sprite, "sprite")
     obj = await kube.get(_path(SPRITES.plural, namespace, sprite))
     listing = await kube.get(_path(SPRITE_CHECKPOINTS.plural, namespace))
     objects = [
@@ -114,17 +146,11 @@ async def list_checkpoints(kube: Any, args: Mapping[str, Any]) -> dict[str, Any]
     }
 
 
-async def take_checkpoint(kube: Any, args: Mapping[str, Any]) -> dict[str, Any]:
+async def take_checkpoint(kube: Any, args: TakeInput) -> dict[str, Any]:
     """Create a SpriteCheckpoint; the operator takes the backend checkpoint."""
-    namespace, sprite = _namespace(args), _checked(args, "sprite")
-    comment = args.get("comment", "")
-    if not isinstance(comment, str) or len(comment) > COMMENT_CHARS:
-        raise ToolError(
-            "INVALID_ARGUMENT",
-            f"Parameter 'comment' must be a string of at most {COMMENT_CHARS} characters",
-            "Shorten it",
-        )
-    body = checkpoint_body(sprite or "", comment, _checked(args, "name", optional=True))
+    namespace, sprite = _namespace(args.namespace), checked_name(args.sprite, "sprite")
+    name = _optional_name(args.name, "name")
+    body = checkpoint_body(sprite, args.comment or "", name)
     created = await kube.create(_path(SPRITE_CHECKPOINTS.plural, namespace), body)
     return {
         "name": created["metadata"]["name"],
@@ -135,11 +161,11 @@ async def take_checkpoint(kube: Any, args: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-async def propose_restore(kube: Any, args: Mapping[str, Any]) -> dict[str, Any]:
+async def propose_restore(kube: Any, args: RestoreInput) -> dict[str, Any]:
     """Create a checkpoint_restore Intent for a SpriteCheckpoint or a backend id."""
-    namespace, sprite = _namespace(args), _checked(args, "sprite")
-    checkpoint = _checked(args, "checkpoint", optional=True)
-    checkpoint_id = args.get("checkpoint_id")
+    namespace, sprite = _namespace(args.namespace), checked_name(args.sprite, "sprite")
+    checkpoint = _optional_name(args.checkpoint, "checkpoint")
+    checkpoint_id = args.checkpoint_id
     if (checkpoint is None) == (checkpoint_id is None):
         raise ToolError(
             "INVALID_ARGUMENT",
@@ -147,15 +173,15 @@ async def propose_restore(kube: Any, args: Mapping[str, Any]) -> dict[str, Any]:
             "id such as v3) must be given",
             "See lattice_cluster_checkpoints_list",
         )
-    if checkpoint_id is not None and (not isinstance(checkpoint_id, str) or not checkpoint_id):
+    if checkpoint_id is not None and not checkpoint_id:
         raise ToolError(
             "INVALID_ARGUMENT", "Parameter 'checkpoint_id' must be a non-empty string", "e.g. v3"
         )
     body = restore_body(
-        sprite or "",
+        sprite,
         checkpoint=checkpoint,
         checkpoint_id=checkpoint_id,
-        name=_checked(args, "name", optional=True),
+        name=_optional_name(args.name, "name"),
     )
     created = await kube.create(_path(INTENTS.plural, namespace), body)
     return {
@@ -167,7 +193,38 @@ async def propose_restore(kube: Any, args: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+Handler = Awaitable[dict[str, Any]]
+LIST_CHECKPOINTS: Tool[Any, Handler] = tool(
+    "lattice_cluster_checkpoints_list",
+    "A Sprite's checkpoints: its newest backend checkpoints (Runs' too) and the "
+    "SpriteCheckpoint objects that hold some (name, phase, checkpoint id, comment).",
+    ListInput,
+    list_checkpoints,
+)
+TAKE_CHECKPOINT: Tool[Any, Handler] = tool(
+    "lattice_cluster_checkpoint_take",
+    "Take a checkpoint of a Sprite's filesystem: creates a SpriteCheckpoint (deleting it "
+    "later deletes the backend checkpoint).",
+    TakeInput,
+    take_checkpoint,
+)
+PROPOSE_RESTORE: Tool[Any, Handler] = tool(
+    "lattice_cluster_checkpoint_propose_restore",
+    "Propose rolling a Sprite back to a checkpoint (a checkpoint_restore Intent): give "
+    "'checkpoint' (a SpriteCheckpoint) or 'checkpoint_id' (v3). Policy decides; approval, "
+    "when needed, is a person's act and not a tool.",
+    RestoreInput,
+    propose_restore,
+)
+
+
 __all__ = [
+    "GENERATED",
+    "LIST_CHECKPOINTS",
+    "NAMESPACE",
+    "PROPOSE_RESTORE",
+    "TAKE_CHECKPOINT",
+    "checked_name",
     "checkpoint_body",
     "list_checkpoints",
     "propose_restore",

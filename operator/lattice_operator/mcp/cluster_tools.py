@@ -9,62 +9,64 @@ credentials would approve in their name without them (see docs/mcp.md).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+from pydantic import JsonValue
 
 from lattice_operator.api.v1alpha1.resources import GROUP, VERSION
 from lattice_operator.mcp.checkpoint_tools import (
-    list_checkpoints,
-    propose_restore,
-    take_checkpoint,
+    GENERATED,
+    LIST_CHECKPOINTS,
+    NAMESPACE,
+    PROPOSE_RESTORE,
+    TAKE_CHECKPOINT,
+    checked_name,
 )
 from lattice_operator.mcp.errors import ToolError
+from lattice_operator.mcp.tool_input import Tool, ToolInput, tool
 
-KINDS = ("sprites", "runs", "intents")
-ClusterHandler = Callable[[Any, Mapping[str, Any]], Awaitable[dict[str, Any]]]
-
-
-def _str(args: Mapping[str, Any], name: str, default: str | None = None) -> str:
-    value = args.get(name, default)
-    if not isinstance(value, str) or not value:
-        raise ToolError(
-            "INVALID_ARGUMENT",
-            f"Parameter '{name}' must be a non-empty string",
-            "Check the tool's input schema with tools/list",
-        )
-    return value
+Kind = Literal["sprites", "runs", "intents"]
 
 
-def _name(args: Mapping[str, Any], name: str = "name") -> str:
-    """An object name Kubernetes would accept, else INVALID_ARGUMENT naming the parameter."""
-    from lattice_adapters.kube import InvalidName, check_name
-
-    try:
-        return check_name(_str(args, name))
-    except InvalidName as err:
-        raise ToolError(
-            "INVALID_ARGUMENT", f"Parameter '{name}': {err}", "Pass the object's name as shown"
-        ) from None
+class ListInput(ToolInput):
+    kind: Kind
+    namespace: str | None = NAMESPACE
+    all_namespaces: bool | None = None
 
 
-def _namespace(args: Mapping[str, Any]) -> str:
+class GetInput(ToolInput):
+    kind: Kind
+    name: str
+    namespace: str | None = NAMESPACE
+
+
+class RunInput(ToolInput):
+    name: str
+    namespace: str | None = NAMESPACE
+
+
+class ProposeIntentInput(ToolInput):
+    spec: dict[str, JsonValue]
+    name: str | None = GENERATED
+    namespace: str | None = NAMESPACE
+
+
+def _namespace(value: str | None) -> str:
     from lattice_adapters.kube import InvalidName, check_namespace
 
+    if value == "":
+        raise ToolError(
+            "INVALID_ARGUMENT",
+            "Parameter 'namespace' must be a non-empty string",
+            "Pass a namespace's name",
+        )
     try:
-        return check_namespace(_str(args, "namespace", "default"))
+        return check_namespace(value or "default")
     except InvalidName as err:
         raise ToolError(
             "INVALID_ARGUMENT", f"Parameter 'namespace': {err}", "Pass a namespace's name"
         ) from None
-
-
-def _kind(args: Mapping[str, Any]) -> str:
-    kind = args.get("kind")
-    if kind not in KINDS:
-        raise ToolError(
-            "INVALID_ARGUMENT", f"kind {kind!r} is not one of {', '.join(KINDS)}", "Pick one"
-        )
-    return str(kind)
 
 
 def _path(plural: str, namespace: str | None, name: str | None = None) -> str:
@@ -105,22 +107,22 @@ def _summary(obj: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def list_objects(kube: Any, args: Mapping[str, Any]) -> dict[str, Any]:
-    kind = _kind(args)
-    namespace = None if args.get("all_namespaces") is True else _namespace(args)
+async def list_objects(kube: Any, args: ListInput) -> dict[str, Any]:
+    kind = args.kind
+    namespace = None if args.all_namespaces is True else _namespace(args.namespace)
     listing = await kube.get(_path(kind, namespace))
     items = [_summary(o) for o in listing.get("items", [])]
     return {"kind": kind, "items": items, "count": len(items)}
 
 
-async def get_object(kube: Any, args: Mapping[str, Any]) -> dict[str, Any]:
-    kind, name = _kind(args), _name(args)
-    obj = await kube.get(_path(kind, _namespace(args), name))
+async def get_object(kube: Any, args: GetInput) -> dict[str, Any]:
+    name = checked_name(args.name, "name")
+    obj = await kube.get(_path(args.kind, _namespace(args.namespace), name))
     return _slim(obj)
 
 
-async def run_events(kube: Any, args: Mapping[str, Any]) -> dict[str, Any]:
-    run = await kube.get(_path("runs", _namespace(args), _name(args)))
+async def run_events(kube: Any, args: RunInput) -> dict[str, Any]:
+    run = await kube.get(_path("runs", _namespace(args.namespace), checked_name(args.name, "name")))
     status = run.get("status") or {}
     return {
         "phase": status.get("phase"),
@@ -129,12 +131,12 @@ async def run_events(kube: Any, args: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-async def run_receipts(kube: Any, args: Mapping[str, Any]) -> dict[str, Any]:
+async def run_receipts(kube: Any, args: RunInput) -> dict[str, Any]:
     from lattice_adapters.kube import resource_path
     from lattice_operator.receipt_reader import receipt_event_params, receipts_from_events
 
-    namespace = _namespace(args)
-    run = await kube.get(_path("runs", namespace, _name(args)))
+    namespace = _namespace(args.namespace)
+    run = await kube.get(_path("runs", namespace, checked_name(args.name, "name")))
     listing = await kube.get(
         resource_path("events.k8s.io", "v1", "events", namespace), receipt_event_params(run)
     )
@@ -143,21 +145,18 @@ async def run_receipts(kube: Any, args: Mapping[str, Any]) -> dict[str, Any]:
     return {"receipts": receipts, "count": len(receipts), "untrusted": untrusted}
 
 
-async def propose_intent(kube: Any, args: Mapping[str, Any]) -> dict[str, Any]:
-    namespace = _namespace(args)
-    spec = args.get("spec")
-    if not isinstance(spec, dict):
-        raise ToolError(
-            "INVALID_ARGUMENT", "Parameter 'spec' must be an object", "Pass the Intent's spec"
-        )
+async def propose_intent(kube: Any, args: ProposeIntentInput) -> dict[str, Any]:
+    namespace = _namespace(args.namespace)
     metadata: dict[str, Any] = (
-        {"name": _name(args)} if args.get("name") else {"generateName": "agent-intent-"}
+        {"name": checked_name(args.name, "name")}
+        if args.name
+        else {"generateName": "agent-intent-"}
     )
     body = {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "Intent",
         "metadata": metadata,
-        "spec": spec,
+        "spec": args.spec,
     }
     created = await kube.create(_path("intents", namespace), body)
     return {
@@ -167,101 +166,43 @@ async def propose_intent(kube: Any, args: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-_NS = {
-    "type": "string",
-    "description": "Namespace (default: the kubeconfig context's, else default)",
-}
-_KIND = {"type": "string", "enum": list(KINDS)}
-
-
-def _schema(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": props,
-        "required": required,
-        "additionalProperties": False,
-    }
-
-
-CLUSTER_TOOLS: tuple[tuple[str, str, dict[str, Any], ClusterHandler], ...] = (
-    (
+Handler = Awaitable[dict[str, Any]]
+CLUSTER_TOOLS: tuple[Tool[Any, Handler], ...] = (
+    tool(
         "lattice_cluster_list",
         "List Sprites, Runs or Intents (name, namespace, phase) that your identity may see.",
-        _schema({"kind": _KIND, "namespace": _NS, "all_namespaces": {"type": "boolean"}}, ["kind"]),
+        ListInput,
         list_objects,
     ),
-    (
+    tool(
         "lattice_cluster_get",
         "Get one Sprite, Run or Intent (spec and status).",
-        _schema({"kind": _KIND, "name": {"type": "string"}, "namespace": _NS}, ["kind", "name"]),
+        GetInput,
         get_object,
     ),
-    (
+    tool(
         "lattice_cluster_run_events",
         "A Run's protocol events as the operator committed them (counts, recent, waiting, "
         "completion, violations) and its log tail.",
-        _schema({"name": {"type": "string"}, "namespace": _NS}, ["name"]),
+        RunInput,
         run_events,
     ),
-    (
+    tool(
         "lattice_cluster_run_receipts",
         "A Run's Lifeloop receipts, in sequence order.",
-        _schema({"name": {"type": "string"}, "namespace": _NS}, ["name"]),
+        RunInput,
         run_receipts,
     ),
-    (
+    tool(
         "lattice_cluster_propose_intent",
         "Propose an Intent (its spec as in manifests/samples/intent-*.yaml). Policy decides; "
         "approval, when needed, is a person's act and not a tool.",
-        _schema(
-            {
-                "spec": {"type": "object"},
-                "name": {"type": "string", "description": "Default: a generated name"},
-                "namespace": _NS,
-            },
-            ["spec"],
-        ),
+        ProposeIntentInput,
         propose_intent,
     ),
-    (
-        "lattice_cluster_checkpoints_list",
-        "A Sprite's checkpoints: its newest backend checkpoints (Runs' too) and the "
-        "SpriteCheckpoint objects that hold some (name, phase, checkpoint id, comment).",
-        _schema({"sprite": {"type": "string"}, "namespace": _NS}, ["sprite"]),
-        list_checkpoints,
-    ),
-    (
-        "lattice_cluster_checkpoint_take",
-        "Take a checkpoint of a Sprite's filesystem: creates a SpriteCheckpoint (deleting it "
-        "later deletes the backend checkpoint).",
-        _schema(
-            {
-                "sprite": {"type": "string"},
-                "comment": {"type": "string", "maxLength": 1024},
-                "name": {"type": "string", "description": "Default: a generated name"},
-                "namespace": _NS,
-            },
-            ["sprite"],
-        ),
-        take_checkpoint,
-    ),
-    (
-        "lattice_cluster_checkpoint_propose_restore",
-        "Propose rolling a Sprite back to a checkpoint (a checkpoint_restore Intent): give "
-        "'checkpoint' (a SpriteCheckpoint) or 'checkpoint_id' (v3). Policy decides; approval, "
-        "when needed, is a person's act and not a tool.",
-        _schema(
-            {
-                "sprite": {"type": "string"},
-                "checkpoint": {"type": "string"},
-                "checkpoint_id": {"type": "string"},
-                "name": {"type": "string", "description": "Default: a generated name"},
-                "namespace": _NS,
-            },
-            ["sprite"],
-        ),
-        propose_restore,
-    ),
+    LIST_CHECKPOINTS,
+    TAKE_CHECKPOINT,
+    PROPOSE_RESTORE,
 )
 
 
@@ -271,7 +212,7 @@ def cluster_dispatch(
     """Calls a cluster tool with a client for the caller's kubeconfig (one per call; the
     kubeconfig is read once, so an exec plugin's credentials are reused until they expire).
     A tool's namespace defaults to `namespace`, else the context's."""
-    handlers = {name: handler for name, _, _, handler in CLUSTER_TOOLS}
+    tools = {t.name: t for t in CLUSTER_TOOLS}
     loaded: list[Any] = []
 
     def config() -> Any:
@@ -296,7 +237,7 @@ def cluster_dispatch(
             args = {**args, "namespace": namespace or kube_config.namespace}
         try:
             async with KubeClient(kube_config, user_agent="lattice-mcp") as kube:
-                return await handlers[name](kube, args)
+                return await tools[name].run(kube, args)
         except KubeConfigError as err:  # an exec credential plugin failed
             raise ToolError(
                 "NO_CREDENTIALS", f"{name}: {err}", "Fix the kubeconfig's user"

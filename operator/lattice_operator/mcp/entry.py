@@ -14,15 +14,16 @@ if TYPE_CHECKING:
 
 def project_server(project: Project, clock: Clock) -> Any:
     """The `lattice mcp` server for one project (an SDK low-level Server)."""
-    from lattice_operator.mcp.project_tools import TOOLS
+    from lattice_operator.mcp.project_tools import TOOLS, ProjectContext
     from lattice_operator.mcp.server import PublishedTool, build_server, package_version
 
-    handlers = {t.name: t.handler for t in TOOLS}
+    tools = {t.name: t for t in TOOLS}
+    context = ProjectContext(project, clock)
 
     async def dispatch(name: str, args: dict[str, Any]) -> dict[str, Any]:
-        return handlers[name](project, clock, args)
+        return tools[name].run(context, args)
 
-    published = [PublishedTool(t.name, t.description, t.input_schema) for t in TOOLS]
+    published = [PublishedTool(t.name, t.description, t.input_schema()) for t in TOOLS]
     return build_server("lattice", package_version(), published, dispatch)
 
 
@@ -41,12 +42,12 @@ def sprite_server(session: SpriteSession) -> Any:
     from lattice_operator.mcp.server import PublishedTool, build_server, package_version
     from lattice_operator.mcp.sprite_tools import SPRITE_TOOLS
 
-    handlers = {name: handler for name, _, _, handler in SPRITE_TOOLS}
+    tools = {t.name: t for t in SPRITE_TOOLS}
 
     async def dispatch(name: str, args: dict[str, Any]) -> dict[str, Any]:
-        return handlers[name](session, args)
+        return tools[name].run(session, args)
 
-    published = [PublishedTool(n, d, s) for n, d, s, _ in SPRITE_TOOLS]
+    published = [PublishedTool(t.name, t.description, t.input_schema()) for t in SPRITE_TOOLS]
     return build_server("lattice-sprite", package_version(), published, dispatch)
 
 
@@ -68,7 +69,7 @@ def cluster_server(
     from lattice_operator.mcp.cluster_tools import CLUSTER_TOOLS, cluster_dispatch
     from lattice_operator.mcp.server import PublishedTool, build_server, package_version
 
-    published = [PublishedTool(n, d, s) for n, d, s, _ in CLUSTER_TOOLS]
+    published = [PublishedTool(t.name, t.description, t.input_schema()) for t in CLUSTER_TOOLS]
     dispatch = cluster_dispatch(context, kubeconfig, namespace)
     return build_server("lattice-cluster", package_version(), published, dispatch)
 

@@ -1,14 +1,15 @@
-"""The project tools of `lattice mcp`: their JSON schemas (the seed's tables) and handlers.
+"""The project tools of `lattice mcp`: their input models (the seed's tables) and handlers.
 
-Handlers are plain functions of (project, clock, arguments) returning a JSON-able dict or
-raising ToolError; the server module only wires them to the SDK.
+Handlers are plain functions of (project context, validated input) returning a JSON-able
+dict or raising ToolError; the server module only wires them to the SDK.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
+
+from pydantic import Field
 
 from lattice_operator.clock import Clock
 from lattice_operator.mcp.documents import (
@@ -24,32 +25,18 @@ from lattice_operator.mcp.documents import (
     timestamp,
 )
 from lattice_operator.mcp.errors import ToolError
+from lattice_operator.mcp.tool_input import CodeFor, Tool, ToolInput, tool
 
-Handler = Callable[[Project, Clock, Mapping[str, Any]], dict[str, Any]]
-
-_STRING_LIST = {"type": "array", "items": {"type": "string"}}
+TaskType = Literal["bug", "feature", "task", "chore"]
+assert get_args(TaskType) == TASK_TYPES
 
 
 @dataclass(frozen=True)
-class ToolSpec:
-    """One tool: its name, description, input schema and handler."""
+class ProjectContext:
+    """What every project tool works on."""
 
-    name: str
-    description: str
-    input_schema: dict[str, Any]
-    handler: Handler
-
-
-def _schema(properties: dict[str, dict[str, Any]], required: list[str]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": False,
-    }
-
-
-# -- argument readers (the SDK does not validate input against the schema) ---------------------
+    project: Project
+    clock: Clock
 
 
 def _invalid(name: str, expected: str) -> ToolError:
@@ -60,60 +47,116 @@ def _invalid(name: str, expected: str) -> ToolError:
     )
 
 
-def _string(args: Mapping[str, Any], name: str) -> str:
-    value = args.get(name)
-    if not isinstance(value, str):
-        raise _invalid(name, "a string" if name in args else "given (it is required)")
-    return value
+def _bad_priority(value: object) -> ToolError:
+    return ToolError(
+        "INVALID_PRIORITY",
+        f"Priority {value!r} is not in range 0-4",
+        "Use 0 (highest) to 4 (lowest); the default is 2",
+    )
 
 
-def _optional_string(args: Mapping[str, Any], name: str) -> str | None:
-    return None if args.get(name) is None else _string(args, name)
+def _bad_task_type(value: object) -> ToolError:
+    return ToolError(
+        "INVALID_TASK_TYPE",
+        f"Task type {value!r} is not one of: {', '.join(TASK_TYPES)}",
+        "Use bug, feature, task or chore",
+    )
 
 
-def _strings(args: Mapping[str, Any], name: str) -> list[str]:
-    value = args.get(name)
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise _invalid(name, "a list of strings")
-    return list(value)
-
-
-def _priority(args: Mapping[str, Any], default: int | None) -> int | None:
-    value = args.get("priority")
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 4:
-        raise ToolError(
-            "INVALID_PRIORITY",
-            f"Priority {value!r} is not in range 0-4",
-            "Use 0 (highest) to 4 (lowest); the default is 2",
+def _too_long(field: str, limit: int, code: str, suggestion: str) -> CodeFor:
+    def error(value: object) -> ToolError | None:
+        if not isinstance(value, str) or len(value) <= limit:
+            return None  # not a length problem: the generic error says what it is
+        return ToolError(
+            code,
+            f"{field} has {len(value)} characters; the maximum is {limit}",
+            suggestion,
         )
-    return value
+
+    return error
 
 
-def _task_type(args: Mapping[str, Any], required: bool) -> str | None:
-    value = args.get("task_type")
-    if value is None and not required:
-        return None
-    if value not in TASK_TYPES:
-        raise ToolError(
-            "INVALID_TASK_TYPE",
-            f"Task type {value!r} is not one of: {', '.join(TASK_TYPES)}",
-            "Use bug, feature, task or chore",
-        )
-    return str(value)
+_DESCRIPTION_TOO_LONG = _too_long(
+    "Description",
+    MAX_DESCRIPTION,
+    "DESCRIPTION_TOO_LONG",
+    "Shorten the description and put the detail in the body",
+)
+_NAME_TOO_LONG = _too_long("Name", MAX_NAME, "NAME_TOO_LONG", "Choose a shorter name")
+_DIRECTORY = Field(description='Parent directory path (e.g., "api/")')
+_BODY = Field(description="Markdown body content")
+_LABELS = Field(default=None, description="List of labels")
 
 
-def _description(args: Mapping[str, Any]) -> str:
-    value = _string(args, "description")
-    if len(value) > MAX_DESCRIPTION:
-        raise ToolError(
-            "DESCRIPTION_TOO_LONG",
-            f"Description has {len(value)} characters; the maximum is {MAX_DESCRIPTION}",
-            "Shorten the description and put the detail in the body",
-        )
+class CreateTaskInput(ToolInput):
+    codes = {
+        "description": _DESCRIPTION_TOO_LONG,
+        "task_type": _bad_task_type,
+        "priority": _bad_priority,
+    }
+
+    directory: str = _DIRECTORY
+    description: str = Field(max_length=MAX_DESCRIPTION, description="Human-readable task title")
+    task_type: TaskType = Field(description="One of: bug, feature, task, chore")
+    body: str = _BODY
+    priority: int = Field(default=2, ge=0, le=4, description="0-4 (default: 2)")
+    labels: list[str] | None = _LABELS
+    blocked_by: list[str] | None = Field(default=None, description="List of blocking task IDs")
+    discovered_from: list[str] | None = Field(
+        default=None, description="List of parent task IDs for provenance"
+    )
+
+
+class CreateDocumentInput(ToolInput):
+    codes = {"name": _NAME_TOO_LONG, "description": _DESCRIPTION_TOO_LONG}
+
+    directory: str = _DIRECTORY
+    name: str = Field(
+        max_length=MAX_NAME, description="Document name (becomes filename, max 64 chars)"
+    )
+    description: str = Field(
+        max_length=MAX_DESCRIPTION, description="Human-readable description (max 1024 chars)"
+    )
+    body: str = _BODY
+    labels: list[str] | None = _LABELS
+
+
+class ShowInput(ToolInput):
+    lattice_id: str = Field(description="Lattice ID, e.g. LCGWQN")
+
+
+class ListInput(ToolInput):
+    codes = {"task_type": _bad_task_type}
+
+    directory: str | None = Field(default=None, description="Only documents below this directory")
+    kind: Literal["task", "document"] | None = None
+    status: Literal["open", "closed"] | None = Field(default=None, description="Tasks only")
+    task_type: TaskType | None = None
+    label: str | None = Field(default=None, description="Only documents with this label")
+
+
+class CloseInput(ToolInput):
+    lattice_ids: list[str] = Field(min_length=1, description="Task IDs to close")
+    reason: str | None = Field(default=None, description="Why, recorded as closed-reason")
+
+
+class UpdateInput(ToolInput):
+    codes = {"task_type": _bad_task_type, "priority": _bad_priority}
+
+    lattice_id: str = Field(description="The task's Lattice ID")
+    priority: int | None = Field(default=None, ge=0, le=4)
+    task_type: TaskType | None = None
+    labels: list[str] | None = Field(default=None, description="Replace the labels")
+    add_labels: list[str] | None = Field(default=None, description="Labels to add")
+    remove_labels: list[str] | None = Field(default=None, description="Labels to remove")
+
+
+class DependencyInput(ToolInput):
+    lattice_id: str = Field(description="The task that is blocked")
+    blocked_by: str = Field(description="The task that blocks it")
+
+
+def _description(value: str) -> str:
     if not value.strip():
         raise _invalid("description", "a non-empty string")
     return value
@@ -135,41 +178,27 @@ def _created(project: Project, directory_arg: str, clock: Clock) -> tuple[Any, d
 # -- the seed's two creation tools -----------------------------------------------------------
 
 
-def create_task(project: Project, clock: Clock, args: Mapping[str, Any]) -> dict[str, Any]:
-    directory_arg = _string(args, "directory")
-    description = _description(args)
-    task_type = _task_type(args, required=True)
-    body = _string(args, "body")
-    priority = _priority(args, default=2)
-    labels = _strings(args, "labels")
-    blocked_by = _strings(args, "blocked_by")
-    discovered_from = _strings(args, "discovered_from")
-    directory, front, _ = _created(project, directory_arg, clock)
+def create_task(c: ProjectContext, args: CreateTaskInput) -> dict[str, Any]:
+    project, description = c.project, _description(args.description)
+    directory, front, _ = _created(project, args.directory, c.clock)
     lattice_id = project.fresh_id()
     filename = f"{filename_stem(description)}_{lattice_id}.md"
     name = name_from_filename(filename)
     front.update({"lattice-id": lattice_id, "name": name, "description": description})
     front = {
         **front,
-        "task-type": task_type,
-        "priority": priority,
-        "labels": labels,
-        "blocked-by": blocked_by,
-        "discovered-from": discovered_from,
+        "task-type": args.task_type,
+        "priority": args.priority,
+        "labels": args.labels or [],
+        "blocked-by": args.blocked_by or [],
+        "discovered-from": args.discovered_from or [],
     }
-    path = project.write_new(directory / "tasks", filename, render(front, body))
+    path = project.write_new(directory / "tasks", filename, render(front, args.body))
     return {"lattice_id": lattice_id, "path": path, "name": name}
 
 
-def create_document(project: Project, clock: Clock, args: Mapping[str, Any]) -> dict[str, Any]:
-    directory_arg = _string(args, "directory")
-    name_arg = _string(args, "name")
-    if len(name_arg) > MAX_NAME:
-        raise ToolError(
-            "NAME_TOO_LONG",
-            f"Name has {len(name_arg)} characters; the maximum is {MAX_NAME}",
-            "Choose a shorter name",
-        )
+def create_document(c: ProjectContext, args: CreateDocumentInput) -> dict[str, Any]:
+    project, name_arg = c.project, args.name
     stem = name_arg.removesuffix(".md")
     if not stem or not all(c.isalnum() or c in "_-" for c in stem) or not stem.isascii():
         raise ToolError(
@@ -177,17 +206,20 @@ def create_document(project: Project, clock: Clock, args: Mapping[str, Any]) -> 
             f"Name '{name_arg}' is not a plain file name",
             "Use letters, digits, '_' and '-' only, e.g. 'authentication_design'",
         )
-    description = _description(args)
-    body = _string(args, "body")
-    labels = _strings(args, "labels")
-    directory, front, _ = _created(project, directory_arg, clock)
+    description = _description(args.description)
+    directory, front, _ = _created(project, args.directory, c.clock)
     lattice_id = project.fresh_id()
     filename = f"{stem}.md"
     name = name_from_filename(filename)
     front.update(
-        {"lattice-id": lattice_id, "name": name, "description": description, "labels": labels}
+        {
+            "lattice-id": lattice_id,
+            "name": name,
+            "description": description,
+            "labels": args.labels or [],
+        }
     )
-    path = project.write_new(directory / "docs", filename, render(front, body))
+    path = project.write_new(directory / "docs", filename, render(front, args.body))
     return {"lattice_id": lattice_id, "path": path, "name": name}
 
 
@@ -215,25 +247,17 @@ def document_summary(doc: Document) -> dict[str, Any]:
     return summary
 
 
-def show(project: Project, clock: Clock, args: Mapping[str, Any]) -> dict[str, Any]:
-    doc = project.find(_string(args, "lattice_id"))
+def show(c: ProjectContext, args: ShowInput) -> dict[str, Any]:
+    doc = c.project.find(args.lattice_id)
     return {**document_summary(doc), "front_matter": jsonable(doc.front_matter), "body": doc.body}
 
 
-def list_documents(project: Project, clock: Clock, args: Mapping[str, Any]) -> dict[str, Any]:
-    directory_arg = _optional_string(args, "directory")
-    prefix = ""
-    if directory_arg is not None:
-        directory = project.directory(directory_arg)
+def list_documents(c: ProjectContext, args: ListInput) -> dict[str, Any]:
+    project, prefix = c.project, ""
+    if args.directory is not None:
+        directory = project.directory(args.directory)
         prefix = "" if directory == project.root else project.relative(directory) + "/"
-    kind = _optional_string(args, "kind")
-    if kind not in (None, "task", "document"):
-        raise _invalid("kind", "'task' or 'document'")
-    status = _optional_string(args, "status")
-    if status not in (None, "open", "closed"):
-        raise _invalid("status", "'open' or 'closed'")
-    task_type = _task_type(args, required=False)
-    label = _optional_string(args, "label")
+    kind, status, task_type, label = args.kind, args.status, args.task_type, args.label
     documents, broken = project.scan()
     found = []
     for doc in documents:
@@ -278,14 +302,11 @@ def close_fields(clock: Clock, reason: str | None) -> dict[str, Any]:
     return fields
 
 
-def close_task(project: Project, clock: Clock, args: Mapping[str, Any]) -> dict[str, Any]:
-    ids = _strings(args, "lattice_ids")
-    if not ids:
-        raise _invalid("lattice_ids", "a non-empty list of task IDs")
-    reason = _optional_string(args, "reason")
-    tasks = [task_document(project, i) for i in ids]  # all checked before any is changed
+def close_task(c: ProjectContext, args: CloseInput) -> dict[str, Any]:
+    project = c.project
+    tasks = [task_document(project, i) for i in args.lattice_ids]  # all checked first
     closed, already = [], []
-    fields = close_fields(clock, reason)
+    fields = close_fields(c.clock, args.reason)
     for doc in tasks:
         if doc.is_closed:
             already.append(doc.lattice_id)
@@ -295,28 +316,27 @@ def close_task(project: Project, clock: Clock, args: Mapping[str, Any]) -> dict[
     return {"closed": closed, "already_closed": already}
 
 
-def update(project: Project, clock: Clock, args: Mapping[str, Any]) -> dict[str, Any]:
-    doc = task_document(project, _string(args, "lattice_id"))
+def update(c: ProjectContext, args: UpdateInput) -> dict[str, Any]:
+    doc = task_document(c.project, args.lattice_id)
     front = dict(doc.front_matter)
-    priority = _priority(args, default=None)
-    if priority is not None:
-        front["priority"] = priority
-    task_type = _task_type(args, required=False)
-    if task_type is not None:
-        front["task-type"] = task_type
+    if args.priority is not None:
+        front["priority"] = args.priority
+    if args.task_type is not None:
+        front["task-type"] = args.task_type
     labels = list(front.get("labels") or [])
-    if args.get("labels") is not None:
-        labels = _strings(args, "labels")
-    labels += [lb for lb in _strings(args, "add_labels") if lb not in labels]
-    removed = set(_strings(args, "remove_labels"))
+    if args.labels is not None:
+        labels = list(args.labels)
+    labels += [lb for lb in args.add_labels or [] if lb not in labels]
+    removed = set(args.remove_labels or [])
     front["labels"] = [lb for lb in labels if lb not in removed]
-    project.rewrite(doc, front)
+    c.project.rewrite(doc, front)
     return document_summary(Document(doc.path, front, doc.body))
 
 
-def add_dependency(project: Project, clock: Clock, args: Mapping[str, Any]) -> dict[str, Any]:
-    task = task_document(project, _string(args, "lattice_id"))
-    blocker = task_document(project, _string(args, "blocked_by"))
+def add_dependency(c: ProjectContext, args: DependencyInput) -> dict[str, Any]:
+    project = c.project
+    task = task_document(project, args.lattice_id)
+    blocker = task_document(project, args.blocked_by)
     if blocker.lattice_id == task.lattice_id:
         raise ToolError(
             "DEPENDENCY_CYCLE",
@@ -348,142 +368,49 @@ def add_dependency(project: Project, clock: Clock, args: Mapping[str, Any]) -> d
     return {"lattice_id": task.lattice_id, "blocked_by": blocked_by}
 
 
-TOOLS: tuple[ToolSpec, ...] = (
-    ToolSpec(
+TOOLS: tuple[Tool[ProjectContext, dict[str, Any]], ...] = (
+    tool(
         "lattice_create_task",
         "Create a task document with an auto-generated filename in {directory}/tasks/.",
-        _schema(
-            {
-                "directory": {
-                    "type": "string",
-                    "description": 'Parent directory path (e.g., "api/")',
-                },
-                "description": {
-                    "type": "string",
-                    "maxLength": MAX_DESCRIPTION,
-                    "description": "Human-readable task title",
-                },
-                "task_type": {
-                    "type": "string",
-                    "enum": list(TASK_TYPES),
-                    "description": "One of: bug, feature, task, chore",
-                },
-                "body": {"type": "string", "description": "Markdown body content"},
-                "priority": {
-                    "type": "integer",
-                    "minimum": 0,
-                    "maximum": 4,
-                    "default": 2,
-                    "description": "0-4 (default: 2)",
-                },
-                "labels": {**_STRING_LIST, "description": "List of labels"},
-                "blocked_by": {**_STRING_LIST, "description": "List of blocking task IDs"},
-                "discovered_from": {
-                    **_STRING_LIST,
-                    "description": "List of parent task IDs for provenance",
-                },
-            },
-            ["directory", "description", "task_type", "body"],
-        ),
+        CreateTaskInput,
         create_task,
     ),
-    ToolSpec(
+    tool(
         "lattice_create_document",
         "Create a knowledge-base document {directory}/docs/{name}.md.",
-        _schema(
-            {
-                "directory": {
-                    "type": "string",
-                    "description": 'Parent directory path (e.g., "api/")',
-                },
-                "name": {
-                    "type": "string",
-                    "maxLength": MAX_NAME,
-                    "description": "Document name (becomes filename, max 64 chars)",
-                },
-                "description": {
-                    "type": "string",
-                    "maxLength": MAX_DESCRIPTION,
-                    "description": "Human-readable description (max 1024 chars)",
-                },
-                "body": {"type": "string", "description": "Markdown body content"},
-                "labels": {**_STRING_LIST, "description": "List of labels"},
-            },
-            ["directory", "name", "description", "body"],
-        ),
+        CreateDocumentInput,
         create_document,
     ),
-    ToolSpec(
+    tool(
         "lattice_show",
         "Retrieve a document's details (front matter and body) by Lattice ID.",
-        _schema(
-            {"lattice_id": {"type": "string", "description": "Lattice ID, e.g. LCGWQN"}},
-            ["lattice_id"],
-        ),
+        ShowInput,
         show,
     ),
-    ToolSpec(
+    tool(
         "lattice_list",
         "Query documents with filters (all optional).",
-        _schema(
-            {
-                "directory": {
-                    "type": "string",
-                    "description": "Only documents below this directory",
-                },
-                "kind": {"type": "string", "enum": ["task", "document"]},
-                "status": {
-                    "type": "string",
-                    "enum": ["open", "closed"],
-                    "description": "Tasks only",
-                },
-                "task_type": {"type": "string", "enum": list(TASK_TYPES)},
-                "label": {"type": "string", "description": "Only documents with this label"},
-            },
-            [],
-        ),
+        ListInput,
         list_documents,
     ),
-    ToolSpec(
+    tool(
         "lattice_close_task",
         "Close one or more tasks (sets closed-at; the file stays where it is).",
-        _schema(
-            {
-                "lattice_ids": {**_STRING_LIST, "minItems": 1, "description": "Task IDs to close"},
-                "reason": {"type": "string", "description": "Why, recorded as closed-reason"},
-            },
-            ["lattice_ids"],
-        ),
+        CloseInput,
         close_task,
     ),
-    ToolSpec(
+    tool(
         "lattice_update",
         "Modify a task's metadata: priority, task type, labels.",
-        _schema(
-            {
-                "lattice_id": {"type": "string", "description": "The task's Lattice ID"},
-                "priority": {"type": "integer", "minimum": 0, "maximum": 4},
-                "task_type": {"type": "string", "enum": list(TASK_TYPES)},
-                "labels": {**_STRING_LIST, "description": "Replace the labels"},
-                "add_labels": {**_STRING_LIST, "description": "Labels to add"},
-                "remove_labels": {**_STRING_LIST, "description": "Labels to remove"},
-            },
-            ["lattice_id"],
-        ),
+        UpdateInput,
         update,
     ),
-    ToolSpec(
+    tool(
         "lattice_add_dependency",
         "Record that a task is blocked by another task (refuses cycles).",
-        _schema(
-            {
-                "lattice_id": {"type": "string", "description": "The task that is blocked"},
-                "blocked_by": {"type": "string", "description": "The task that blocks it"},
-            },
-            ["lattice_id", "blocked_by"],
-        ),
+        DependencyInput,
         add_dependency,
     ),
 )
 
-__all__ = ["TOOLS", "ToolSpec", "close_fields", "document_summary", "task_document"]
+__all__ = ["TOOLS", "ProjectContext", "close_fields", "document_summary", "task_document"]

@@ -2,7 +2,8 @@
 
 The low-level server is used (not the decorator API) so each tool's input schema is exactly
 the table we publish, and so tool errors keep the seed's `{"error": {code, message,
-suggestion}}` shape. The SDK does not validate arguments; each handler does, with codes.
+suggestion}}` shape. The SDK does not validate arguments; each tool's input model does
+(`tool_input`), with codes.
 """
 
 from __future__ import annotations

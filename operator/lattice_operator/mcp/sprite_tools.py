@@ -18,12 +18,13 @@ import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, JsonValue, ValidationError
 
 from lattice_operator.clock import Clock
 from lattice_operator.mcp.errors import ToolError
+from lattice_operator.mcp.tool_input import Tool, ToolInput, number, tool
 from lattice_operator.protocol import models as pm
 
 LATTICE_DIR = "/workspace/.lattice"
@@ -176,95 +177,140 @@ def _wait(session: SpriteSession, reason: str, expected: Any, comment: str) -> d
     }
 
 
-SpriteHandler = Callable[[SpriteSession, Mapping[str, Any]], dict[str, Any]]
+Json = dict[str, JsonValue]
+_EXPECTED = Field(
+    default=None,
+    description="Name → type of each input needed on resume: string, integer, boolean, "
+    "map, array<T>",
+)
+_PERCENT, _UNIT = number(0, 100), number(0, 1)
 
 
-def info(s: SpriteSession, a: Mapping[str, Any]) -> dict[str, Any]:
-    p = _payload(pm.InfoPayload, {k: a.get(k) for k in ("message", "kind", "metadata")})
+class InfoInput(ToolInput):
+    message: str
+    kind: str | None = None
+    metadata: Json | None = None
+
+
+class ProgressInput(ToolInput):
+    message: str
+    percent: Annotated[int | float | None, _PERCENT[0], _PERCENT[1]] = None
+    phase: str | None = None
+
+
+class PhaseInput(ToolInput):
+    phase: str
+    state: Literal["started", "finished"]
+    success: bool | None = Field(default=None, description="Required when finished")
+
+
+class ArtifactInput(ToolInput):
+    kind: str
+    ref: str | None = None
+    url: str | None = None
+    metadata: Json | None = None
+
+
+class RequestActionInput(ToolInput):
+    action: pm.ActionName
+    parameters: Json | None = None
+    blocking: bool = False
+    reason: str | None = None
+    expected_inputs: dict[str, str] | None = _EXPECTED
+
+
+class EnvironmentChangeInput(ToolInput):
+    observed_failure: Json
+    adjustment_type: pm.AdjustmentType
+    details: Json | None = None
+    confidence: Annotated[int | float, _UNIT[0], _UNIT[1]]
+    evidence: list[str]
+    scope: Literal["repo_specific", "global_candidate"]
+
+
+class WaitInput(ToolInput):
+    reason: str
+    expected_inputs: dict[str, str] | None = _EXPECTED
+
+
+class NoInput(ToolInput):
+    pass
+
+
+class CompleteInput(ToolInput):
+    status: Literal["success", "failure"]
+    summary: str | None = None
+
+
+class ErrorInput(ToolInput):
+    message: str
+    details: Json | None = None
+
+
+def info(s: SpriteSession, a: InfoInput) -> dict[str, Any]:
+    p = _payload(pm.InfoPayload, a.model_dump(mode="json"))
     return {"emitted": s.emit(pm.EventType.INFO, p)["event_type"]}
 
 
-def progress(s: SpriteSession, a: Mapping[str, Any]) -> dict[str, Any]:
-    percent = a.get("percent")
-    if percent is not None and (
-        isinstance(percent, bool) or not isinstance(percent, int | float) or not 0 <= percent <= 100
-    ):
-        raise ToolError("INVALID_ARGUMENT", "percent must be 0-100", "Pass a number from 0 to 100")
-    metadata = {k: a[k] for k in ("percent", "phase") if a.get(k) is not None}
-    p = _payload(
-        pm.InfoPayload, {"message": a.get("message"), "kind": "progress", "metadata": metadata}
-    )
+def progress(s: SpriteSession, a: ProgressInput) -> dict[str, Any]:
+    metadata = {k: v for k, v in (("percent", a.percent), ("phase", a.phase)) if v is not None}
+    p = _payload(pm.InfoPayload, {"message": a.message, "kind": "progress", "metadata": metadata})
     return {"emitted": s.emit(pm.EventType.INFO, p)["event_type"]}
 
 
-def phase(s: SpriteSession, a: Mapping[str, Any]) -> dict[str, Any]:
-    state = a.get("state")
-    if state == "started":
-        p = _payload(pm.PhaseStartedPayload, {"phase": a.get("phase")})
+def phase(s: SpriteSession, a: PhaseInput) -> dict[str, Any]:
+    if a.state == "started":
+        p = _payload(pm.PhaseStartedPayload, {"phase": a.phase})
         return {"emitted": s.emit(pm.EventType.PHASE_STARTED, p)["event_type"]}
-    if state == "finished":
-        p = _payload(
-            pm.PhaseFinishedPayload, {"phase": a.get("phase"), "success": a.get("success")}
-        )
-        return {"emitted": s.emit(pm.EventType.PHASE_FINISHED, p)["event_type"]}
-    raise ToolError(
-        "INVALID_ARGUMENT",
-        f"state {state!r} is not 'started' or 'finished'",
-        "Use started/finished",
-    )
+    p = _payload(pm.PhaseFinishedPayload, {"phase": a.phase, "success": a.success})
+    return {"emitted": s.emit(pm.EventType.PHASE_FINISHED, p)["event_type"]}
 
 
-def artifact(s: SpriteSession, a: Mapping[str, Any]) -> dict[str, Any]:
-    p = _payload(pm.ArtifactPayload, {k: a.get(k) for k in ("kind", "ref", "url", "metadata")})
+def artifact(s: SpriteSession, a: ArtifactInput) -> dict[str, Any]:
+    p = _payload(pm.ArtifactPayload, a.model_dump(mode="json"))
     return {"emitted": s.emit(pm.EventType.ARTIFACT, p)["event_type"]}
 
 
-def request_action(s: SpriteSession, a: Mapping[str, Any]) -> dict[str, Any]:
-    blocking = a.get("blocking", False)
+def request_action(s: SpriteSession, a: RequestActionInput) -> dict[str, Any]:
+    action = str(a.action)
     p = _payload(
         pm.ActionRequestPayload,
-        {"action": a.get("action"), "parameters": a.get("parameters") or {}, "blocking": blocking},
+        {"action": action, "parameters": a.parameters or {}, "blocking": a.blocking},
     )
-    if blocking is True:
+    if a.blocking:
         # Validate the WAITING part before anything is emitted: the pair is all or nothing.
-        reason = a.get("reason") or f"ACTION_{a.get('action')}"
+        reason = a.reason or f"ACTION_{action}"
         _payload(
             pm.WaitingPayload,
-            {"reason": reason, "checkpoint_id": "chk", "expected_inputs": a.get("expected_inputs")},
+            {"reason": reason, "checkpoint_id": "chk", "expected_inputs": a.expected_inputs},
         )
         s.emit(pm.EventType.ACTION_REQUEST, p)
         return {
             "emitted": "ACTION_REQUEST",
-            **_wait(s, reason, a.get("expected_inputs"), f"blocking {a.get('action')}"),
+            **_wait(s, reason, a.expected_inputs, f"blocking {action}"),
         }
     return {"emitted": s.emit(pm.EventType.ACTION_REQUEST, p)["event_type"]}
 
 
-def propose_environment_change(s: SpriteSession, a: Mapping[str, Any]) -> dict[str, Any]:
+def propose_environment_change(s: SpriteSession, a: EnvironmentChangeInput) -> dict[str, Any]:
     p = _payload(
         pm.EnvironmentProposalPayload,
         {
-            "observed_failure": a.get("observed_failure"),
-            "suggested_adjustment": {
-                "type": a.get("adjustment_type"),
-                "details": a.get("details") or {},
-            },
-            "confidence": a.get("confidence"),
-            "evidence": a.get("evidence"),
-            "scope": a.get("scope"),
+            "observed_failure": a.observed_failure,
+            "suggested_adjustment": {"type": str(a.adjustment_type), "details": a.details or {}},
+            "confidence": a.confidence,
+            "evidence": a.evidence,
+            "scope": a.scope,
         },
     )
     return {"emitted": s.emit(pm.EventType.ENVIRONMENT_PROPOSAL, p)["event_type"]}
 
 
-def wait_for_approval(s: SpriteSession, a: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "emitted": "WAITING",
-        **_wait(s, str(a.get("reason") or ""), a.get("expected_inputs"), "before WAITING"),
-    }
+def wait_for_approval(s: SpriteSession, a: WaitInput) -> dict[str, Any]:
+    return {"emitted": "WAITING", **_wait(s, a.reason, a.expected_inputs, "before WAITING")}
 
 
-def resume_inputs(s: SpriteSession, a: Mapping[str, Any]) -> dict[str, Any]:
+def resume_inputs(s: SpriteSession, a: NoInput) -> dict[str, Any]:
     path = s.lattice_dir / "resume.json"
     if not path.exists():
         return {"resumed": False}
@@ -292,14 +338,14 @@ def resume_inputs(s: SpriteSession, a: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def complete(s: SpriteSession, a: Mapping[str, Any]) -> dict[str, Any]:
-    p = _payload(pm.CompletedPayload, {"status": a.get("status"), "summary": a.get("summary")})
+def complete(s: SpriteSession, a: CompleteInput) -> dict[str, Any]:
+    p = _payload(pm.CompletedPayload, a.model_dump(mode="json"))
     s.emit(pm.EventType.COMPLETED, p)
     return {"emitted": "COMPLETED", "instruction": "Done: exit now."}
 
 
-def error(s: SpriteSession, a: Mapping[str, Any]) -> dict[str, Any]:
-    p = _payload(pm.ErrorPayload, {"message": a.get("message"), "details": a.get("details")})
+def error(s: SpriteSession, a: ErrorInput) -> dict[str, Any]:
+    p = _payload(pm.ErrorPayload, a.model_dump(mode="json"))
     checkpoint_id = None
     # Recommended before ERROR, not required: a failed checkpoint does not hide the error.
     with contextlib.suppress(ToolError):
@@ -308,121 +354,58 @@ def error(s: SpriteSession, a: Mapping[str, Any]) -> dict[str, Any]:
     return {"emitted": "ERROR", "checkpoint_id": checkpoint_id}
 
 
-_OBJ = {"type": "object"}
-_STR = {"type": "string"}
-_EXPECTED = {
-    "type": "object",
-    "additionalProperties": {"type": "string"},
-    "description": "Name → type of each input needed on resume: string, integer, boolean, "
-    "map, array<T>",
-}
-
-
-def _schema(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": props,
-        "required": required,
-        "additionalProperties": False,
-    }
-
-
-SPRITE_TOOLS: tuple[tuple[str, str, dict[str, Any], SpriteHandler], ...] = (
-    (
+SPRITE_TOOLS: tuple[Tool[SpriteSession, dict[str, Any]], ...] = (
+    tool(
         "lattice_sprite_info",
         "Emit an INFO event (observation, assumption, note).",
-        _schema({"message": _STR, "kind": _STR, "metadata": _OBJ}, ["message"]),
+        InfoInput,
         info,
     ),
-    (
-        "lattice_sprite_progress",
-        "Report progress (INFO, kind progress).",
-        _schema(
-            {
-                "message": _STR,
-                "percent": {"type": "number", "minimum": 0, "maximum": 100},
-                "phase": _STR,
-            },
-            ["message"],
-        ),
-        progress,
+    tool(
+        "lattice_sprite_progress", "Report progress (INFO, kind progress).", ProgressInput, progress
     ),
-    (
-        "lattice_sprite_phase",
-        "Report that a phase started or finished.",
-        _schema(
-            {
-                "phase": _STR,
-                "state": {"type": "string", "enum": ["started", "finished"]},
-                "success": {"type": "boolean", "description": "Required when finished"},
-            },
-            ["phase", "state"],
-        ),
-        phase,
-    ),
-    (
+    tool("lattice_sprite_phase", "Report that a phase started or finished.", PhaseInput, phase),
+    tool(
         "lattice_sprite_artifact",
         "Declare a work product (branch, commit, file, pr_url, ...).",
-        _schema({"kind": _STR, "ref": _STR, "url": _STR, "metadata": _OBJ}, ["kind"]),
+        ArtifactInput,
         artifact,
     ),
-    (
+    tool(
         "lattice_sprite_request_action",
         "Ask Lattice to act (OPEN_PR, POST_COMMENT, LABEL_ISSUE, NOTIFY_USER, FETCH_CREDENTIAL). "
         "blocking=true also checkpoints and emits WAITING: stop after it.",
-        _schema(
-            {
-                "action": {"type": "string", "enum": [str(a) for a in pm.ActionName]},
-                "parameters": _OBJ,
-                "blocking": {"type": "boolean", "default": False},
-                "reason": _STR,
-                "expected_inputs": _EXPECTED,
-            },
-            ["action"],
-        ),
+        RequestActionInput,
         request_action,
     ),
-    (
+    tool(
         "lattice_sprite_propose_environment_change",
         "Propose an environment fix (never apply it yourself); applies to future runs.",
-        _schema(
-            {
-                "observed_failure": _OBJ,
-                "adjustment_type": {"type": "string", "enum": [str(t) for t in pm.AdjustmentType]},
-                "details": _OBJ,
-                "confidence": {"type": "number", "minimum": 0, "maximum": 1},
-                "evidence": {"type": "array", "items": _STR},
-                "scope": {"type": "string", "enum": ["repo_specific", "global_candidate"]},
-            },
-            ["observed_failure", "adjustment_type", "confidence", "evidence", "scope"],
-        ),
+        EnvironmentChangeInput,
         propose_environment_change,
     ),
-    (
+    tool(
         "lattice_sprite_wait_for_approval",
         "Checkpoint, emit WAITING with the checkpoint, then stop: exit after this call.",
-        _schema({"reason": _STR, "expected_inputs": _EXPECTED}, ["reason"]),
+        WaitInput,
         wait_for_approval,
     ),
-    (
+    tool(
         "lattice_sprite_resume_inputs",
         "On start: whether this session is a resume, and its inputs (acknowledged once).",
-        _schema({}, []),
+        NoInput,
         resume_inputs,
     ),
-    (
+    tool(
         "lattice_sprite_complete",
         "Emit COMPLETED (success or failure); exit after it.",
-        _schema(
-            {"status": {"type": "string", "enum": ["success", "failure"]}, "summary": _STR},
-            ["status"],
-        ),
+        CompleteInput,
         complete,
     ),
-    (
+    tool(
         "lattice_sprite_error",
         "Checkpoint (best effort) and emit ERROR for an unrecoverable failure.",
-        _schema({"message": _STR, "details": _OBJ}, ["message"]),
+        ErrorInput,
         error,
     ),
 )

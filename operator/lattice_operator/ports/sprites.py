@@ -354,7 +354,8 @@ class SpriteBackend(Protocol):
         ...
 
     async def delete_file(self, name: str, path: str) -> None:
-        """Remove a file (a no-op when it is already gone)."""
+        """Remove a file. NotFound when it is already gone (callers that do not care
+        suppress it)."""
         ...
 
     # -- checkpoints ----------------------------------------------------------------------

@@ -13,6 +13,7 @@ from pydantic import SecretStr
 
 from lattice_adapters.sprites import RetryPolicy, SpritesAdapter, SpritesCredentials
 from lattice_adapters.sprites._http import RedactingLogger, build_http_client
+from lattice_operator.api.v1alpha1 import NetworkRule, SpriteService
 from lattice_operator.ports import errors
 
 TOKEN = "org/7/unit-secret"
@@ -63,7 +64,7 @@ async def test_only_the_configured_origin_is_contacted() -> None:
     assert [str(c.url) for c in calls] == [f"{BASE}/v1/sprites"]
 
 
-async def test_sdk_calls_go_through_our_client() -> None:
+async def test_rest_calls_go_through_our_client() -> None:
     adapter, seen = adapter_for(lambda r: httpx.Response(200, json=SPRITE))
     async with adapter:
         info = await adapter.get_sprite("box")
@@ -282,3 +283,86 @@ def test_websocket_logger_masks_the_token(caplog: pytest.LogCaptureFixture) -> N
     assert caplog.records
     assert TOKEN not in caplog.text
     assert "Authorization: Bearer ***" in caplog.text
+
+
+async def test_requests_have_the_sdks_wire_form() -> None:
+    """Bodies, queries and timeouts as sprites-py 0.7.2 sent them (the contract suite holds
+    the answers to the wire; this holds what the adapter sends where the server is lenient)."""
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/services/web"):
+            return ndjson({"type": "started"}, {"type": "complete"})
+        if request.url.path == "/v1/sprites" and request.method == "POST":
+            return httpx.Response(201, json=SPRITE)
+        if request.url.path == "/v1/sprites/box" and request.method == "PUT":
+            return httpx.Response(200, json=SPRITE)
+        return httpx.Response(200, json={})
+
+    adapter, seen = adapter_for(answer)
+    async with adapter:
+        await adapter.create_sprite("box", url_auth="public", labels=["a"])
+        await adapter.create_sprite("box")
+        await adapter.update_sprite("box", labels=[])
+        await adapter.put_service(
+            "box", SpriteService(name="web", cmd="srv", args=["-p"], http_port=8080)
+        )
+        await adapter.set_network_policy(
+            "box", [NetworkRule(domain="x.dev", action="allow"), NetworkRule(include="defaults")]
+        )
+        await adapter.write_file("box", "w/./f", b"data", mode=0o600, atomic=False)
+        await adapter.rename("box", "/w/f", "g")
+        await adapter.delete_file("box", "/w/g")
+    bodies = [
+        json.loads(r.content) if r.url.path != "/v1/sprites/box/fs/write" else None
+        for r in seen[:7]
+    ]
+    assert bodies[0] == {"name": "box", "url_settings": {"auth": "public"}, "labels": ["a"]}
+    assert bodies[1] == {"name": "box", "url_settings": {"auth": "sprite"}}
+    assert bodies[2] == {"labels": []}
+    assert bodies[3] == {"cmd": "srv", "args": ["-p"], "http_port": 8080, "env": {}}
+    assert bodies[4] == {"rules": [{"domain": "x.dev", "action": "allow"}, {"include": "defaults"}]}
+    write = seen[5]
+    assert (write.method, write.url.path, write.content) == (
+        "PUT",
+        "/v1/sprites/box/fs/write",
+        b"data",
+    )
+    assert dict(write.url.params) == {
+        "path": "/w/f",
+        "workingDir": "/",
+        "mode": "0600",
+        "mkdirParents": "true",
+    }
+    assert write.headers["Content-Type"] == "application/octet-stream"
+    assert bodies[6] == {"source": "/w/f", "dest": "/w/g", "workingDir": "/"}
+    assert dict(seen[7].url.params) == {"path": "/w/g", "workingDir": "/", "recursive": "false"}
+    assert [r.extensions["timeout"]["read"] for r in seen[:5]] == [120, 120, 30, 120, 30]
+
+
+async def test_listings_in_either_wire_shape() -> None:
+    service = {"name": "web", "cmd": "srv", "state": {"status": "running", "pid": 7}}
+    shapes: list[object] = [[service], {"services": [service]}]
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/services"):
+            return httpx.Response(200, json=shapes.pop(0))
+        return httpx.Response(
+            200, json={"count": 1, "sessions": [{"id": 42, "command": "sh", "tty": True}]}
+        )
+
+    adapter, _ = adapter_for(answer)
+    async with adapter:
+        [listed] = await adapter.list_services("box")
+        assert [listed] == await adapter.list_services("box")
+        [session] = await adapter.list_sessions("box")
+    assert (listed.spec.name, listed.status, listed.pid) == ("web", "running", 7)
+    assert (session.id, session.tty, session.created) == ("42", True, None)
+
+
+async def test_a_success_that_is_not_json_is_a_protocol_error() -> None:
+    adapter, _ = adapter_for(lambda r: httpx.Response(200, content=b"<html>"))
+    async with adapter:
+        with pytest.raises(errors.ProtocolError):
+            await adapter.get_sprite("box")
+        with pytest.raises(errors.ProtocolError):
+            await adapter.list_checkpoints("box")

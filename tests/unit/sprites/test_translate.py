@@ -7,7 +7,6 @@ import time
 
 import httpx
 import pytest
-import sprites
 from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosedError, InvalidStatus
 from websockets.http11 import Response
@@ -101,21 +100,16 @@ def test_httpx_exceptions() -> None:
     assert isinstance(timeout, errors.Timeout)
 
 
-def test_sdk_exceptions_are_unwrapped_to_their_cause() -> None:
-    request = httpx.Request("GET", "http://127.0.0.1:1/")
-    wrapped = sprites.NetworkError("Network error")
-    wrapped.__cause__ = httpx.ConnectTimeout("slow", request=request)
-    assert isinstance(translate_exception(wrapped, what="x", secret=None), errors.Timeout)
+def test_os_and_asyncio_exceptions() -> None:
+    assert isinstance(translate_exception(TimeoutError(), what="x", secret=None), errors.Timeout)
+    reset = translate_exception(ConnectionResetError(104, "reset"), what="x", secret=None)
+    assert type(reset) is errors.TransportError
+    assert reset.maybe_executed is True
     assert isinstance(
-        translate_exception(sprites.NotFoundError("nope"), what="x", secret=None), errors.NotFound
+        translate_exception(ValueError("bad json"), what="x", secret=None), errors.ProtocolError
     )
     assert isinstance(
-        translate_exception(sprites.AuthenticationError("no"), what="x", secret=None),
-        errors.Unauthorized,
-    )
-    assert isinstance(
-        translate_exception(sprites.NetworkError("down"), what="x", secret=None),
-        errors.TransportError,
+        translate_exception(RuntimeError("bug"), what="x", secret=None), errors.ServerError
     )
 
 
