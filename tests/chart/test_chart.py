@@ -14,6 +14,8 @@ from lattice_operator.handlers.admission_policy import BINDINGS, POLICIES, admis
 from lattice_operator.settings import OperatorSettings
 from tests.support.helm import CHART, MATRIX, NAMESPACE, RELEASE, ROOT, find, helm, render
 
+OPERATOR_ROLE = f"{RELEASE}-lattice-operator"
+
 
 def test_helm_lint_strict() -> None:
     out = helm("lint", "--strict", str(CHART))
@@ -199,7 +201,7 @@ def test_the_lease_and_the_certificate_secret_are_granted_by_name(case: str) -> 
         assert secrets == [(["create"], []), (["get", "update"], [secret])]
     binding = find(docs, "RoleBinding", f"{RELEASE}-lattice-operator-self")
     assert binding["roleRef"]["name"] == own["metadata"]["name"]
-    webhooks = _rules(find(docs, "ClusterRole"), "validatingwebhookconfigurations")
+    webhooks = _rules(find(docs, "ClusterRole", OPERATOR_ROLE), "validatingwebhookconfigurations")
     if case == "cert-manager":  # cert-manager's CA injector keeps the caBundle
         assert webhooks == []
     else:
@@ -210,16 +212,33 @@ def test_rbac_cluster_wide_by_default() -> None:
     docs = render()
     roles = [d for d in docs if d["kind"] in ("Role", "RoleBinding")]
     assert [r["metadata"]["name"] for r in roles] == [f"{RELEASE}-lattice-operator-self"] * 2
-    role = find(docs, "ClusterRole")
+    role = find(docs, "ClusterRole", OPERATOR_ROLE)
     assert _lattice_rules(role)
     secrets = [r for r in role["rules"] if "secrets" in r["resources"]]
     assert [r["verbs"] for r in secrets] == [["get"]]  # never list or watch Secrets
     assert not [r for r in role["rules"] if "*" in r["verbs"] or "*" in r["resources"]]
 
 
+@pytest.mark.parametrize("case", ["default", "namespaced"])
+def test_promoting_into_the_cluster_environment_is_a_role_of_its_own(case: str) -> None:
+    docs = render(*MATRIX[case])
+    promoter = find(docs, "ClusterRole", f"{OPERATOR_ROLE}-environment-promoter")
+    assert _rules(promoter, "environments") == [(["get", "patch"], ["default"]), (["create"], [])]
+    assert _rules(promoter, "intents") == [(["get", "list"], [])]
+    # Nobody is bound to it by the chart; the operator only reads the Environment.
+    bindings = [d for d in docs if d["kind"] in ("ClusterRoleBinding", "RoleBinding")]
+    assert all(b["roleRef"]["name"] != promoter["metadata"]["name"] for b in bindings)
+    assert _rules(find(docs, "ClusterRole", OPERATOR_ROLE), "environments") == [
+        (["list", "watch"], [])
+    ]
+
+
 def test_rbac_namespaced_mode_grants_only_in_the_watched_namespaces() -> None:
     docs = render(*MATRIX["namespaced"])
-    assert not _lattice_rules(find(docs, "ClusterRole"))
+    # Only the cluster-scoped Environment, read-only: nothing namespaced is granted cluster-wide.
+    assert _lattice_rules(find(docs, "ClusterRole", OPERATOR_ROLE)) == [
+        {"apiGroups": ["lattice.dev"], "resources": ["environments"], "verbs": ["list", "watch"]}
+    ]
     roles = [d for d in docs if d["kind"] == "Role" and not d["metadata"]["name"].endswith("-self")]
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
     assert all(_lattice_rules(r) for r in roles)
@@ -371,7 +390,7 @@ def test_the_stream_service_reaches_the_leader_only() -> None:
     # Pods: listed and patched in the release's namespace only, never cluster-wide.
     own = find(docs, "Role", f"{RELEASE}-lattice-operator-self")
     assert _rules(own, "pods") == [(["list", "patch"], [])]
-    cluster_role = find(docs, "ClusterRole")
+    cluster_role = find(docs, "ClusterRole", OPERATOR_ROLE)
     assert _rules(cluster_role, "pods") == []
     assert _rules(cluster_role, "tokenreviews") == [(["create"], [])]
     assert _rules(cluster_role, "subjectaccessreviews") == [(["create"], [])]
@@ -388,7 +407,7 @@ def test_stream_off_removes_its_service_port_and_grants() -> None:
     assert settings.leader_election.pod_label is None  # no Service needs the label
     assert "stream" not in _container_ports(docs)
     assert not [d for d in docs if d["metadata"]["name"].endswith("-stream")]
-    assert _rules(find(docs, "ClusterRole"), "tokenreviews") == []
+    assert _rules(find(docs, "ClusterRole", OPERATOR_ROLE), "tokenreviews") == []
     assert _rules(find(docs, "Role", f"{RELEASE}-lattice-operator-self"), "pods") == []
     assert 8081 not in _ingress_ports(docs)
 

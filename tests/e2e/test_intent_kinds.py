@@ -139,6 +139,16 @@ def test_forge_actions_queue_and_the_intent_resumes_its_run(stack: Stack, namesp
     # ... and the granted forge action waits for the forge integration.
     [queued] = status["actions"]
     assert (queued["action"], queued["state"]) == ("OPEN_PR", "pending")
+    # The checkpoint the Run waits on is in its Sprite's status now, though no SpriteCheckpoint
+    # changed (without one, a Run's checkpoint showed only at the next such change).
+    wait_for(
+        lambda: any(
+            entry["id"] == waiting["checkpointId"]
+            for entry in stack.get(namespace, "sprites", "box")["status"].get("checkpoints") or []
+        ),
+        timeout=30,
+        what="the Run's checkpoint in its Sprite's status",
+    )
 
     resume = {"spec": {"resume": {"checkpointId": waiting["checkpointId"], "inputs": {"go": True}}}}
     stack.cluster.kubectl(
@@ -312,6 +322,36 @@ async def test_checkpoints_taken_restored_through_an_intent_and_deleted(
 
     event = wait_for(restored_event, timeout=30, what="the Intent's CheckpointRestored event")
     assert event["message"] == f"{status['result']['summary']}; approved by alice"
+
+    # ... and Lifeloop receipts: which checkpoint, which Sprite, whose approval.
+    def receipts() -> list[dict[str, Any]] | None:
+        items = json.loads(
+            stack.cluster.kubectl(
+                "get", "events.events.k8s.io", "-n", namespace, "-o", "json",
+                "-l", f"lattice.dev/run-uid={done['metadata']['uid']}",
+            ).stdout
+        )["items"]  # fmt: skip
+        found = [json.loads(e["metadata"]["annotations"]["lattice.dev/receipt"]) for e in items]
+        return sorted(found, key=lambda r: r["sequence"]) if len(found) == 2 else None
+
+    starting, started = wait_for(receipts, timeout=30, what="the restore's receipts")
+    assert [(r["event"], r["status"], r["sequence"]) for r in (starting, started)] == [
+        ("session.starting", "observed", 1),
+        ("session.started", "observed", 2),
+    ]
+    assert started["parent_receipt_id"] == starting["receipt_id"]
+    assert (starting["harness_session_id"], starting["harness_task_id"]) == (
+        done["metadata"]["uid"],
+        "restore",
+    )
+    assert starting["telemetry_summary"] == {
+        "operation": "checkpoint_restored",
+        "sprite": "box",
+        "backend_sprite": box,
+        "checkpoint_id": taken,
+        "sprite_checkpoint": "before",
+        "approved_by": ["alice"],
+    }
     async with SpritesAdapter(stack.sprites.credentials) as backend:
         assert await backend.read_file(box, "/workspace/kept") == b"v1"
         with pytest.raises(NotFound):

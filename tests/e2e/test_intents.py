@@ -29,6 +29,7 @@ from tests.support.e2e_intents import (
     setup_namespace,
 )
 from tests.support.e2e_runs import lattice
+from tests.support.helm import RELEASE, find, render
 from tests.support.stack import Stack
 
 pytestmark = pytest.mark.e2e
@@ -411,6 +412,88 @@ def test_environment_proposal_becomes_a_gated_intent_then_the_next_runs_environm
     assert out.strip() == f"Sprite box: promoted {everywhere} (add_preinstall_step)"
     steps = stack.get(namespace, "sprites", "box")["spec"]["environment"]
     assert [s["name"] for s in steps] == [prepare, runtime, everywhere]
+
+    # Promoted without --sprite: the cluster-wide Environment, which every Sprite's Runs get.
+    try:
+        _promoted_to_the_cluster_environment(stack, namespace, everywhere)
+    finally:
+        stack.cluster.kubectl("delete", "environment", "default", "--ignore-not-found")
+        stack.cluster.kubectl(
+            "delete", "clusterrolebinding", f"carol-{PROMOTER}", "--ignore-not-found"
+        )
+        stack.cluster.kubectl("delete", "clusterrole", PROMOTER, "--ignore-not-found")
+
+
+PROMOTER = f"{RELEASE}-lattice-operator-environment-promoter"
+RBAC = "rbac.authorization.k8s.io"
+READS_EVERYWHERE = ["sh", "-c", "test -f /workspace/env-everywhere && echo everywhere"]
+
+
+def _promoted_to_the_cluster_environment(stack: Stack, namespace: str, everywhere: str) -> None:
+    # Who may promote is RBAC on the Environment: a namespace's approver may not; the
+    # chart's promoter ClusterRole, bound cluster-wide, may.
+    bind_role(stack, namespace, "carol", APPROVER_ROLE)
+    patch = json.dumps({"spec": {"steps": []}})
+    assert lattice(stack, "env", "show").stdout == ""  # none yet
+    out = lattice(stack, "env", "promote", everywhere, "-n", namespace).stdout
+    assert out.strip() == f"Environment default: promoted {everywhere} (add_preinstall_step)"
+    again = lattice(stack, "env", "promote", everywhere, "-n", namespace).stdout
+    assert again.strip() == f"Environment default: step {everywhere} is there already"
+    shown = lattice(stack, "env", "show").stdout.splitlines()
+    assert shown == [f"{everywhere}\tadd_preinstall_step\ttouch /workspace/env-everywhere"]
+    refused = kubectl_as(stack, "carol", "patch", "environment", "default", "--type=merge",
+                         "-p", patch)  # fmt: skip
+    assert refused.returncode != 0
+    assert "forbidden" in refused.stderr.lower(), refused.stderr
+    role = find(render(), "ClusterRole", PROMOTER)
+    stack.cluster.kubectl("apply", "-f", "-", input=json.dumps(role))
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": f"carol-{PROMOTER}"},
+        "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": PROMOTER},
+        "subjects": [{"apiGroup": RBAC, "kind": "User", "name": "carol"}],
+    }
+    stack.cluster.kubectl("apply", "-f", "-", input=json.dumps(binding))
+    dry = kubectl_as(stack, "carol", "patch", "environment", "default", "--type=merge",
+                     "-p", patch, "--dry-run=server")  # fmt: skip
+    assert dry.returncode == 0, dry.stderr
+
+    # A Sprite with no environment of its own: its next Run runs the cluster-wide step first.
+    stack.apply(namespace, build("sprite.yaml", "plain", {"spec.networkPolicy": {"rules": []}}))
+    stack.wait_sprite_ready(namespace, "plain")
+    run_doc = build("run.yaml", "everywhere", {"spec.spriteRef.name": "plain"})
+    run_doc["spec"]["command"] = READS_EVERYWHERE
+    stack.apply(namespace, run_doc)
+    run = stack.wait_phase(namespace, "runs", "everywhere", {"Succeeded", "Failed"})
+    assert run["status"]["phase"] == "Succeeded", run["status"]
+    applied = run["status"]["environment"]
+    assert (applied["state"], applied["clusterSteps"]) == ("Applied", [everywhere])
+    assert [s["name"] for s in applied["steps"]] == [everywhere]
+    assert run["status"]["logTail"] == ["everywhere"]
+
+    # Its receipt, in the Run's sequence before the session's, names the cluster-wide step.
+    def receipts() -> list[dict[str, Any]] | None:
+        items = json.loads(
+            stack.cluster.kubectl(
+                "get", "events.events.k8s.io", "-n", namespace, "-o", "json",
+                "-l", f"lattice.dev/run-uid={run['metadata']['uid']}",
+            ).stdout
+        )["items"]  # fmt: skip
+        found = sorted(
+            (json.loads(e["metadata"]["annotations"]["lattice.dev/receipt"]) for e in items),
+            key=lambda r: r["sequence"],
+        )
+        return found if any(r["event"] == "session.ended" for r in found) else None
+
+    first, second, *_ = wait_for(receipts, timeout=30, what="the Run's receipts")
+    assert (first["event"], first["status"], first["sequence"]) == (
+        "session.starting", "observed", 1,
+    )  # fmt: skip
+    assert first["telemetry_summary"]["transition"] == "environment_applied"
+    assert first["telemetry_summary"]["cluster_steps"] == [everywhere]
+    assert first["telemetry_summary"]["steps"] == []
+    assert second["telemetry_summary"]["transition"] == "exec_starting"
 
 
 def _exists(stack: Stack, namespace: str, plural: str, name: str) -> bool:

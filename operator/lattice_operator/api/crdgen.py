@@ -15,6 +15,8 @@ from pydantic import BaseModel
 
 from lattice_operator.api import GROUP
 from lattice_operator.api.v1alpha1 import VERSION, Intent, Run, Sprite
+from lattice_operator.api.v1alpha1.environment import Environment
+from lattice_operator.api.v1alpha1.environment import name_rule as environment_name_rule
 from lattice_operator.api.v1alpha1.githubrepository import GitHubRepository
 from lattice_operator.api.v1alpha1.healthcheck import HealthCheck, name_rule
 from lattice_operator.api.v1alpha1.intent import frozen_spec_rule
@@ -49,6 +51,8 @@ class KindInfo:
     columns: tuple[PrinterColumn, ...] = ()
     categories: tuple[str, ...] = ("lattice",)
     extra_root_rules: tuple[dict[str, str], ...] = field(default=())
+    scope: str = "Namespaced"
+    """`Namespaced` or `Cluster`."""
 
 
 AGE = PrinterColumn("Age", ".metadata.creationTimestamp", "date")
@@ -154,6 +158,16 @@ KINDS: tuple[KindInfo, ...] = (
             AGE,
         ),
     ),
+    KindInfo(
+        model=Environment,
+        kind="Environment",
+        plural="environments",
+        singular="environment",
+        short_names=("lenv",),
+        columns=(AGE,),
+        extra_root_rules=(environment_name_rule(),),
+        scope="Cluster",
+    ),
 )
 
 
@@ -235,9 +249,10 @@ def crd_for(info: KindInfo) -> JsonSchema:
             "kind": {"type": "string"},
             "metadata": {"type": "object"},
             "spec": props["spec"],
-            "status": props["status"],
         },
     }
+    if "status" in props:  # a kind without one (Environment) has no status subresource
+        root["properties"]["status"] = props["status"]
     if info.extra_root_rules:
         root["x-kubernetes-validations"] = list(info.extra_root_rules)
     columns = []
@@ -254,7 +269,7 @@ def crd_for(info: KindInfo) -> JsonSchema:
         "metadata": {"name": f"{info.plural}.{GROUP}"},
         "spec": {
             "group": GROUP,
-            "scope": "Namespaced",
+            "scope": info.scope,
             "names": {
                 "kind": info.kind,
                 "listKind": f"{info.kind}List",
@@ -268,7 +283,7 @@ def crd_for(info: KindInfo) -> JsonSchema:
                     "name": VERSION,
                     "served": True,
                     "storage": True,
-                    "subresources": {"status": {}},
+                    "subresources": {"status": {}} if "status" in props else {},
                     "additionalPrinterColumns": columns,
                     "schema": {"openAPIV3Schema": root},
                 }

@@ -1,14 +1,18 @@
-"""`lattice env candidates|promote`: global_candidate environment changes, which the
-pipeline records but never applies, listed and promoted by a human into Sprites."""
+"""`lattice env candidates|promote|show`: global_candidate environment changes, which the
+pipeline records but never applies, listed and promoted by a human into the cluster-wide
+Environment (every Sprite's Runs) or into named Sprites; the cluster-wide one shown."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from lattice_operator.cli._format import safe
 from lattice_operator.cli._kube import Context, Kubeconfig, Namespace, Target, target
+
+if TYPE_CHECKING:
+    from lattice_operator.api.v1alpha1.intent import SuggestedAdjustment
 
 app = typer.Typer(
     help="Environment changes proposed by sprites for every repository (global candidates).",
@@ -50,16 +54,11 @@ def candidates(
             )
 
 
-def _promote(where: Target, intent: str, sprite: str) -> str:
+def _adjustment(where: Target, intent: str) -> SuggestedAdjustment:
+    """The global candidate's adjustment (ValueError: the Intent is not one)."""
     from lattice_adapters.kube import resource_path
-    from lattice_operator.api.v1alpha1 import Intent, Sprite
-    from lattice_operator.api.v1alpha1.resources import INTENTS, SPRITES
-    from lattice_operator.reconcilers.intent_kinds.environment_steps import (
-        domains_of,
-        step_of,
-        with_domains,
-        with_step,
-    )
+    from lattice_operator.api.v1alpha1 import Intent
+    from lattice_operator.api.v1alpha1.resources import INTENTS
 
     doc: dict[str, Any] = where.call(
         lambda kube: kube.get(resource_path(*INTENTS.gvp, where.namespace, intent))
@@ -68,7 +67,63 @@ def _promote(where: Target, intent: str, sprite: str) -> str:
         raise ValueError(f"Intent {intent} is not an environment_change global candidate")
     params = Intent.model_validate(doc).spec.params.environment_change
     assert params is not None
-    adjustment = params.suggested_adjustment
+    return params.suggested_adjustment
+
+
+def _promote_to_cluster(where: Target, intent: str) -> str:
+    """Append the candidate's step to the cluster-wide Environment `default` (made if there
+    is none): the API server checks the caller may patch (or create) it."""
+    from lattice_adapters.kube import KubeApiError, resource_path
+    from lattice_operator.api.v1alpha1.environment import CLUSTER_ENVIRONMENT, Environment
+    from lattice_operator.api.v1alpha1.resources import ENVIRONMENTS
+    from lattice_operator.reconcilers.intent_kinds.environment_steps import step_of, with_step
+
+    adjustment = _adjustment(where, intent)
+    if adjustment.type == "escalate_to_human":
+        raise ValueError("escalate_to_human is a notice: there is nothing to promote")
+    if adjustment.type == "enable_network_access":
+        raise ValueError(
+            "enable_network_access changes a Sprite's network policy: promote it with "
+            "--sprite NAME (egress for every Sprite is the operator's "
+            "sprites.default_network_policy setting)"
+        )
+    step = step_of(intent, adjustment)
+    path = resource_path(*ENVIRONMENTS.gvp, name=CLUSTER_ENVIRONMENT)
+    try:
+        found: dict[str, Any] = where.call(lambda kube: kube.get(path))
+    except KubeApiError as exc:
+        if not exc.not_found:
+            raise
+        created = Environment.model_validate(
+            {"metadata": {"name": CLUSTER_ENVIRONMENT}, "spec": {"steps": [step.to_wire()]}}
+        )
+        collection = resource_path(*ENVIRONMENTS.gvp)
+        where.call(lambda kube: kube.create(collection, created.to_wire()))
+        return f"Environment {CLUSTER_ENVIRONMENT}: promoted {intent} ({adjustment.type})"
+    current = Environment.model_validate(found)
+    if step in current.spec.steps:
+        return f"Environment {CLUSTER_ENVIRONMENT}: step {intent} is there already"
+    steps = with_step(current.spec.steps, step)
+    patch = {
+        "metadata": {"resourceVersion": current.metadata.resource_version},
+        "spec": {"steps": [s.to_wire() for s in steps]},
+    }
+    where.call(lambda kube: kube.merge_patch(path, patch))
+    return f"Environment {CLUSTER_ENVIRONMENT}: promoted {intent} ({adjustment.type})"
+
+
+def _promote(where: Target, intent: str, sprite: str) -> str:
+    from lattice_adapters.kube import resource_path
+    from lattice_operator.api.v1alpha1 import Sprite
+    from lattice_operator.api.v1alpha1.resources import SPRITES
+    from lattice_operator.reconcilers.intent_kinds.environment_steps import (
+        domains_of,
+        step_of,
+        with_domains,
+        with_step,
+    )
+
+    adjustment = _adjustment(where, intent)
     path = resource_path(*SPRITES.gvp, where.namespace, sprite)
     current = Sprite.model_validate(where.call(lambda kube: kube.get(path)))
     guard = {"resourceVersion": current.metadata.resource_version}
@@ -93,24 +148,55 @@ def _promote(where: Target, intent: str, sprite: str) -> str:
 def promote(
     intent: Annotated[str, typer.Argument(help="The global candidate (an Intent).")],
     sprites: Annotated[
-        list[str], typer.Option("--sprite", "-s", help="A Sprite to apply it to (repeatable).")
-    ],
+        list[str] | None,
+        typer.Option(
+            "--sprite",
+            "-s",
+            help="A Sprite to apply it to (repeatable); without it, the cluster-wide "
+            "Environment every Sprite's Runs get.",
+        ),
+    ] = None,
     namespace: Namespace = None,
     kubeconfig: Kubeconfig = None,
     context: Context = None,
 ) -> None:
-    """Apply a global candidate to Sprites: what an approved repo_specific change would do
-    (needs `patch` on sprites.lattice.dev; the Sprite's resourceVersion guards the write)."""
+    """Apply a global candidate to the cluster-wide Environment `default` (needs `patch`, or
+    `create` for the first one, on environments.lattice.dev: the chart's
+    `environment-promoter` ClusterRole), or with --sprite to Sprites (needs `patch` on
+    sprites.lattice.dev). The object's resourceVersion guards each write."""
     from lattice_adapters.kube import KubeApiError
 
     where = target(kubeconfig, context, namespace)
-    for sprite in sprites:
-        try:
+    try:
+        if not sprites:
+            typer.echo(safe(_promote_to_cluster(where, intent)))
+        for sprite in sprites or ():
             typer.echo(safe(_promote(where, intent, sprite)))
-        except (KubeApiError, ValueError) as exc:
-            message = exc.message if isinstance(exc, KubeApiError) else str(exc)
-            typer.echo(f"promote refused: {safe(message)}", err=True)
-            raise typer.Exit(1) from exc
+    except (KubeApiError, ValueError) as exc:
+        message = exc.message if isinstance(exc, KubeApiError) else str(exc)
+        typer.echo(f"promote refused: {safe(message)}", err=True)
+        raise typer.Exit(1) from exc
 
 
-__all__ = ["app", "candidates", "promote"]
+@app.command("show")
+def show(kubeconfig: Kubeconfig = None, context: Context = None) -> None:
+    """The cluster-wide Environment's steps, in the order Runs run them: name, type, command
+    (nothing when there is none)."""
+    from lattice_adapters.kube import KubeApiError, resource_path
+    from lattice_operator.api.v1alpha1.environment import CLUSTER_ENVIRONMENT, Environment
+    from lattice_operator.api.v1alpha1.resources import ENVIRONMENTS
+
+    where = target(kubeconfig, context, None)
+    path = resource_path(*ENVIRONMENTS.gvp, name=CLUSTER_ENVIRONMENT)
+    try:
+        found: dict[str, Any] = where.call(lambda kube: kube.get(path))
+    except KubeApiError as exc:
+        if exc.not_found:
+            return
+        typer.echo(f"show refused: {safe(exc.message)}", err=True)
+        raise typer.Exit(1) from exc
+    for step in Environment.model_validate(found).spec.steps:
+        typer.echo(safe(f"{step.name}\t{step.type}\t{step.command}"))
+
+
+__all__ = ["app", "candidates", "promote", "show"]

@@ -19,6 +19,7 @@ from lattice_operator.builders import REPORTING_CONTROLLER, notice_event
 from lattice_operator.handlers._context import OperatorContext, context_of
 from lattice_operator.handlers._parsed import indexed_run, parse_run, run_view
 from lattice_operator.handlers._writes import create_or_exists, delete_if_present, deleted_under
+from lattice_operator.handlers.environment import ClusterSteps
 from lattice_operator.handlers.sprite import IndexedSprites
 from lattice_operator.metrics import RUN_OLDEST_ACTIVITY, RUNS_BY_PHASE, reconcile_timer
 from lattice_operator.ports import ForgeAccess, Grants
@@ -211,6 +212,7 @@ async def _drive_run(
     sprite_directory: kopf.Index[tuple[str, str], Sprite] = kwargs["sprite_directory"]
     claims: kopf.Index[tuple[str, str], RunClaim] = kwargs["run_claims"]
     grants: kopf.Index[tuple[str, str], tuple[str, Grants]] = kwargs["intent_grants"]
+    cluster: kopf.Index[str, ClusterSteps] | None = kwargs.get("cluster_environment")
     run = parse_run(body)
     stop = asyncio.Event()
     waiting_key = (run.metadata.namespace or "", run.spec.sprite_ref.name)
@@ -227,7 +229,7 @@ async def _drive_run(
             run,
             view=run_view(body),
             backend=ctx.require_backend(),
-            sprites=IndexedSprites(sprite_directory, claims),
+            sprites=IndexedSprites(sprite_directory, claims, cluster),
             writer=KubeRunStatus(ctx),
             publisher=ctx.require_events(),
             clock=ctx.clock,

@@ -18,6 +18,7 @@ from lattice_operator.api.v1alpha1 import Sprite
 from lattice_operator.api.v1alpha1.resources import SPRITES
 from lattice_operator.handlers._context import OperatorContext, context_of
 from lattice_operator.handlers._registry import SERVING
+from lattice_operator.handlers.environment import ClusterSteps, cluster_steps
 from lattice_operator.metrics import (
     RECONCILE_SECONDS,
     RECONCILES,
@@ -103,9 +104,12 @@ class IndexedSprites:
         self,
         index: kopf.Index[tuple[str, str], Sprite],
         claims: kopf.Index[tuple[str, str], RunClaim] | None = None,
+        cluster: kopf.Index[str, ClusterSteps] | None = None,
     ) -> None:
+        """`cluster`: the cluster-wide Environment's steps (every ready Sprite's Runs get them)."""
         self._index = index
         self._claims = claims
+        self._cluster = cluster
 
     def holder(self, namespace: str, sprite: str, run_uid: str) -> str | None:
         if self._claims is None:
@@ -133,6 +137,7 @@ class IndexedSprites:
             "",
             policy,
             tuple(sprite.spec.environment),
+            cluster_steps(self._cluster),
         )
 
     def current(self, key: tuple[str, str]) -> Sprite | None:

@@ -1,11 +1,17 @@
 """kopf wiring of SpriteCheckpoints: take the backend checkpoint once, delete it with the
 object (kopf's finalizer holds the object until then), keep the Sprite's retention and its
-status list of the newest checkpoints."""
+status list of the newest checkpoints.
+
+`_list_into_sprite` is the one writer of a Sprite's `status.checkpoints`: a SpriteCheckpoint
+taken or deleted, and a Run gone WAITING (the checkpoint it resumes from) call it, one at a
+time per Sprite, each listing the backend afresh."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import weakref
 from typing import Any
 
 import kopf
@@ -13,7 +19,7 @@ from pydantic import ValidationError
 
 from lattice_adapters.kube import KubeApiError, resource_path
 from lattice_operator.api.v1alpha1 import Sprite, set_condition
-from lattice_operator.api.v1alpha1.resources import SPRITE_CHECKPOINTS, SPRITES
+from lattice_operator.api.v1alpha1.resources import RUNS, SPRITE_CHECKPOINTS, SPRITES
 from lattice_operator.api.v1alpha1.spritecheckpoint import SpriteCheckpoint
 from lattice_operator.handlers._context import OperatorContext, context_of
 from lattice_operator.handlers._writes import delete_if_present
@@ -31,6 +37,12 @@ from lattice_operator.reconcilers.sprite_checkpoint import (
 
 log = logging.getLogger(__name__)
 RETRY = 5.0
+SEEN_WAITS = 1024
+"""Run checkpoints remembered as listed (a restarted operator lists each once more)."""
+
+# One listing and write at a time per Sprite: a slower, older listing never lands last.
+_listing: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = weakref.WeakValueDictionary()
+_listed_waits: dict[tuple[str, str, str], None] = {}
 
 
 @kopf.on.resume(*SPRITE_CHECKPOINTS.gvp)
@@ -123,9 +135,38 @@ async def delete_checkpoint(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
         await _list_into_sprite(ctx, sprite, exclude=checkpoint.metadata.name)
 
 
+@kopf.on.event(*RUNS.gvp, field="status.phase", value="Waiting")
+async def list_run_checkpoint(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    """A Run gone WAITING has a checkpoint to resume from (the sprite's or one the operator
+    took): it is listed in its Sprite's status now, not at the next SpriteCheckpoint change."""
+    ctx = context_of(memo)
+    resume = body.get("status", {}).get("resume") or {}
+    checkpoint = resume.get("checkpointId")
+    sprite_name = (body.get("spec", {}).get("spriteRef") or {}).get("name")
+    namespace = body.metadata.namespace or ""
+    if not checkpoint or not sprite_name:
+        return
+    key = (namespace, str(sprite_name), str(checkpoint))
+    if key in _listed_waits:
+        return
+    sprite = await _sprite_named(ctx, namespace, str(sprite_name))
+    if sprite is None:
+        return
+    if all(entry.id != checkpoint for entry in sprite.status.checkpoints):
+        await _list_into_sprite(ctx, sprite)
+    _listed_waits[key] = None
+    while len(_listed_waits) > SEEN_WAITS:
+        del _listed_waits[next(iter(_listed_waits))]
+
+
 async def _sprite(ctx: OperatorContext, checkpoint: SpriteCheckpoint) -> Sprite | None:
-    namespace = checkpoint.metadata.namespace or ""
-    path = resource_path(*SPRITES.gvp, namespace, checkpoint.spec.sprite_ref.name)
+    return await _sprite_named(
+        ctx, checkpoint.metadata.namespace or "", checkpoint.spec.sprite_ref.name
+    )
+
+
+async def _sprite_named(ctx: OperatorContext, namespace: str, name: str) -> Sprite | None:
+    path = resource_path(*SPRITES.gvp, namespace, name)
     try:
         return Sprite.model_validate(await ctx.require_kube().get(path))
     except KubeApiError as exc:
@@ -180,6 +221,22 @@ async def _list_into_sprite(
     backend_name = sprite.status.sprite_name
     if ctx.backend is None or not backend_name:
         return
+    key = (sprite.metadata.namespace or "", sprite.metadata.name)
+    lock = _listing.get(key)
+    if lock is None:
+        lock = _listing[key] = asyncio.Lock()
+    async with lock:
+        await _list_now(ctx, sprite, backend_name, objects, exclude)
+
+
+async def _list_now(
+    ctx: OperatorContext,
+    sprite: Sprite,
+    backend_name: str,
+    objects: list[SpriteCheckpoint] | None,
+    exclude: str | None,
+) -> None:
+    assert ctx.backend is not None
     if objects is None:
         objects = [o for o in await _objects(ctx, sprite) if o.metadata.name != exclude]
     try:

@@ -32,7 +32,7 @@ part of the persisted state.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from pydantic import Field
 
@@ -84,6 +84,14 @@ def _initial_capabilities() -> dict[str, SupportState]:
 
 # A new session brings a new stream and a new outbox read: capabilities start from the baseline.
 _SESSION_STARTS = frozenset({RunTransition.EXEC_STARTING, RunTransition.RESUME_STARTING})
+# Before the session, never inside one: each is an invocation of its own (a root receipt).
+_STANDALONE = frozenset(
+    {
+        RunTransition.ENVIRONMENT_APPLIED,
+        RunTransition.ENVIRONMENT_ALREADY_APPLIED,
+        RunTransition.ENVIRONMENT_FAILED,
+    }
+)
 
 
 class RunReceiptsState(ApiModel):
@@ -183,12 +191,14 @@ class RunReceipts:
         exit_code: int | None = None,
         evidence: str = "",
         plan: DispatchPlan | None = None,
+        facts: Mapping[str, object] | None = None,
     ) -> list[LifecycleReceipt]:
         """The receipts of a Run transition; `key` identifies this occurrence of it.
 
         Capability transitions produce nothing when the support does not change. `plan`
         (a session start): its negotiation and placements go into the `session.starting`
-        receipt (status, failure class, warnings, payload receipts, telemetry).
+        receipt (status, failure class, warnings, payload receipts, telemetry). `facts`:
+        bounded telemetry of the transition (the environment applied, its steps).
         """
         if transition in _SESSION_STARTS:
             self._capabilities = _initial_capabilities()
@@ -203,6 +213,8 @@ class RunReceipts:
         telemetry: dict[str, object] = {"transition": transition.value}
         if exit_code is not None:
             telemetry["exit_code"] = exit_code
+        if facts:
+            telemetry.update(facts)
         warnings: tuple[str, ...] = ()
         if transition is RunTransition.EXEC_EXITED_UNANNOUNCED:
             warnings = ("the session ended without COMPLETED, WAITING or ERROR",)
@@ -220,6 +232,7 @@ class RunReceipts:
             warnings=warnings,
             evidence=evidence,
             opens=transition in _SESSION_STARTS,
+            standalone=transition in _STANDALONE,
             plan=plan,
         )
 
@@ -236,13 +249,14 @@ class RunReceipts:
         warnings: tuple[str, ...],
         evidence: str,
         opens: bool = False,
+        standalone: bool = False,
         plan: DispatchPlan | None = None,
     ) -> list[LifecycleReceipt]:
         # One exec session is one transport invocation: its receipts, from session.starting
         # to session.ended, share an invocation id and chain parent to child.
         if opens:
             self._session = self.ledger.begin()
-        invocation = self._session or self.ledger.begin()
+        invocation = self.ledger.begin() if standalone else self._session or self.ledger.begin()
         invocation.receipts = []
         now = int(self._clock.now().timestamp())
         for index, step in enumerate(steps):

@@ -59,9 +59,26 @@ class RunTransition(StrEnum):
     """The outbox can be read again."""
     CHECKPOINT_SYNTHESIZED = "checkpoint_synthesized"
     """WAITING named a checkpoint that does not exist; the operator took one itself."""
+    ENVIRONMENT_APPLIED = "environment_applied"
+    """Before the session: every step of the Run's environment ran and exited 0."""
+    ENVIRONMENT_ALREADY_APPLIED = "environment_already_applied"
+    """Before the session: the sprite's digest marker shows this environment applied (nothing
+    ran)."""
+    ENVIRONMENT_FAILED = "environment_failed"
+    """Before the session: a step of the Run's environment did not exit 0 (the Run fails)."""
 
 
-Trigger = EventType | RunTransition
+class SpriteOperation(StrEnum):
+    """Operations on a Sprite an Intent carries out itself, without a Run: the Intent is the
+    durable scope, each operation one invocation."""
+
+    CHECKPOINT_RESTORED = "checkpoint_restored"
+    """The Sprite was rolled back to a checkpoint: its sandbox resumes from that state."""
+    CHECKPOINT_RESTORE_FAILED = "checkpoint_restore_failed"
+    """The restore could not be done (the caller names the failure class)."""
+
+
+Trigger = EventType | RunTransition | SpriteOperation
 
 
 @dataclass(frozen=True)
@@ -146,6 +163,20 @@ LIFECYCLE_MAP: Mapping[Trigger, tuple[LifecycleStep, ...]] = {
             SupportState.SYNTHESIZED,
         ),
     ),
+    # The environment prepares the session, outside its invocation: one receipt each.
+    RunTransition.ENVIRONMENT_APPLIED: (LifecycleStep(E.SESSION_STARTING),),
+    RunTransition.ENVIRONMENT_ALREADY_APPLIED: (LifecycleStep(E.SESSION_STARTING, S.SKIPPED),),
+    RunTransition.ENVIRONMENT_FAILED: (
+        LifecycleStep(E.SESSION_STARTING, S.FAILED, FailureClass.OPERATOR_REQUIRED),
+    ),
+    # A restore is a resume of the sandbox from a checkpoint, as a Run's resume_starting is.
+    SpriteOperation.CHECKPOINT_RESTORED: (
+        LifecycleStep(E.SESSION_STARTING),
+        LifecycleStep(E.SESSION_STARTED),
+    ),
+    SpriteOperation.CHECKPOINT_RESTORE_FAILED: (
+        LifecycleStep(E.SESSION_STARTING, S.FAILED, FailureClass.ADAPTER_UNAVAILABLE),
+    ),
 }
 """Every trigger → the receipts it produces, in order (one invocation, chained)."""
 
@@ -154,7 +185,13 @@ def mapping_table_markdown() -> str:
     """`LIFECYCLE_MAP` as the Markdown table the documentation shows."""
     rows = ["| Trigger | Lifecycle events (one invocation, in order) |", "|---|---|"]
     for trigger, steps in LIFECYCLE_MAP.items():
-        kind = "event" if isinstance(trigger, EventType) else "transition"
+        kind = (
+            "event"
+            if isinstance(trigger, EventType)
+            else "operation"
+            if isinstance(trigger, SpriteOperation)
+            else "transition"
+        )
         shown = []
         for step in steps:
             text = f"`{step.event.value}` {step.status.value}"
@@ -174,6 +211,7 @@ __all__ = [
     "STDOUT_STREAM",
     "LifecycleStep",
     "RunTransition",
+    "SpriteOperation",
     "Trigger",
     "mapping_table_markdown",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from lattice_operator.api.v1alpha1.intentpolicy import GateOutcome, IntentPolicySpec, RiskClass
@@ -87,12 +87,38 @@ def compile_policy(name: str, spec: IntentPolicySpec) -> CompiledPolicy:
     return CompiledPolicy(name, spec, tuple(compiled))
 
 
+def widens_egress(intent: dict[str, Any]) -> bool:
+    """Whether the Intent (its policy document) is an environment_change that adds network
+    access to a Sprite (`enable_network_access`)."""
+    spec = intent.get("spec") or {}
+    if spec.get("kind") != "environment_change":
+        return False
+    params = (spec.get("params") or {}).get("environmentChange") or {}
+    return bool((params.get("suggestedAdjustment") or {}).get("type") == "enable_network_access")
+
+
+def _network_floor(intent: dict[str, Any], decision: Decision) -> Decision:
+    # Egress is the sandbox's boundary: a rule that lets environment changes through unasked
+    # (installs, pre-steps) does not let a sprite widen where it may send data.
+    if decision.outcome != "allow" or not widens_egress(intent):
+        return decision
+    return replace(
+        decision,
+        risk="dangerous" if decision.risk == "dangerous" else "controlled",
+        outcome="require_approval",
+        approvers=max(1, decision.approvers),
+        message=f"{decision.message}; enable_network_access widens the Sprite's egress: "
+        "approval required even where policy allows",
+    )
+
+
 def classify(
     intent: dict[str, Any],
     policies: Sequence[CompiledPolicy],
     default: CompiledPolicy | None = None,
 ) -> Decision:
-    """Policies in order (then the cluster default); the first matching rule decides.
+    """Policies in order (then the cluster default); the first matching rule decides, except
+    that an `enable_network_access` change is never allowed without an approval.
 
     A rule that cannot be evaluated for this Intent (say, a missing field not guarded
     with has()) fails closed: evaluation stops there and the Intent needs approval (at
@@ -120,13 +146,18 @@ def classify(
                     evaluation_errors=(error,),
                 )
             if matched:
-                return Decision(
-                    risk=spec_rule.risk,
-                    outcome=spec_rule.outcome,
-                    approvers=spec_rule.approvers if spec_rule.outcome == "require_approval" else 0,
-                    policy=policy.name,
-                    rule=rule.name,
-                    message=spec_rule.message or f"rule {policy.name}/{rule.name} matched",
+                return _network_floor(
+                    intent,
+                    Decision(
+                        risk=spec_rule.risk,
+                        outcome=spec_rule.outcome,
+                        approvers=spec_rule.approvers
+                        if spec_rule.outcome == "require_approval"
+                        else 0,
+                        policy=policy.name,
+                        rule=rule.name,
+                        message=spec_rule.message or f"rule {policy.name}/{rule.name} matched",
+                    ),
                 )
     return DEFAULT_DECISION
 

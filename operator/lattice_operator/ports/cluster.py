@@ -27,6 +27,8 @@ class SpriteView:
     """`spec.runPolicy`: Any, or IntentOnly (only Runs an Intent created)."""
     environment: tuple[EnvironmentStep, ...] = ()
     """`spec.environment`: the steps a Run runs in the sprite before the agent's command."""
+    cluster_environment: tuple[EnvironmentStep, ...] = ()
+    """The cluster-wide Environment's steps, run before the Sprite's own."""
 
 
 class SpriteDirectory(Protocol):

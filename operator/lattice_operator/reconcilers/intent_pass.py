@@ -105,6 +105,8 @@ class RestoreWork:
     sprite: str
     checkpoint_id: str | None
     checkpoint: str | None
+    approved_by: tuple[str, ...] = ()
+    """Who approved it, as this plan records (empty: policy allowed it), for its receipt."""
 
 
 @dataclass(frozen=True)

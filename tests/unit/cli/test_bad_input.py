@@ -420,3 +420,31 @@ def test_sprites_local_start_up_options_are_checked(
     assert outcome.code == 2
     assert message in outcome.err
     assert "Traceback" not in outcome.err
+
+
+def _candidate(adjustment: dict[str, Any]) -> dict[str, Any]:
+    from tests.support.admission_cases import sample
+
+    doc = sample("intent-environment-change.yaml")
+    doc["metadata"] = {"name": "cand", "namespace": "default"}
+    doc["spec"]["params"]["environmentChange"]["scope"] = "global_candidate"
+    doc["spec"]["params"]["environmentChange"]["suggestedAdjustment"] = adjustment
+    done = {"type": "Succeeded", "status": "True", "reason": "GlobalCandidate"}
+    doc["status"] = {"conditions": [{**done, "lastTransitionTime": "2026-01-15T10:30:00Z"}]}
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("adjustment", "why"),
+    [
+        ({"type": "enable_network_access", "details": {"domain": "pypi.internal"}}, "--sprite"),
+        ({"type": "escalate_to_human", "details": {}}, "a notice"),
+    ],
+)
+def test_a_cluster_wide_promotion_refuses_what_is_no_step(
+    api: FakeApi, capsys: pytest.CaptureFixture[str], adjustment: dict[str, Any], why: str
+) -> None:
+    api.json("/apis/lattice.dev/v1alpha1/namespaces/default/intents/cand", _candidate(adjustment))
+    assert_refused(run_cli(["env", "promote", "cand"], capsys), "promote refused", why)
+    # Nothing was written: the candidate was read, the Environment never touched.
+    assert [method for method, _ in api.seen] == ["GET"]

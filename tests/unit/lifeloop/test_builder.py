@@ -13,9 +13,10 @@ from lattice_operator.lifeloop import (
     RunTransition,
     SupportState,
 )
-from lattice_operator.lifeloop.mapping import mapping_table_markdown
+from lattice_operator.lifeloop.mapping import SpriteOperation, mapping_table_markdown
+from lattice_operator.lifeloop.operations import operation_receipts
 from lattice_operator.protocol import EventType
-from tests.support.lifeloop import CountingIds, committed, receipts
+from tests.support.lifeloop import Clock, CountingIds, committed, receipts
 from tests.support.streams import ev, info
 
 E = LifecycleEvent
@@ -25,6 +26,7 @@ DOC = Path(__file__).resolve().parents[3] / "docs" / "protocol-engine.md"
 def test_every_protocol_event_type_is_in_the_table() -> None:
     assert {t for t in LIFECYCLE_MAP if isinstance(t, EventType)} == set(EventType)
     assert {t for t in LIFECYCLE_MAP if isinstance(t, RunTransition)} == set(RunTransition)
+    assert {t for t in LIFECYCLE_MAP if isinstance(t, SpriteOperation)} == set(SpriteOperation)
 
 
 def test_the_documentation_shows_the_table_in_code() -> None:
@@ -168,3 +170,107 @@ def test_a_retried_transition_is_an_idempotent_replay() -> None:
     again = book.for_transition(RunTransition.EXEC_STARTED, key="exec-1")
     assert again == first
     assert book.state.ledger.sequence == 1
+
+
+def test_the_environment_is_a_root_receipt_before_the_session_with_its_outcome() -> None:
+    book = receipts()
+    facts = {"digest": "0123456789ab", "steps": ["own"], "cluster_steps": ["everywhere"]}
+    applied = book.for_transition(RunTransition.ENVIRONMENT_APPLIED, key="a1-s1", facts=facts)
+    book.set_session("exec-1")
+    starting = book.for_transition(RunTransition.EXEC_STARTING, key="exec-1")
+    [receipt] = applied
+    assert (receipt.event, receipt.status, receipt.sequence) == (
+        E.SESSION_STARTING,
+        ReceiptStatus.OBSERVED,
+        1,
+    )
+    assert receipt.parent_receipt_id is None  # an invocation of its own, not the session's
+    assert receipt.invocation_id != starting[0].invocation_id
+    assert starting[0].parent_receipt_id is None
+    assert starting[0].sequence == 2
+    assert receipt.telemetry_summary == {"transition": "environment_applied", **facts}
+
+    [skipped] = receipts().for_transition(RunTransition.ENVIRONMENT_ALREADY_APPLIED, key="a2-s1")
+    assert (skipped.status, skipped.failure_class) == (ReceiptStatus.SKIPPED, None)
+    failing = {"failed_step": "broken", "exit_code": 127}
+    [failed] = receipts().for_transition(
+        RunTransition.ENVIRONMENT_FAILED, key="a1-s1", facts=failing, evidence="step broken"
+    )
+    assert (failed.status, failed.failure_class) == (
+        ReceiptStatus.FAILED,
+        FailureClass.OPERATOR_REQUIRED,
+    )
+    assert failed.telemetry_summary["failed_step"] == "broken"
+    assert failed.warnings == ["step broken"]
+
+
+def test_an_environment_receipt_inside_an_open_session_does_not_join_it() -> None:
+    book = receipts()
+    book.set_session("exec-1")
+    starting = book.for_transition(RunTransition.EXEC_STARTING, key="exec-1")
+    [env] = book.for_transition(RunTransition.ENVIRONMENT_APPLIED, key="a2-s1")
+    started = book.for_transition(RunTransition.EXEC_STARTED, key="exec-1")
+    assert env.invocation_id != starting[0].invocation_id
+    assert started[0].parent_receipt_id == starting[0].receipt_id  # the chain is unbroken
+
+
+def test_a_restore_is_one_chained_invocation_scoped_by_its_intent() -> None:
+    facts = {"sprite": "box", "checkpoint_id": "v3", "approved_by": ["alice"]}
+    made = operation_receipts(
+        SpriteOperation.CHECKPOINT_RESTORED,
+        scope="uid-1",
+        task="restore",
+        sprite="ns-box",
+        facts=facts,
+        clock=Clock(),
+        ids=CountingIds(),
+    )
+    assert [(r.event, r.status, r.sequence) for r in made] == [
+        (E.SESSION_STARTING, ReceiptStatus.OBSERVED, 1),
+        (E.SESSION_STARTED, ReceiptStatus.OBSERVED, 2),
+    ]
+    assert made[0].parent_receipt_id is None
+    assert made[1].parent_receipt_id == made[0].receipt_id
+    assert {r.invocation_id for r in made} == {made[0].invocation_id}
+    assert {(r.harness_session_id, r.harness_task_id, r.harness_run_id) for r in made} == {
+        ("uid-1", "restore", "ns-box")
+    }
+    assert made[0].telemetry_summary == {"operation": "checkpoint_restored", **facts}
+    again = operation_receipts(
+        SpriteOperation.CHECKPOINT_RESTORED,
+        scope="uid-1",
+        task="restore",
+        sprite="ns-box",
+        facts=facts,
+        clock=Clock(),
+    )
+    assert [r.event_id for r in again] == [r.event_id for r in made]  # stable across tries
+    assert [r.idempotency_key for r in again] == [r.idempotency_key for r in made]
+
+
+def test_a_failed_restore_names_the_backend_errors_class() -> None:
+    [failed] = operation_receipts(
+        SpriteOperation.CHECKPOINT_RESTORE_FAILED,
+        scope="uid-1",
+        task="restore",
+        sprite="ns-box",
+        facts={"checkpoint_id": "v9"},
+        clock=Clock(),
+        failure=FailureClass.INVALID_REQUEST,
+        warning="no SpriteCheckpoint gone",
+    )
+    assert (failed.event, failed.status, failed.failure_class) == (
+        E.SESSION_STARTING,
+        ReceiptStatus.FAILED,
+        FailureClass.INVALID_REQUEST,
+    )
+    assert failed.warnings == ["no SpriteCheckpoint gone"]
+    [default] = operation_receipts(
+        SpriteOperation.CHECKPOINT_RESTORE_FAILED,
+        scope="uid-1",
+        task="restore",
+        sprite=None,
+        facts={},
+        clock=Clock(),
+    )
+    assert default.failure_class is FailureClass.ADAPTER_UNAVAILABLE

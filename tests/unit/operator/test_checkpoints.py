@@ -93,7 +93,10 @@ def test_an_approved_restore_hands_the_handler_the_backend_sprite() -> None:
     _, plan = approved(restore_intent(), sprite=ready_sprite())
     assert plan.phase == "Executing"
     assert plan.restore == RestoreWork(
-        sprite="ns-sample", checkpoint_id=None, checkpoint="sample-before"
+        sprite="ns-sample",
+        checkpoint_id=None,
+        checkpoint="sample-before",
+        approved_by=("alice",),  # for the restore's receipt
     )
     assert plan.status.sprite_ref is not None
     assert plan.status.sprite_ref.name == "sample"
@@ -104,7 +107,9 @@ def test_an_approved_restore_hands_the_handler_the_backend_sprite() -> None:
     )
     by_id = restore_intent(checkpointId="v3")
     _, plan = approved(by_id, sprite=ready_sprite())
-    assert plan.restore == RestoreWork(sprite="ns-sample", checkpoint_id="v3", checkpoint=None)
+    assert plan.restore == RestoreWork(
+        sprite="ns-sample", checkpoint_id="v3", checkpoint=None, approved_by=("alice",)
+    )
 
 
 def test_a_restore_is_refused_while_a_run_holds_the_sprite() -> None:

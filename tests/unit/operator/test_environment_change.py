@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from lattice_operator.api.v1alpha1 import Intent, Sprite
-from lattice_operator.api.v1alpha1.intent import SuggestedAdjustment
+from lattice_operator.api.v1alpha1.intent import ApprovalRecord, SuggestedAdjustment
 from lattice_operator.api.v1alpha1.sprite import EnvironmentStep
+from lattice_operator.reconcilers.approvals import spec_digest
 from lattice_operator.reconcilers.intent import IntentPlan, reconcile_intent
 from lattice_operator.reconcilers.intent_kinds.environment_steps import (
     AdjustmentInvalid,
@@ -20,7 +21,7 @@ from lattice_operator.reconcilers.intent_kinds.environment_steps import (
     with_step,
 )
 from tests.support.admission_cases import sample
-from tests.support.intent_world import policy, world
+from tests.support.intent_world import NOW, advance, policy, world
 
 
 def change(adjustment: dict[str, Any], scope: str = "repo_specific") -> Intent:
@@ -174,10 +175,23 @@ def test_adjustments_replace_what_they_adjust_and_add_the_rest() -> None:
     assert [s.name for s in steps] == ["c", "d", "e", "f"]
 
 
+def approved_for(it: Intent, on: Sprite | None) -> IntentPlan:
+    """A network change needs an approval even where policy allows environment changes:
+    the pass after alice's."""
+    first = plan_for(it, on)
+    assert first.phase == "AwaitingApproval"
+    it = advance(it, first)
+    record = ApprovalRecord(
+        user="alice", decision="approve", reason="", time=NOW, spec_digest=spec_digest(it.spec)
+    )
+    ready = world(it, policies=[policy("allow")], approvals=[record])
+    return reconcile_intent(replace(ready, sprite=on))
+
+
 def test_network_access_adds_allow_rules_to_the_sprites_policy() -> None:
     rules = [{"domain": "*", "action": "deny"}, {"domain": "pypi.internal", "action": "deny"}]
     it = change({"type": "enable_network_access", "details": {"domain": "pypi.internal"}})
-    plan = plan_for(it, sprite(networkPolicy={"rules": rules}))
+    plan = approved_for(it, sprite(networkPolicy={"rules": rules}))
     assert plan.phase == "Succeeded"
     assert plan.sprite_patch is not None
     assert plan.sprite_patch.patch["spec"] == {
@@ -196,7 +210,7 @@ def test_network_access_adds_allow_rules_to_the_sprites_policy() -> None:
         {},
     ]
     for spec in specs:
-        again = plan_for(it, sprite(**spec))
+        again = approved_for(it, sprite(**spec))
         assert again.phase == "Succeeded"
         assert again.sprite_patch is None
 
@@ -206,7 +220,7 @@ def test_network_access_never_opens_the_forges(domain: str) -> None:
     with pytest.raises(AdjustmentInvalid, match="never reaches the forges"):
         domains_of(adj("enable_network_access", domain=domain))
     it = change({"type": "enable_network_access", "details": {"domain": domain}})
-    plan = plan_for(it, sprite(networkPolicy={"rules": [{"domain": "*", "action": "deny"}]}))
+    plan = approved_for(it, sprite(networkPolicy={"rules": [{"domain": "*", "action": "deny"}]}))
     assert ended(plan)[:2] == ("False", "InvalidSpec")
     assert plan.sprite_patch is None
 

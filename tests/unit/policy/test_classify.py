@@ -168,3 +168,34 @@ def test_shipped_sample_policy_compiles_and_decides() -> None:
     env_intent = sample("intent-environment-change.yaml")
     decision = classify(intent_document(env_intent["metadata"], env_intent["spec"]), [policy])
     assert (decision.rule, decision.approvers) == ("environment-changes", 2)
+
+
+def _environment_change(kind: str) -> dict[str, Any]:
+    params = {"environmentChange": {"suggestedAdjustment": {"type": kind, "details": {}}}}
+    return _intent("environment_change", params=params)
+
+
+def test_network_access_needs_an_approval_where_policy_allows_environment_changes() -> None:
+    allow_env = {
+        "name": "env-ok",
+        "match": "intent.spec.kind == 'environment_change'",
+        "risk": "safe",
+        "outcome": "allow",
+    }
+    policy = _policy(allow_env)
+    installs = classify(_environment_change("add_system_package"), [policy])
+    assert (installs.outcome, installs.approvers, installs.risk) == ("allow", 0, "safe")
+    network = classify(_environment_change("enable_network_access"), [policy])
+    assert (network.outcome, network.approvers, network.risk, network.rule) == (
+        "require_approval",
+        1,
+        "controlled",
+        "env-ok",
+    )
+    assert "enable_network_access widens the Sprite's egress" in network.message
+    # A stricter rule stands as it is: denied stays denied, two approvers stay two.
+    deny = classify(_environment_change("enable_network_access"), [_policy(RULES[2])])
+    assert (deny.outcome, deny.rule) == ("deny", "no-env")
+    two = {**allow_env, "outcome": "require_approval", "approvers": 2, "risk": "dangerous"}
+    strict = classify(_environment_change("enable_network_access"), [_policy(two)])
+    assert (strict.outcome, strict.approvers, strict.risk) == ("require_approval", 2, "dangerous")

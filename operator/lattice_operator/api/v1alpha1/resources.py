@@ -32,6 +32,8 @@ INTENT_POLICIES = Resource("intentpolicies", "IntentPolicy")
 HEALTH_CHECKS = Resource("healthchecks", "HealthCheck")
 GITHUB_REPOSITORIES = Resource("githubrepositories", "GitHubRepository")
 SPRITE_CHECKPOINTS = Resource("spritecheckpoints", "SpriteCheckpoint")
+ENVIRONMENTS = Resource("environments", "Environment")
+"""Cluster-scoped: the cluster-wide environment (`default`)."""
 RESOURCES = (
     SPRITES,
     RUNS,
@@ -40,6 +42,7 @@ RESOURCES = (
     HEALTH_CHECKS,
     GITHUB_REPOSITORIES,
     SPRITE_CHECKPOINTS,
+    ENVIRONMENTS,
 )
 
 
@@ -53,6 +56,7 @@ def resource_of_kind(kind: str) -> Resource:
 
 __all__ = [
     "API_VERSION",
+    "ENVIRONMENTS",
     "GITHUB_REPOSITORIES",
     "GROUP",
     "HEALTH_CHECKS",

@@ -374,6 +374,9 @@ class RunEnvironmentStatus(ApiModel):
     """The steps run now, in order (empty when AlreadyApplied)."""
     message: str | None = Field(default=None, max_length=1024)
     """What happened, for humans."""
+    cluster_steps: list[str] | None = Field(default=None, max_length=64)
+    """The steps that came from the cluster-wide Environment (run first, before the
+    Sprite's own), by name; None when it had none."""
 
 
 class RunStatus(ApiModel):

@@ -22,6 +22,10 @@ def restore_sprite(intent: Intent) -> str | None:
     return params.sprite if params is not None else None
 
 
+def _approvers(step: IntentPass) -> tuple[str, ...]:
+    return tuple(sorted({a.user for a in step.status.approvals if a.decision == "approve"}))
+
+
 class CheckpointRestore:
     """checkpoint_restore: the Sprite and checkpoint of params.checkpointRestore."""
 
@@ -41,7 +45,7 @@ class CheckpointRestore:
         result = step.status.result
         if result is not None:
             # An Event on the Intent says what was restored, approved by whom.
-            approvers = sorted({a.user for a in step.status.approvals if a.decision == "approve"})
+            approvers = _approvers(step)
             who = f"; approved by {', '.join(approvers)}" if approvers else ""
             if result.status == "success":
                 step.set("Succeeded", "True", IntentReason.RESTORED, result.summary)
@@ -74,7 +78,10 @@ class CheckpointRestore:
             )
             return
         step.plan.restore = RestoreWork(
-            sprite=backend, checkpoint_id=params.checkpoint_id, checkpoint=params.checkpoint
+            sprite=backend,
+            checkpoint_id=params.checkpoint_id,
+            checkpoint=params.checkpoint,
+            approved_by=_approvers(step),
         )
         step.set(
             "Succeeded",

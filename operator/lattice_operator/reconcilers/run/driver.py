@@ -54,7 +54,11 @@ from lattice_operator.reconcilers.run.decisions import (
     requested_resume,
     retries_left,
 )
-from lattice_operator.reconcilers.run.environment import EnvironmentApplier
+from lattice_operator.reconcilers.run.environment import (
+    EnvironmentApplier,
+    combined,
+    receipt_facts,
+)
 from lattice_operator.reconcilers.run.files import REREAD_BYTES, ProtocolFiles
 from lattice_operator.reconcilers.run.reasons import EndReason, Reason
 from lattice_operator.reconcilers.run.recorder import RunRecorder
@@ -64,6 +68,12 @@ from lattice_operator.reconcilers.run.stopping import Stop, Stopper
 from lattice_operator.settings import RunTimings
 
 log = logging.getLogger(__name__)
+
+_ENVIRONMENT_TRANSITIONS = {
+    "Applied": RunTransition.ENVIRONMENT_APPLIED,
+    "AlreadyApplied": RunTransition.ENVIRONMENT_ALREADY_APPLIED,
+    "Failed": RunTransition.ENVIRONMENT_FAILED,
+}
 
 
 class RunDriver:
@@ -257,7 +267,9 @@ class RunDriver:
         recorder.set(
             "Unknown", Reason.STARTING, f"attempt {attempt.number}: starting the exec session"
         )
-        if sprite.environment and not await self._apply_environment(run, sprite.environment):
+        steps = combined(sprite.cluster_environment, sprite.environment)
+        cluster = [s.name for s in sprite.cluster_environment]
+        if steps and not await self._apply_environment(run, steps, cluster):
             return
         # Negotiated and placed before the exec: a refusal ends the Run without one.
         plan = start_plan(run, list(run.spec.command), recorder.status.session_segment)
@@ -293,9 +305,12 @@ class RunDriver:
             return
         await self._session_over(run, await self.sessions.follow(run, session, resumed=False))
 
-    async def _apply_environment(self, run: Run, steps: Sequence[EnvironmentStep]) -> bool:
-        """The Sprite's environment, before the agent's command (every mode); False: the
-        attempt (sprite unreachable) or the Run (a step failed) ended."""
+    async def _apply_environment(
+        self, run: Run, steps: Sequence[EnvironmentStep], cluster: Sequence[str]
+    ) -> bool:
+        """The environment (the cluster-wide steps named `cluster` first, then the Sprite's),
+        before the agent's command (every mode), with its receipt; False: the attempt (sprite
+        unreachable) or the Run (a step failed) ended."""
         recorder = self.recorder
         recorder.set(
             "Unknown",
@@ -314,7 +329,18 @@ class RunDriver:
                 failure=exc.failure_class,
             )
             return False
+        if cluster:
+            applied = applied.model_copy(update={"cluster_steps": list(cluster)})
         recorder.status.environment = applied
+        # In the Run's sequence before the session's; published once this status is written.
+        recorder.emit(
+            recorder.receipts.for_transition(
+                _ENVIRONMENT_TRANSITIONS[applied.state],
+                key=recorder.tag(),
+                facts=receipt_facts(applied, steps),
+                evidence=(applied.message or "") if applied.state == "Failed" else "",
+            )
+        )
         if applied.state == "Failed":
             await self._fail(run, EndReason.ENVIRONMENT_FAILED, applied.message or "")
             return False

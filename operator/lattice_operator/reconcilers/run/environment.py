@@ -36,6 +36,36 @@ def marker_path(digest: str) -> str:
     return f"{ENV_DIR}/{digest}"
 
 
+def combined(
+    cluster: Sequence[EnvironmentStep], sprite: Sequence[EnvironmentStep]
+) -> list[EnvironmentStep]:
+    """The cluster-wide steps first, then the Sprite's own; a Sprite step named like a
+    cluster-wide one is that step already (promoted into both), and runs once."""
+    names = {s.name for s in cluster}
+    return [*cluster, *(s for s in sprite if s.name not in names)]
+
+
+NAMES_IN_RECEIPT = 16
+
+
+def receipt_facts(
+    applied: RunEnvironmentStatus, steps: Sequence[EnvironmentStep]
+) -> dict[str, object]:
+    """What an environment receipt says: the digest, the steps (the cluster-wide ones apart)
+    and the failed step; names bounded, commands and output never (they are in status)."""
+    cluster = set(applied.cluster_steps or ())
+    facts: dict[str, object] = {
+        "digest": applied.digest[:12],
+        "steps": [s.name[:64] for s in steps if s.name not in cluster][:NAMES_IN_RECEIPT],
+        "cluster_steps": [s.name[:64] for s in steps if s.name in cluster][:NAMES_IN_RECEIPT],
+    }
+    if applied.state == "Failed" and applied.steps:
+        failed = applied.steps[-1]
+        facts["failed_step"] = failed.name[:64]
+        facts["exit_code"] = failed.exit_code
+    return facts
+
+
 class EnvironmentApplier:
     """Runs a Sprite's environment steps in its backend sprite."""
 
@@ -104,7 +134,10 @@ class EnvironmentApplier:
 
 __all__ = [
     "ENV_DIR",
+    "NAMES_IN_RECEIPT",
     "EnvironmentApplier",
+    "combined",
     "environment_digest",
     "marker_path",
+    "receipt_facts",
 ]

@@ -5,8 +5,12 @@ not retried, and the agent never starts."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 
+from lattice_operator.api.object_ref import ObjectRef
 from lattice_operator.api.v1alpha1.sprite import EnvironmentStep
+from lattice_operator.lifeloop.classes import FailureClass
+from lattice_operator.lifeloop.receipts import LifecycleReceipt
 from lattice_operator.ports import SpriteView
 from lattice_operator.reconcilers.run.environment import environment_digest, marker_path
 from tests.support.fake_backend import FakeProcess
@@ -54,6 +58,7 @@ async def test_steps_run_before_the_agent_and_are_in_the_status(harness: Harness
             {"name": "smoke", "exitCode": 0, "output": None},
         ],
         "message": "2 step(s) applied before the agent's command",
+        "clusterSteps": None,  # no cluster-wide Environment
     }
     assert harness.backend.read(BACKEND_SPRITE, marker_path(digest)) is not None
 
@@ -145,3 +150,111 @@ async def test_a_step_cut_off_is_a_lost_attempt_and_the_retry_applies_it_again()
     assert (first["outcome"], second["outcome"]) == ("Failed", "Succeeded")
     assert first["message"].startswith("could not apply the Sprite's environment: ")
     assert status["environment"]["state"] == "Applied"
+
+
+def env_receipts(h: Harness) -> list[tuple[str, str, dict[str, object] | None]]:
+    """(transition or event, status, the status.environment stored when it was posted) of the
+    receipts posted, in order; the environment's receipts are watched at their post."""
+    seen: list[tuple[str, str, dict[str, object] | None]] = []
+    publish = h.publisher.publish
+
+    async def watching(regarding: ObjectRef, receipts: Iterable[LifecycleReceipt]) -> None:
+        receipts = list(receipts)
+        for r in receipts:
+            transition = r.telemetry_summary.get("transition")
+            name = str(transition) if transition else str(r.event)
+            seen.append((name, str(r.status), h.status.get("environment")))
+        await publish(regarding, receipts)
+
+    h.publisher.publish = watching  # type: ignore[method-assign]
+    return seen
+
+
+async def test_the_environment_is_a_receipt_posted_after_its_status(harness: Harness) -> None:
+    with_environment(harness, STEPS)
+    seen = env_receipts(harness)
+    harness.start()
+    await harness.finished()
+    name, status, stored = seen[0]
+    assert (name, status) == ("environment_applied", "observed")
+    assert stored is not None
+    assert stored["state"] == "Applied"
+    assert seen[1][0] == "exec_starting"  # then the session, in the Run's one sequence
+    [receipt] = [
+        r
+        for r in harness.publisher.posted
+        if r.telemetry_summary.get("transition") == "environment_applied"
+    ]
+    assert receipt.sequence == 1
+    assert receipt.parent_receipt_id is None
+    assert receipt.telemetry_summary == {
+        "transition": "environment_applied",
+        "digest": environment_digest(STEPS)[:12],
+        "steps": ["deps", "smoke"],
+        "cluster_steps": [],
+    }
+
+
+async def test_an_environment_already_applied_or_failing_says_so_in_its_receipt() -> None:
+    first = Harness(run_doc("first"))
+    with_environment(first, STEPS)
+    first.start()
+    await first.finished()
+    second = Harness(run_doc("second"), backend=first.backend)
+    with_environment(second, STEPS)
+    seen = env_receipts(second)
+    second.start()
+    try:
+        await second.finished()
+    finally:
+        await second.close()
+    assert seen[0][:2] == ("environment_already_applied", "skipped")
+
+    failing = Harness(run_doc("failing"))
+    step = EnvironmentStep(name="pkg", type="add_system_package", command="fail")
+    with_environment(failing, (STEPS[0], step))
+    seen = env_receipts(failing)
+    failing.start()
+    try:
+        await failing.finished()
+    finally:
+        await failing.close()
+    assert seen[0][:2] == ("environment_failed", "failed")
+    [receipt] = [
+        r
+        for r in failing.publisher.posted
+        if r.telemetry_summary.get("transition") == "environment_failed"
+    ]
+    assert (receipt.failure_class, receipt.telemetry_summary["failed_step"]) == (
+        FailureClass.OPERATOR_REQUIRED,
+        "pkg",
+    )
+    assert receipt.telemetry_summary["exit_code"] == 3
+    assert receipt.warnings == ["environment step pkg (add_system_package) exited 3: fail"]
+
+
+async def test_the_cluster_wide_steps_run_first_and_are_named(harness: Harness) -> None:
+    ran = with_environment(harness, STEPS)
+    everywhere = EnvironmentStep(name="everywhere", type="add_preinstall_step", command="ca")
+    # A Sprite step promoted into both is the cluster-wide one, run once.
+    shared = STEPS[1].model_copy(update={"command": "check everywhere"})
+    harness.directory.view = SpriteView(
+        ready=True,
+        backend_name=BACKEND_SPRITE,
+        environment=STEPS,
+        cluster_environment=(everywhere, shared),
+    )
+    harness.start()
+    status = await harness.finished()
+    assert ran == ["ca", "check everywhere", "make deps", "agent"]
+    environment = status["environment"]
+    assert environment["clusterSteps"] == ["everywhere", "smoke"]
+    assert [s["name"] for s in environment["steps"]] == ["everywhere", "smoke", "deps"]
+    assert environment["digest"] == environment_digest((everywhere, shared, STEPS[0]))
+    [receipt] = [
+        r
+        for r in harness.publisher.posted
+        if r.telemetry_summary.get("transition") == "environment_applied"
+    ]
+    assert receipt.telemetry_summary["cluster_steps"] == ["everywhere", "smoke"]
+    assert receipt.telemetry_summary["steps"] == ["deps"]
