@@ -137,6 +137,10 @@ class RunTimings(_Settings):
     start_retry_wait: float = Field(default=1.0, gt=0)
     """Seconds before another attempt after a start that failed retryably (the adapter has
     already waited out what Retry-After it could within its own deadline)."""
+    starting_write_after: float = Field(default=0.25, ge=0)
+    """Seconds an exec may take to be confirmed before the attempt and `Starting` are written
+    on their own (a cold sprite, say); an exec confirmed sooner costs the Run one status write
+    for both, `Running` (0: always write `Starting` beside the exec)."""
     history_limit: int = Field(default=50, ge=0)
     """Finished Runs kept per Sprite (newest first; 0 keeps all). Runs an Intent created are
     not counted: they go with their Intent."""

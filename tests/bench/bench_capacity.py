@@ -55,9 +55,11 @@ from tests.support.loadgen import (
     LoadReport,
     StartWatch,
     apiserver_metrics,
+    audit_size,
     ceiling,
     requests_between,
     webhook_latency,
+    writes_by_writer,
 )
 from tests.support.node_runpod import RUN_VS_POD, RUN_VS_POD_TARGET, run_vs_pod_row
 from tests.support.operator import spawn_operator
@@ -505,6 +507,9 @@ def intent_cost(bench: Bench, stack: Stack, namespace: str) -> dict[str, Any]:
     is bounded by these two: the API server's ceiling over the writes, a core over the CPU."""
     sprites = warm_for_intents(bench, namespace, [f"c{i}" for i in range(COST_INTENTS)])
     row: dict[str, Any] = {"intents": COST_INTENTS}
+    plane = bench.cluster.local
+    audited = plane is not None and plane.audit_writes
+    audit0 = audit_size(plane.audit_log) if plane is not None and audited else 0
     before = bench.run(apiserver_metrics(bench.config))
     cpu0 = cpu_seconds(stack.operator.proc.pid)
     calls0 = sprite_calls(stack)
@@ -528,6 +533,13 @@ def intent_cost(bench: Bench, stack: Stack, namespace: str) -> dict[str, Any]:
     row["sprite_calls_per_intent"] = {
         k: round(v / COST_INTENTS, 2) for k, v in calls_between(calls0, sprite_calls(stack)).items()
     }
+    if plane is not None and audited:
+        # Who made each write (LATTICE_APISERVER_AUDIT=1; the audit log costs the API server
+        # CPU of its own, so its CPU per write is not quoted from such a run).
+        row["api_writes_per_intent_by_writer"] = {
+            k: round(v / COST_INTENTS, 2)
+            for k, v in writes_by_writer(plane.audit_log, namespace, audit0).items()
+        }
     return row
 
 

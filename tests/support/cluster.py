@@ -130,7 +130,9 @@ def cluster_session(state_dir: Path) -> Iterator[Cluster]:
     # LATTICE_APISERVER_PROFILING=1: its CPU profile for a benchmark
     # (`kubectl get --raw '/debug/pprof/profile?seconds=30'`).
     profiling = os.environ.get("LATTICE_APISERVER_PROFILING") == "1"
-    plane = LocalControlPlane(bin_dir, state_dir / "plane", profiling=profiling)
+    # LATTICE_APISERVER_AUDIT=1: its audit log of our writes (who made which), for a benchmark.
+    audit = os.environ.get("LATTICE_APISERVER_AUDIT") == "1"
+    plane = LocalControlPlane(bin_dir, state_dir / "plane", profiling=profiling, audit_writes=audit)
     state = plane.start()
     try:
         cluster = Cluster(Path(state.kubeconfig), bin_dir, plane)

@@ -3,6 +3,7 @@ bindings, approvals as another user."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 from pathlib import Path
@@ -10,8 +11,11 @@ from typing import Any
 
 import yaml
 
+from lattice_adapters.kube import KubeConfig
 from tests.support.admission_cases import build, sample
 from tests.support.agents import agent
+from tests.support.cluster import wait_for
+from tests.support.loadgen import apiserver_metrics, requests_between
 from tests.support.stack import Stack
 
 POLICY = {
@@ -148,3 +152,34 @@ else:
                                          "reason": "string"}})
 """
 )
+
+
+INTENT_WRITE_RESOURCES = ("intents", "runs", "events")
+"""The resources one Intent's writes go to: itself, its Run, their receipts and notices."""
+
+
+def quiet_cluster(stack: Stack) -> None:
+    """No namespace is being deleted: the writes a deletion makes (kopf's finalizer removals,
+    the namespace controller's deletes) are not counted as an Intent's."""
+
+    def quiet() -> bool:
+        spaces = stack.cluster.core.list_namespace().items
+        return not any(n.status is not None and n.status.phase == "Terminating" for n in spaces)
+
+    wait_for(quiet, timeout=180, interval=0.5, what="no namespace being deleted")
+
+
+def api_writes(stack: Stack) -> dict[tuple[str, str], float]:
+    """The API server's request counters (apiserver_request_total, by resource and verb)."""
+    return asyncio.run(apiserver_metrics(KubeConfig.load(stack.cluster.kubeconfig)))
+
+
+def intent_writes(
+    before: dict[tuple[str, str], float], after: dict[tuple[str, str], float]
+) -> dict[str, int]:
+    """The writes to an Intent's resources between two scrapes, as `intents/status PATCH 200`."""
+    return {
+        k: v
+        for k, v in requests_between(before, after, detailed=True).items()
+        if k.split()[0].split("/")[0] in INTENT_WRITE_RESOURCES
+    }

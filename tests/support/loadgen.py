@@ -497,3 +497,66 @@ __all__ = [
     "requests_between",
     "webhook_latency",
 ]
+
+
+def _what(event: dict[str, Any]) -> str:
+    """What a write changed, from its request body: an Event's reason; the parts of an
+    object a PATCH touched (finalizers, which annotations, status); else nothing."""
+    body = event.get("requestObject")
+    ref = event.get("objectRef", {})
+    if ref.get("resource") == "events" and isinstance(body, dict):
+        return str(body.get("reason", ""))
+    if ref.get("subresource") == "status":
+        return _status_written(body)
+    if event.get("verb") != "patch" or ref.get("subresource"):
+        return ""
+    if isinstance(body, list):  # a JSON patch: its operations' paths
+        return ",".join(sorted({str(op.get("path", "")) for op in body if op.get("op") != "test"}))
+    if not isinstance(body, dict):
+        return ""
+    parts = sorted(k for k in body if k != "metadata")
+    meta = body.get("metadata") or {}
+    parts += sorted(k for k in meta if k not in ("annotations", "resourceVersion"))
+    parts += sorted(f"annotation {a.split('/')[-1]}" for a in meta.get("annotations") or {})
+    return ",".join(parts)
+
+
+def audit_size(audit_log: Path) -> int:
+    return audit_log.stat().st_size if audit_log.exists() else 0
+
+
+def _status_written(body: Any) -> str:
+    """A status write's phase and Succeeded condition reason (a merge or a JSON patch)."""
+    if isinstance(body, list):
+        ops = [op.get("value") for op in body if op.get("path") == "/status"]
+        status = ops[0] if ops and isinstance(ops[0], dict) else {}
+        kind = "json "
+    else:
+        status = (body or {}).get("status") or {}
+        kind = ""
+    done = [c for c in status.get("conditions") or [] if c.get("type") == "Succeeded"]
+    reason = done[0].get("reason", "") if done else ""
+    return f"{kind}phase={status.get('phase', '-')} {reason}".rstrip()
+
+
+def writes_by_writer(audit_log: Path, namespace: str, since: int = 0) -> dict[str, int]:
+    """The writes of `namespace` in the API server's audit log (LATTICE_APISERVER_AUDIT=1) from
+    byte `since` on, by who made them (user agent), resource, verb, code and what they
+    changed, as `kopf | intents PATCH 200 | finalizers`."""
+    counts: dict[str, int] = {}
+    with audit_log.open("rb") as f:
+        f.seek(since)
+        lines = f.read().decode().splitlines()
+    for line in lines:
+        event = json.loads(line)
+        ref = event.get("objectRef", {})
+        if ref.get("namespace") != namespace or event.get("stage") != "ResponseComplete":
+            continue
+        agent = str(event.get("userAgent", "?")).split("/")[0].split(" ")[0]
+        resource = ref.get("resource", "?") + (
+            f"/{ref['subresource']}" if ref.get("subresource") else ""
+        )
+        code = event.get("responseStatus", {}).get("code", "?")
+        key = f"{agent} | {resource} {event.get('verb', '?').upper()} {code} | {_what(event)}"
+        counts[key] = counts.get(key, 0) + 1
+    return dict(sorted(counts.items()))

@@ -260,12 +260,16 @@ class LocalControlPlane:
         *,
         controller_manager: bool = True,
         profiling: bool = False,
+        audit_writes: bool = False,
     ) -> None:
-        """`profiling`: the API server serves /debug/pprof (to its admins), for benchmarks."""
+        """`profiling`: the API server serves /debug/pprof (to its admins); `audit_writes`: it
+        logs every write of a lattice.dev object or an Event, with its user agent and request
+        body, to `audit_log` (who made which write). Both for benchmarks."""
         self.bin_dir = bin_dir
         self.state_dir = state_dir
         self.controller_manager = controller_manager
         self.profiling = profiling
+        self.audit_writes = audit_writes
         self.state: ControlPlaneState | None = None
         # Kept so the children are reaped by us (and Python does not warn about them).
         self._children: list[subprocess.Popen[bytes]] = []
@@ -396,6 +400,44 @@ class LocalControlPlane:
         self.kubeconfig.chmod(0o600)
 
     @property
+    def audit_log(self) -> Path:
+        """JSON lines, one per write audited (with `audit_writes`)."""
+        return self.state_dir / "audit.log"
+
+    def _audit_args(self) -> list[str]:
+        if not self.audit_writes:
+            return []
+        policy = self.pki / "audit-policy.yaml"
+        writes = ["create", "update", "patch", "delete", "deletecollection"]
+        rules = [
+            {
+                "level": "Request",
+                "verbs": writes,
+                "resources": [
+                    {"group": "lattice.dev"},
+                    {"group": "", "resources": ["events"]},
+                    {"group": "events.k8s.io", "resources": ["events"]},
+                ],
+            },
+            {"level": "None"},
+        ]
+        policy.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "audit.k8s.io/v1",
+                    "kind": "Policy",
+                    "omitStages": ["RequestReceived", "ResponseStarted"],
+                    "rules": rules,
+                }
+            )
+        )
+        return [
+            f"--audit-policy-file={policy}",
+            f"--audit-log-path={self.audit_log}",
+            "--audit-log-format=json",
+        ]
+
+    @property
     def webhook_client_ca(self) -> Path:
         """CA of the certificate the API server presents when it calls a webhook."""
         return self.pki / "webhook-client-ca.crt"
@@ -459,6 +501,7 @@ class LocalControlPlane:
             "--service-cluster-ip-range=10.0.0.0/24",
             "--allow-privileged=true",
             f"--profiling={'true' if self.profiling else 'false'}",
+            *self._audit_args(),
             "--v=0",
         ]
 

@@ -45,8 +45,8 @@ def created(plan: IntentPlan) -> list[tuple[str, str]]:
 @pytest.mark.parametrize(
     ("name", "forge_ready", "phase", "reason", "message", "creates"),
     [
-        ("sprite-task-exec", False, "Executing", "Executing", "Run i-run is Pending", "Run"),
-        ("health-remediate", False, "Executing", "Executing", "Run i-run is Pending", "Run"),
+        ("sprite-task-exec", False, "Executing", "Executing", "Run i-run executes it", "Run"),
+        ("health-remediate", False, "Executing", "Executing", "Run i-run executes it", "Run"),
         ("sprite-create", False, "Executing", "Executing", "created Sprite repo-work", "Sprite"),
         (
             "fileops",

@@ -98,9 +98,10 @@ def test_run_outcome_flows_up() -> None:
     assert plan.status.result.summary == "all good"
 
 
-def test_a_runs_start_is_one_status_change_of_its_intent() -> None:
-    """Created (Pending) → running → finished: the Run's Starting, Running and Resuming read
-    the same, so its start costs the Intent one status write, not one per Run phase."""
+def test_a_runs_start_is_no_status_change_of_its_intent() -> None:
+    """Created → queued → starting → running → resuming: the Intent reads the same
+    throughout (the Run's own status says how far it is), so the Run's start and phases cost
+    the Intent no status write; only its creation and its end do."""
     it = advance(intent(), reconcile_intent(world(intent(), policies=[policy("allow")])))
     created = it.status.to_patch()
 
@@ -110,14 +111,11 @@ def test_a_runs_start_is_one_status_change_of_its_intent() -> None:
 
     pending = {**_run("Pending", ""), "status": {}}
     assert status_with(pending).to_patch() == created  # a Run not started: nothing to write
-    started = [
-        status_with({**_run(p, ""), "status": {"phase": p}}).to_patch()
-        for p in ("Starting", "Running", "Resuming")
-    ]
-    assert started[0] != created
-    assert started[0] == started[1] == started[2]
+    for phase in ("Pending", "Starting", "Running", "Resuming"):
+        assert status_with({**_run(phase, ""), "status": {"phase": phase}}).to_patch() == created
     [cond] = [c for c in status_with(_run("Running", "")).conditions if c.type == "Succeeded"]
-    assert cond.message == f"Run {_run('Running', '')['metadata']['name']} is running"
+    assert cond.message == f"Run {_run('Running', '')['metadata']['name']} executes it"
+    assert status_with(_run("Succeeded", "done")).to_patch() != created
 
 
 def _run(phase: str, summary: str) -> dict[str, Any]:

@@ -39,7 +39,7 @@ def through_run(step: IntentPass, template: RunTemplate) -> None:
     step.status.run_ref = LocalObjectReference(name=name)
     if run is None:
         step.plan.create.append(manifest)
-        step.set("Succeeded", "Unknown", IntentReason.EXECUTING, _executing(name, "Pending"))
+        step.set("Succeeded", "Unknown", IntentReason.EXECUTING, executing(name))
         return
     events = run.status.events
     step.status.proposals = list(run.status.proposals)
@@ -84,14 +84,14 @@ def through_run(step: IntentPass, template: RunTemplate) -> None:
         step.status.result = run_result("canceled", run, message)
         step.set("Succeeded", "False", IntentReason.CANCELED, f"Run {name} was canceled")
     else:
-        step.set("Succeeded", "Unknown", IntentReason.EXECUTING, _executing(name, phase))
+        step.set("Succeeded", "Unknown", IntentReason.EXECUTING, executing(name))
 
 
-def _executing(run: str, phase: str) -> str:
-    """What an executing Intent says of its Run: Pending (created, not started: queued for
-    its Sprite, say) or running. Starting, Running and Resuming read the same, so a Run's
-    start costs its Intent no status write of its own beyond the one that says it runs."""
-    return f"Run {run} is Pending" if phase == "Pending" else f"Run {run} is running"
+def executing(run: str) -> str:
+    """What an executing Intent says of its Run, whatever the Run's phase (queued, starting,
+    running, resuming: the Run's own status says which): the Run's start and its phases cost
+    the Intent no status write, only its creation and its end do."""
+    return f"Run {run} executes it"
 
 
 def run_result(
@@ -157,6 +157,7 @@ __all__ = [
     "HEALTH_DETECT_NEEDS_PROBE",
     "HealthDetect",
     "SpriteTaskExec",
+    "executing",
     "run_result",
     "through_run",
 ]

@@ -357,21 +357,33 @@ class RunDriver:
         return await self._exec_while_storing(run, delivery)
 
     async def _exec_while_storing(self, run: Run, delivery: Delivery) -> ExecSession:
-        """The exec, and the status write of the attempt and `Starting`, at once.
+        """The exec, and the status write of the attempt and `Starting` only if the exec is
+        not confirmed within `starting_write_after`.
 
-        Nothing waits for the other: the wrapper of a Run's first session makes the
-        protocol files the Run's own in the sprite (`ProtocolFiles.learn_start` reads what
-        it found), and a crash before either is stored starts the attempt again, as a crash
-        between the exec and the next write always did. A failed write does not undo a
-        started session: the `Running` write that follows at once stores both."""
+        An exec confirmed sooner is stored once, by the `Running` write that follows at once
+        (the attempt, its session and the start time; the starting receipt is posted after
+        it): one Run status write less. Nothing waits for the write: the wrapper of a Run's
+        first session makes the protocol files the Run's own in the sprite
+        (`ProtocolFiles.learn_start` reads what it found), and a crash before the session is
+        stored starts the attempt again, as a crash between the exec and the `Running` write
+        always did (the `Starting` write, beside the exec, never closed that window). A failed
+        write does not undo a started session: the `Running` write stores both."""
         recorder = self.recorder
         claim = recorder.status.outbox_start is None
+        starting = asyncio.ensure_future(
+            self.sessions.start(run, list(delivery.argv), claim=claim, extra_env=dict(delivery.env))
+        )
+        grace = self._timings.starting_write_after
+        if grace > 0:
+            try:
+                await asyncio.wait([starting], timeout=grace)
+            except BaseException:
+                starting.cancel()  # as the gather below would: no exec outlives its daemon
+                raise
+        if starting.done():
+            return starting.result()
         wrote, started = await asyncio.gather(
-            recorder.flush(force=True),
-            self.sessions.start(
-                run, list(delivery.argv), claim=claim, extra_env=dict(delivery.env)
-            ),
-            return_exceptions=True,
+            recorder.flush(force=True), starting, return_exceptions=True
         )
         if isinstance(started, BaseException):
             raise started

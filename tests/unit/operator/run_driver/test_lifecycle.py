@@ -6,6 +6,7 @@ Characterisation tests: they pin what the driver does today, through its ports o
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -118,14 +119,15 @@ async def test_status_is_written_before_its_receipts_are_published(harness: Harn
     assert any(kind == "publish" for kind, _ in order)
 
 
-async def test_the_start_is_the_exec_with_one_status_write_beside_it(
+async def test_a_quick_start_is_the_exec_and_one_status_write_after_it(
     harness: Harness,
 ) -> None:
     """No round trip to the sprite comes before the exec: the exec is the Run's first call
-    to it, issued with the one write that stores the attempt and Starting; the starting
-    receipt is published after that write. Where the Run's outbox lines begin comes from
-    the wrapper (`.start` beside the exit file), written before the command ran, and is
-    stored after: the earlier Run's line is not this Run's."""
+    to it. Confirmed within `starting_write_after`, it is stored by one write, `Running`
+    with the attempt, its session and the start time (no `Starting` write of its own); the
+    starting and started receipts are published after that write. Where the Run's outbox
+    lines begin comes from the wrapper (`.start` beside the exit file), written before the
+    command ran, and is stored after: the earlier Run's line is not this Run's."""
     harness.backend.append(BACKEND_SPRITE, OUTBOX, b'{"old": "line"}\n')
 
     @harness.backend.program("agent")
@@ -136,15 +138,48 @@ async def test_the_start_is_the_exec_with_one_status_write_beside_it(
     status = await harness.finished()
     assert harness.backend.calls[0].method == "exec"
     first = harness.writes[0]
-    assert first["phase"] == "Starting"
-    assert len(first["attempts"]) == 1  # type: ignore[arg-type]
-    assert first.get("outboxStart") is None
+    assert first["phase"] == "Running"
+    assert "Starting" not in [w["phase"] for w in harness.writes]
+    [attempt] = first["attempts"]
+    assert attempt["sessionId"] == first["sessionId"]
+    assert first["startTime"]
     assert status["outboxStart"] == len(b'{"old": "line"}\n')
     assert status["events"]["eventCount"] == 1  # type: ignore[index]
     [exec_call] = harness.backend.called("exec")
     exit_file = exec_call.args[1][exec_call.args[1].index("lattice-run") + 1]
     assert harness.backend.read(BACKEND_SPRITE, f"{exit_file}.start") == b"16\n"
-    assert _events(harness)[0] == LifecycleEvent.SESSION_STARTING
+    assert _events(harness)[:2] == [LifecycleEvent.SESSION_STARTING, LifecycleEvent.SESSION_STARTED]
+
+
+async def test_a_slow_start_writes_the_attempt_and_starting_beside_the_exec(
+    harness: Harness,
+) -> None:
+    """An exec not confirmed within `starting_write_after` (a cold sprite, say): the attempt
+    and `Starting` are written while it goes on, and the starting receipt is published after
+    that write, before the session exists."""
+    harness.timings = harness.timings.model_copy(update={"starting_write_after": 0.01})
+    exec_of = harness.backend.exec
+    posted_while_starting: list[list[LifecycleEvent]] = []
+
+    async def slow_exec(*args: Any, **kwargs: Any) -> Any:
+        await asyncio.sleep(0.3)
+        posted_while_starting.append(_events(harness))
+        return await exec_of(*args, **kwargs)
+
+    harness.backend.exec = slow_exec  # type: ignore[method-assign]
+
+    @harness.backend.program("agent")
+    async def agent(p: FakeProcess) -> None:
+        p.event("COMPLETED", {"status": "success"})
+
+    harness.start()
+    await harness.finished()
+    first = harness.writes[0]
+    assert first["phase"] == "Starting"
+    assert len(first["attempts"]) == 1
+    assert first.get("sessionId") is None
+    assert harness.writes[1]["phase"] == "Running"
+    assert posted_while_starting == [[LifecycleEvent.SESSION_STARTING]]
 
 
 async def test_a_nonzero_exit_fails_the_run(harness: Harness) -> None:
