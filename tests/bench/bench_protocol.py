@@ -16,6 +16,11 @@ the whole outbox, its cost grows with the square of the stream length; the
 "single read" variant (the outbox read once, at the end) shows its per-event
 cost without that.
 
+The reference the engine's target is stated against is measured in the same run too:
+a bare typed decode of each event line (msgspec Structs of the envelope and every
+payload, a tagged union by event_type, nothing else: no splitting, no checks, no
+merge, no status), over the same stream.
+
 Each workload runs in its own process so that its peak RSS is its own. Run
 with `make bench` (or `pytest -m bench tests/bench/bench_protocol.py`);
 figures go to bench-results/protocol.json. No timing is asserted.
@@ -31,8 +36,11 @@ import statistics
 import sys
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+import msgspec
 
 from tests.support.protocol_bench import protocol_workload
 
@@ -160,6 +168,87 @@ def run_engine_traced(total: int) -> dict[str, Any]:
     }
 
 
+def run_typed_decode(total: int) -> dict[str, Any]:
+    """The bound: one typed msgspec decode per event line, and nothing else."""
+    decode = _reference_decoder()
+    cpu = wall = 0.0
+    decoded = 0
+    for lines, _, _ in _chunks(total):
+        t_wall, t_cpu = time.perf_counter(), time.process_time()
+        events = list(map(decode, lines))
+        wall += time.perf_counter() - t_wall
+        cpu += time.process_time() - t_cpu
+        decoded += len(events)
+    assert decoded == total
+    return {
+        "events": total,
+        "wall_seconds": round(wall, 3),
+        "cpu_seconds": round(cpu, 3),
+        "events_per_second_wall": round(total / wall),
+        "events_per_second_cpu": round(total / cpu),
+    }
+
+
+class _Ref(msgspec.Struct, tag_field="event_type"):
+    # The reference decoder's types, written here so that they do not move with the engine.
+    protocol_version: Literal["v1"]
+    sprite_id: str
+    work_item_id: str
+    timestamp: datetime
+
+
+class _RefInfo(msgspec.Struct):
+    message: str
+    kind: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class _RefPhase(msgspec.Struct):
+    phase: str
+    success: bool | None = None
+
+
+class _RefRequest(msgspec.Struct):
+    action: str
+    blocking: bool
+    parameters: dict[str, Any] = {}
+
+
+class _RefArtifact(msgspec.Struct):
+    kind: str
+    ref: str | None = None
+    url: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class _RefInfoEvent(_Ref, tag="INFO"):
+    payload: _RefInfo
+
+
+class _RefStartedEvent(_Ref, tag="PHASE_STARTED"):
+    payload: _RefPhase
+
+
+class _RefFinishedEvent(_Ref, tag="PHASE_FINISHED"):
+    payload: _RefPhase
+
+
+class _RefRequestEvent(_Ref, tag="ACTION_REQUEST"):
+    payload: _RefRequest
+
+
+class _RefArtifactEvent(_Ref, tag="ARTIFACT"):
+    payload: _RefArtifact
+
+
+def _reference_decoder() -> Any:
+    """A typed decoder of one v1 event (the stream's five types), nothing more."""
+    event = (
+        _RefInfoEvent | _RefStartedEvent | _RefFinishedEvent | _RefRequestEvent | _RefArtifactEvent
+    )
+    return msgspec.json.Decoder(event).decode
+
+
 def run_naive(total: int, *, single_read: bool = False) -> dict[str, Any]:
     rss_start = _maxrss_kib()
     status: dict[str, Any] = {}
@@ -260,6 +349,7 @@ def test_protocol_benchmark() -> None:
     engine_runs = [protocol_workload("engine", str(ENGINE_EVENTS)) for _ in range(RUNS)]
     tuned_runs = [protocol_workload("engine-gc-tuned", str(ENGINE_EVENTS)) for _ in range(RUNS)]
     compare_runs = [protocol_workload("engine", str(COMPARE_EVENTS)) for _ in range(RUNS)]
+    reference_runs = [protocol_workload("typed-decode", str(ENGINE_EVENTS)) for _ in range(RUNS)]
     traced = protocol_workload("engine-traced", str(TRACED_EVENTS))
     naive = protocol_workload("naive", str(COMPARE_EVENTS))
     naive_single = protocol_workload("naive-single-read", str(COMPARE_EVENTS))
@@ -268,6 +358,7 @@ def test_protocol_benchmark() -> None:
         return statistics.median(run[key] for run in runs)
 
     compare_cpu = median(compare_runs, "events_per_second_cpu")
+    reference_cpu = median(reference_runs, "events_per_second_cpu")
     result = {
         "cpus": os.cpu_count(),
         "python": sys.version.split()[0],
@@ -281,6 +372,16 @@ def test_protocol_benchmark() -> None:
             "worst_events_per_second_cpu": min(r["events_per_second_cpu"] for r in engine_runs),
             "peak_rss_kib": max(r["peak_rss_kib"] for r in engine_runs),
             "tracemalloc": traced,
+        },
+        "typed_decode_1m": {
+            "what": "one typed msgspec decode per event line, nothing else: the target's bound",
+            "runs": reference_runs,
+            "median_events_per_second_cpu": reference_cpu,
+            "best_events_per_second_cpu": max(r["events_per_second_cpu"] for r in reference_runs),
+            "worst_events_per_second_cpu": min(r["events_per_second_cpu"] for r in reference_runs),
+            "engine_share_of_typed_decode": round(
+                median(engine_runs, "events_per_second_cpu") / reference_cpu, 3
+            ),
         },
         "engine_1m_gc_tuned": {
             "runs": tuned_runs,
@@ -316,6 +417,8 @@ def main(argv: list[str]) -> None:
         result = run_engine_gc_tuned(total)
     elif workload == "engine-traced":
         result = run_engine_traced(total)
+    elif workload == "typed-decode":
+        result = run_typed_decode(total)
     elif workload == "naive":
         result = run_naive(total)
     elif workload == "naive-single-read":

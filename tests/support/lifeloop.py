@@ -14,8 +14,8 @@ from lattice_operator.lifeloop import (
     RunTransition,
 )
 from lattice_operator.protocol import EventType
+from lattice_operator.protocol.events import decode
 from lattice_operator.protocol.merge import CommittedEvent
-from lattice_operator.protocol.models import EVENT_DATA_ADAPTER
 from tests.support.streams import ev, info
 
 
@@ -58,7 +58,7 @@ def receipts(
 
 
 def committed(raw: bytes, line: int = 0) -> CommittedEvent:
-    return CommittedEvent(line, line * 10, 1, raw, EVENT_DATA_ADAPTER.validate_json(raw))
+    return CommittedEvent(line, line * 10, 1, raw, decode(raw))
 
 
 SAMPLE_EVENTS = {

@@ -65,8 +65,14 @@ from lattice_operator.lifeloop.vocabulary import (
     SupportState,
 )
 from lattice_operator.modeling import ApiModel
+from lattice_operator.protocol.events import (
+    CompletedEvent,
+    ErrorEvent,
+    PhaseFinishedEvent,
+    PhaseStartedEvent,
+    WaitingEvent,
+)
 from lattice_operator.protocol.merge import CommittedEvent
-from lattice_operator.protocol.models import EventType
 from lattice_operator.text import clip
 
 CLIENT_ID = "lattice"
@@ -309,19 +315,19 @@ class RunReceipts:
 
 def _telemetry(event: CommittedEvent) -> dict[str, object]:
     """A few bounded facts about the event (never its free text beyond a short clip)."""
-    payload = event.payload
-    facts: dict[str, object] = {"event_type": event.event_type.value, "outbox_line": event.line}
-    if event.event_type in (EventType.PHASE_STARTED, EventType.PHASE_FINISHED):
-        facts["phase"] = clip(payload["phase"], 64)
-        if "success" in payload:
-            facts["success"] = payload["success"]
-    elif event.event_type is EventType.WAITING:
-        facts["checkpoint_id"] = payload["checkpoint_id"]
-        facts["reason"] = clip(payload["reason"], 128)
-    elif event.event_type is EventType.COMPLETED:
-        facts["completion"] = payload["status"]
-    elif event.event_type is EventType.ERROR:
-        facts["error"] = clip(payload["message"], 128)
+    data = event.data
+    facts: dict[str, object] = {"event_type": data.event_type.value, "outbox_line": event.line}
+    if isinstance(data, PhaseStartedEvent | PhaseFinishedEvent):
+        facts["phase"] = clip(data.payload.phase, 64)
+        if isinstance(data, PhaseFinishedEvent):
+            facts["success"] = data.payload.success
+    elif isinstance(data, WaitingEvent):
+        facts["checkpoint_id"] = data.payload.checkpoint_id
+        facts["reason"] = clip(data.payload.reason, 128)
+    elif isinstance(data, CompletedEvent):
+        facts["completion"] = data.payload.status
+    elif isinstance(data, ErrorEvent):
+        facts["error"] = clip(data.payload.message, 128)
     return facts
 
 

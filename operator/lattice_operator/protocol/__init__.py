@@ -4,12 +4,14 @@ Pure Python, no Kubernetes, no network. The operator drives one
 `RunEventEngine` per Run (see `lattice_operator.protocol.engine` for the
 calls in order); the pieces it is made of are importable on their own:
 
-- `models`: pydantic models of the envelope and each event type;
-- `parse`: one JSON line → a validated event or a `Rejection`;
+- `models`: pydantic models of the envelope and each event type (for people and tools);
+- `events`: the same events as msgspec Structs, decoded and validated in one pass (the engine's);
+- `parse`: one JSON line → a decoded event or a `Rejection` (duplicate keys, identity, size);
 - `splitter`: stdout frames → lines (carry-over buffer, CRLF, caps);
 - `outbox`: outbox bytes from an offset → complete lines and the next offset;
 - `merge`: outbox-canonical merge with stdout as provisional preview; `StreamCursor`;
-- `projection`: the bounded `RunEventsStatus` and its pure reducer;
+- `projection`: names the three parts of the Run's event status: `status` (the schema,
+  `RunEventsStatus`), `reducer` (events folded into it) and `budget` (its byte cap);
 - `inputs`: resume inputs checked against a WAITING's expected inputs;
 - `violations`: what a bad line or sequence becomes.
 """

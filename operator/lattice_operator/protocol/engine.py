@@ -39,13 +39,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from itertools import compress, count, repeat
-from operator import itemgetter
+from itertools import repeat
 from typing import Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from lattice_operator.protocol.budget import STATUS_BUDGET_BYTES
 from lattice_operator.protocol.errors import EngineStateError, OutboxGapError
+from lattice_operator.protocol.events import ActionRequestEvent, AnyEvent, WaitingEvent
 from lattice_operator.protocol.merge import (
     CommittedEvent,
     ProvisionalEvent,
@@ -53,11 +54,12 @@ from lattice_operator.protocol.merge import (
     StreamMerger,
     line_digest,
 )
-from lattice_operator.protocol.models import EVENT_ADAPTER, EventData, EventType, ProtocolEvent
+from lattice_operator.protocol.models import EVENT_ADAPTER, EventType, ProtocolEvent
 from lattice_operator.protocol.outbox import OutboxBatch, read_batch
-from lattice_operator.protocol.parse import Rejection, batch_parser, line_parser
-from lattice_operator.protocol.projection import STATUS_BUDGET_BYTES, Projector, RunEventsStatus
+from lattice_operator.protocol.parse import ParseResult, Rejection, batch_parser, line_parser
+from lattice_operator.protocol.reducer import Projector
 from lattice_operator.protocol.splitter import EventLine, StdoutSplitter
+from lattice_operator.protocol.status import RunEventsStatus
 from lattice_operator.protocol.violations import (
     EXCERPT_CHARS,
     REASON_CHARS,
@@ -68,12 +70,6 @@ from lattice_operator.protocol.violations import (
 from lattice_operator.text import clip, excerpt
 
 Canonical = Literal["outbox", "stdout"]
-
-# CommittedEvent without the NamedTuple constructor's Python frame (it runs per event).
-_new_tuple = tuple.__new__
-_new_object = object.__new__
-_EVENT_TYPE = itemgetter("event_type")
-_ACTION_REQUEST = EventType.ACTION_REQUEST
 
 # Event types that change the sequence state (the others skip the rules while the gate is open).
 _STATEFUL = frozenset(
@@ -114,13 +110,6 @@ class FeedResult:
     """Violations recorded by this call."""
     provisional: int = 0
     """New stdout copies now waiting for the outbox (see `RunEventEngine.preview`)."""
-
-
-def _feed_result() -> FeedResult:
-    # FeedResult() without the dataclass __init__ and its default factories: one per frame.
-    result: FeedResult = _new_object(FeedResult)
-    result.committed, result.violations, result.provisional = [], [], 0
-    return result
 
 
 class RunEventEngine:
@@ -321,7 +310,7 @@ class RunEventEngine:
         restored engine starts from the tail its predecessor kept, `log_tail`): what was
         printed while nobody followed the session is kept, nothing twice, no fragment.
         """
-        result = _feed_result()
+        result = FeedResult()
         if replay:
             self._splitter.feed(data, keep_log=False)
             return result
@@ -359,7 +348,7 @@ class RunEventEngine:
             offset = expected
         if offset > expected:
             raise OutboxGapError(expected, offset)
-        result = _feed_result()
+        result = FeedResult()
         if offset < expected:
             seen = data[: expected - offset]
             if self._verify and len(seen) < expected - offset:
@@ -393,46 +382,37 @@ class RunEventEngine:
         raws = read.raws
         if not raws:
             return result
+        # Lines over the cap are neither matched nor validated, only reported (None).
         too_long = read.too_long
-        parsed: list[EventData | Rejection | None]
-        if too_long:
-            # Rare: lines over the cap are neither matched nor validated, only reported.
-            parsed = [None] * len(raws)
-            long_lines = set(too_long)
-            kept = [i for i in range(len(raws)) if i not in long_lines]
-            cached = self._merger.commit([raws[i] for i in kept])
-            fresh, _ = self._parse_many([raws[i] for i in kept])
-            for position, (index, result_) in enumerate(zip(kept, fresh, strict=True)):
-                hit = None if cached is None else cached[position]
-                parsed[index] = result_ if hit is None else hit
-            odd = [i for i, p in enumerate(parsed) if type(p) is not dict]
-            self._commit_lines(result, read, parsed, odd)
+        kept = [i for i in range(len(raws)) if i not in set(too_long)] if too_long else None
+        kept_raws = raws if kept is None else [raws[i] for i in kept]
+        # Where a stdout copy of the same bytes was already validated, its result is
+        # reused (only after `preview()`; otherwise the batch is validated at once).
+        cached = self._merger.commit(kept_raws)
+        fresh: Sequence[ParseResult | None]
+        if cached is None or not any(cached):
+            fresh, _ = self._parse_many(kept_raws)
         else:
-            # Where a stdout copy of the same bytes was already validated, its result is
-            # reused (only after `preview()`; otherwise the batch is validated at once).
-            cached = self._merger.commit(raws)
-            if cached is None or not any(cached):
-                fresh, rejected = self._parse_many(raws)
-            else:
-                todo = [i for i, hit in enumerate(cached) if hit is None]
-                done, _ = self._parse_many([raws[i] for i in todo])
-                for index, result_ in zip(todo, done, strict=True):
-                    cached[index] = result_
-                fresh = cached  # type: ignore[assignment]
-                rejected = [i for i, r in enumerate(fresh) if type(r) is not dict]
-            self._commit_lines(result, read, fresh, rejected)  # type: ignore[arg-type]
+            todo = [i for i, hit in enumerate(cached) if hit is None]
+            done, _ = self._parse_many([kept_raws[i] for i in todo])
+            for index, parsed_ in zip(todo, done, strict=True):
+                cached[index] = parsed_
+            fresh = cached
+        parsed: Sequence[ParseResult | None] = fresh
+        if kept is not None:
+            spread: list[ParseResult | None] = [None] * len(raws)
+            for index, line_result in zip(kept, fresh, strict=True):
+                spread[index] = line_result
+            parsed = spread
+        self._commit_lines(result, read, parsed)
         self._last_raw = raws[-1]
         self._last_len = len(raws[-1])
         return result
 
     def _commit_lines(
-        self,
-        result: FeedResult,
-        read: OutboxBatch,
-        parsed: list[EventData | Rejection | None],
-        odd: list[int],
+        self, result: FeedResult, read: OutboxBatch, parsed: Sequence[ParseResult | None]
     ) -> None:
-        """Commit a read's lines in order; `odd` are the lines that are not valid events.
+        """Commit a read's lines in order (None: the line was over the cap).
 
         Runs of valid events that no sequence rule concerns (most of a stream) are
         committed and folded in at once; the other lines go one by one through the
@@ -440,55 +420,46 @@ class RunEventEngine:
         """
         raws, offsets = read.raws, read.offsets
         total = len(raws)
-        if odd:
-            types = [p["event_type"] if type(p) is dict else None for p in parsed]
-        else:
-            types = list(map(_EVENT_TYPE, parsed))  # type: ignore[arg-type]
         special = [
             i
-            for i in compress(count(), map(_STATEFUL.__contains__, types))
-            # A non-blocking request changes no sequence state: it can join a run.
-            if types[i] is not _ACTION_REQUEST
-            or cast("EventData", parsed[i])["payload"]["blocking"]
+            for i, p in enumerate(parsed)
+            if p is None
+            or isinstance(p, Rejection)
+            or (
+                p.event_type in _STATEFUL
+                # A non-blocking request changes no sequence state: it can join a run.
+                and (not isinstance(p, ActionRequestEvent) or p.payload.blocking)
+            )
         ]
-        if odd:
-            special = sorted({*odd, *special})
         special.append(total)
         seq0, session = self._line_count, self._session
         committed, apply_run = result.committed, self._projector.apply_run
         start = 0
         for stop in special:
             # [start, stop): valid events of types the rules do not concern.
+            valid = cast("Sequence[AnyEvent]", parsed)
             while start < stop and (self._gate != "open" or self._blocking_line is not None):
                 self._accept(
-                    result,
-                    seq0 + start,
-                    offsets[start],
-                    raws[start],
-                    cast("EventData | Rejection", parsed[start]),  # filled in by the caller
-                    "outbox",
+                    result, seq0 + start, offsets[start], raws[start], valid[start], "outbox"
                 )
                 start += 1
             if start < stop:
                 events = list(
                     map(
-                        _new_tuple,
-                        repeat(CommittedEvent),
-                        zip(
-                            range(seq0 + start, seq0 + stop),
-                            offsets[start:stop],
-                            repeat(session),
-                            raws[start:stop],
-                            parsed[start:stop],
-                        ),
+                        CommittedEvent,
+                        range(seq0 + start, seq0 + stop),
+                        offsets[start:stop],
+                        repeat(session),
+                        raws[start:stop],
+                        valid[start:stop],
                     )
                 )
-                apply_run(events, types[start:stop])  # type: ignore[arg-type]
+                apply_run(events)
                 committed += events
                 self._event_count += stop - start
             if stop < total:
-                item = parsed[stop]
-                if item is None:
+                odd = parsed[stop]
+                if odd is None:
                     self._violate(
                         result,
                         ViolationCategory.LINE_TOO_LONG,
@@ -499,7 +470,7 @@ class RunEventEngine:
                         raws[stop],
                     )
                 else:
-                    self._accept(result, seq0 + stop, offsets[stop], raws[stop], item, "outbox")
+                    self._accept(result, seq0 + stop, offsets[stop], raws[stop], odd, "outbox")
             start = stop + 1
         self._line_count = seq0 + total
 
@@ -573,7 +544,9 @@ class RunEventEngine:
                 # Lines that are not valid events are already reported as what they are.
                 readable = [key for key in unseen if not key.startswith(b"\x00")]
                 parsed, _ = self._parse_many(readable) if readable else ([], [])
-                events = [k for k, p in zip(readable, parsed, strict=True) if type(p) is dict]
+                events = [
+                    k for k, p in zip(readable, parsed, strict=True) if not isinstance(p, Rejection)
+                ]
                 for key in events:
                     self._violate(
                         result,
@@ -700,19 +673,17 @@ class RunEventEngine:
         seq: int,
         offset: int,
         raw: bytes,
-        parsed: EventData | Rejection,
+        parsed: ParseResult,
         source: ViolationSource,
     ) -> None:
-        if type(parsed) is not dict:
-            assert isinstance(parsed, Rejection)
+        if isinstance(parsed, Rejection):
             where = None if offset < 0 else offset
             self._violate(result, parsed.category, source, seq, where, parsed.reason, raw)
             return
-        event_type: EventType = parsed["event_type"]
         # The sequence rules only concern some events, unless a rule is already in force.
         stateful = self._gate != "open" or self._blocking_line is not None
-        if (stateful or event_type in _STATEFUL) and not self._sequence(
-            result, seq, offset, raw, parsed, event_type, source
+        if (stateful or parsed.event_type in _STATEFUL) and not self._sequence(
+            result, seq, offset, raw, parsed, source
         ):
             return
         committed = CommittedEvent(seq, offset, self._session, raw, parsed)
@@ -726,11 +697,11 @@ class RunEventEngine:
         seq: int,
         offset: int,
         raw: bytes,
-        event: EventData,
-        event_type: EventType,
+        event: AnyEvent,
         source: ViolationSource,
     ) -> bool:
         """The sequence rules; False when the event must not be committed."""
+        event_type = event.event_type
         if self._gate != "open":
             after = "COMPLETED" if self._gate == "completed" else "WAITING"
             self._violate(
@@ -757,12 +728,12 @@ class RunEventEngine:
                     raw,
                 )
             self._blocking_line = None
-        if event_type is EventType.ACTION_REQUEST:
-            if event["payload"]["blocking"]:
+        if isinstance(event, ActionRequestEvent):
+            if event.payload.blocking:
                 self._blocking_line = seq
-        elif event_type is EventType.WAITING:
+        elif isinstance(event, WaitingEvent):
             self._gate = "waiting"
-            self._checkpoint_id = event["payload"]["checkpoint_id"]
+            self._checkpoint_id = event.payload.checkpoint_id
             self._terminal = True
         elif event_type is EventType.COMPLETED:
             self._gate = "completed"

@@ -23,13 +23,15 @@ import hashlib
 from datetime import datetime
 from itertools import compress, repeat
 from operator import is_, is_not, lshift, or_
-from typing import Any, Literal, NamedTuple
+from typing import Literal, NamedTuple
 
+from msgspec import Struct
 from pydantic import Field
 
 from lattice_operator.modeling import ApiModel
-from lattice_operator.protocol.models import EVENT_ADAPTER, EventData, EventType, ProtocolEvent
-from lattice_operator.protocol.parse import Rejection
+from lattice_operator.protocol.events import AnyEvent, aware
+from lattice_operator.protocol.models import EVENT_ADAPTER, EventType, ProtocolEvent
+from lattice_operator.protocol.parse import ParseResult
 
 _INLINE_KEY_BYTES = 512
 
@@ -83,8 +85,12 @@ class StreamCursor(ApiModel):
     """COMPLETED, WAITING or ERROR was seen in the current session."""
 
 
-class CommittedEvent(NamedTuple):
-    """A validated event at its place in the outbox."""
+class CommittedEvent(Struct, frozen=True, gc=False):
+    """A validated event at its place in the outbox.
+
+    A Struct: built in C (`map(CommittedEvent, ...)` has no Python frame per event) and,
+    holding no cycles, not tracked by the garbage collector.
+    """
 
     line: int
     """Run-wide 0-based outbox line sequence (the event's position)."""
@@ -94,26 +100,23 @@ class CommittedEvent(NamedTuple):
     """The exec session the line belongs to."""
     raw: bytes
     """The line's JSON bytes."""
-    data: EventData
-    """The validated event as plain data (`EVENT_DATA_ADAPTER`)."""
+    data: AnyEvent
+    """The decoded event (`events.decode`)."""
 
     @property
     def event_type(self) -> EventType:
         """The event's type."""
-        event_type: EventType = self.data["event_type"]
-        return event_type
+        return self.data.event_type
 
     @property
     def timestamp(self) -> datetime:
-        """The event's own timestamp."""
-        timestamp: datetime = self.data["timestamp"]
-        return timestamp
+        """The event's own timestamp (timezone-aware: naive means UTC)."""
+        return aware(self.data.timestamp)
 
     @property
-    def payload(self) -> dict[str, Any]:
-        """The validated payload as plain data (optional fields may be absent)."""
-        payload: dict[str, Any] = self.data["payload"]
-        return payload
+    def payload(self) -> object:
+        """The decoded payload: the Struct of the event's type (see `events`)."""
+        return self.data.payload
 
     @property
     def event(self) -> ProtocolEvent:
@@ -152,12 +155,12 @@ _BITS = repeat(_LINE_BITS)
 
 
 def _held(key: bytes, value: _Held) -> ProvisionalEvent:
-    packed, raw = (value, key) if type(value) is int else value  # type: ignore[misc]
+    packed, raw = (value, key) if isinstance(value, int) else value
     return ProvisionalEvent(packed & _LINE_MASK, packed >> _LINE_BITS, raw)
 
 
 def _held_size(key: bytes, value: _Held) -> int:
-    return len(key) if type(value) is int else len(value[1])  # type: ignore[index]
+    return len(key) if isinstance(value, int) else len(value[1])
 
 
 class StreamMerger:
@@ -171,7 +174,7 @@ class StreamMerger:
     def __init__(self, *, max_provisional: int, max_provisional_bytes: int, window: int):
         # Insertion-ordered: the oldest copy is evicted first.
         self._pending: dict[bytes, _Held] = {}
-        self._parsed: dict[bytes, EventData | Rejection] = {}
+        self._parsed: dict[bytes, ParseResult] = {}
         self._pending_bytes = 0
         self._max = max_provisional
         self._max_bytes = max_provisional_bytes
@@ -197,11 +200,11 @@ class StreamMerger:
         """(key, provisional event), oldest first."""
         return [(key, _held(key, value)) for key, value in self._pending.items()]
 
-    def parsed(self, key: bytes) -> EventData | Rejection | None:
+    def parsed(self, key: bytes) -> ParseResult | None:
         """The cached validation result of a pending copy, if it was validated."""
         return self._parsed.get(key)
 
-    def remember(self, key: bytes, result: EventData | Rejection) -> None:
+    def remember(self, key: bytes, result: ParseResult) -> None:
         """Cache the validation result of a pending copy (its outbox line reuses it)."""
         if key in self._pending:
             self._parsed[key] = result
@@ -300,9 +303,7 @@ class StreamMerger:
         self._pending_bytes = total
         self.evicted += len(doomed)
 
-    def commit(
-        self, raws: list[bytes], *, track: bool = True
-    ) -> list[EventData | Rejection | None] | None:
+    def commit(self, raws: list[bytes], *, track: bool = True) -> list[ParseResult | None] | None:
         """Outbox lines (none over the line cap) were committed: forget their stdout copies.
 
         Returns, per line, the stdout copy's cached validation result, if there was one;

@@ -1,53 +1,66 @@
 """One line of JSON in, one validated event (or the reason it was refused) out.
 
-`parse_line` never raises. The fast path is a single
-`EVENT_DATA_ADAPTER.validate_json(line)`: pydantic-core parses and validates
-in one pass, against the protocol models' own schema. Only a refused line is
-looked at a second time, to name the most useful category.
+`parse_line` never raises. The fast path is a single `events.decode(line)`:
+msgspec parses and validates in one pass, into the Structs of `events`. Only
+a refused line is looked at a second time, by the pydantic models, so that the
+reason names the field and the category is the most useful one.
 
-`batch_parser` does the same for a whole outbox read: the validator is mapped
+`batch_parser` does the same for a whole outbox read: the decoder is mapped
 over the lines inside C (`list.extend(map(...))`), and the per-Run checks
-(identity, payload size) are done on the batch at once; a line that fails
-anything goes through the one-line parser, so both give the same result for
-every line.
+(identity, payload size, duplicate keys) are done on the batch at once; a line
+that fails anything goes through the one-line parser, so both give the same
+result for every line.
 
-JSON lets an object name a key twice and parsers then disagree (pydantic-core and
+JSON lets an object name a key twice and parsers then disagree (msgspec and
 Python keep the last value, others the first): such a line is ambiguous, and is
 refused as `duplicate_key` after it validated, by a second parse with the standard
 library's C scanner that checks each object's keys. That second parse would cost
-more than the validation, so it is only done where a count cannot rule a duplicate
-out (`_maybe_ambiguous`): every `"` of a JSON line delimits a string token or is
-escaped inside one, so a line whose `"` are exactly two per key and per string value
-of what it validated into has no token the validation dropped, hence no key named
-twice.
+more than the decoding, so it is only done where a count cannot rule a duplicate
+out (`maybe_ambiguous`): every `"` of a JSON line delimits a string token or is an
+escaped `\"` inside one, and re-encoding what was decoded writes each kept token
+and each quote inside a kept string the same way. Decoding only drops tokens
+(ignored fields, the first value of a key named twice; a left-out optional field
+is UNSET and is not written back), so a line holds at least as many `"` as its
+re-encoding, and exactly as many only when nothing was dropped: then no key was
+named twice. The one way to write a quote without `"`, the escape `\u0022`, sends
+its line the slow way.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from itertools import chain, compress, repeat
-from operator import is_, itemgetter, length_hint
+from collections.abc import Callable, Sequence
+from operator import attrgetter, length_hint
 from typing import Any, NamedTuple, cast
 
+import msgspec
 import pydantic_core
 from pydantic import ValidationError
 
-from lattice_operator.protocol.models import (
-    EVENT_DATA_ADAPTER,
-    PROTOCOL_VERSION,
-    ActionName,
-    AdjustmentType,
-    EventData,
-    EventType,
-)
+from lattice_operator.protocol.events import AnyEvent, decode, encode
+from lattice_operator.protocol.models import EVENT_ADAPTER, PROTOCOL_VERSION, EventType
 from lattice_operator.protocol.violations import REASON_CHARS, ViolationCategory
 from lattice_operator.text import clip
 
 _EVENT_TYPES = frozenset(t.value for t in EventType)
-# The SchemaValidator itself: TypeAdapter.validate_json adds a Python frame per event.
-_validate = EVENT_DATA_ADAPTER.validator.validate_json
-_identity = itemgetter("sprite_id", "work_item_id")
+_QUOTE = b'"'
+_ESCAPED_QUOTE = b"\\u0022"
+_identity = attrgetter("sprite_id", "work_item_id")
+_payload = attrgetter("payload")
+
+
+_sprite_id = attrgetter("sprite_id")
+_work_item_id = attrgetter("work_item_id")
+
+
+def _valid(
+    raws: list[bytes], results: list[ParseResult], rejected: list[int]
+) -> tuple[Sequence[int], list[AnyEvent], list[bytes]]:
+    """(indices, events, lines) of the lines that decoded."""
+    if not rejected:
+        return range(len(raws)), cast("list[AnyEvent]", results), raws
+    kept = [i for i, r in enumerate(results) if type(r) is not Rejection]
+    return kept, [r for r in results if not isinstance(r, Rejection)], [raws[i] for i in kept]
 
 
 class _DuplicateKey(ValueError):
@@ -69,45 +82,21 @@ def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 _pairs_decoder = json.JSONDecoder(object_pairs_hook=_unique_pairs)
 
-# Endless, so one of each serves every map().
-_DICT_TYPE = repeat(dict)
-_LIST_TYPE = repeat(list)
-_values = dict.values
-_QUOTE = b'"'
-_payload = itemgetter("payload")
-ENVELOPE_STRINGS = 5
-"""String values beside the payload in every validated event: protocol_version,
-event_type, sprite_id, work_item_id, timestamp (a test checks it against the models)."""
+
+def _envelope_quotes(sprite_id: str, work_item_id: str) -> int:
+    """`"` of an event's envelope, its payload left out: six keys (protocol_version,
+    event_type, sprite_id, work_item_id, timestamp, payload) and five string values, two
+    each, and the escaped quotes inside the Run's identity (the values are this Run's:
+    other lines are refused first). A test checks it against the Structs."""
+    return 2 * (6 + 5) + sprite_id.count('"') + work_item_id.count('"')
 
 
-def _string_quotes(events: list[EventData]) -> int:
-    """`"` that the keys and string values of validated `events` took in JSON: two each.
-
-    Validation keeps no string it did not read and reads no string twice (strict: a str,
-    enum or datetime comes only from a JSON string; no defaults are filled in), so the
-    lines hold at least this many `"`, and more exactly when one of their string tokens
-    was dropped (an ignored field, the first value of a key named twice) or holds an
-    escaped quote. Walked a level of nesting at a time, in C loops; a string of a type
-    not counted here only sends its line the slow way.
-    """
-    tokens = sum(map(len, events)) + ENVELOPE_STRINGS * len(events)
-    dicts: list[dict[str, Any]] = list(map(_payload, events))
-    lists: list[list[Any]] = []
-    while dicts or lists:
-        tokens += sum(map(len, dicts))
-        values = list(chain.from_iterable(map(_values, dicts)))
-        if lists:
-            values += chain.from_iterable(lists)
-        types = list(map(type, values))
-        tokens += types.count(str) + types.count(ActionName) + types.count(AdjustmentType)
-        dicts = list(compress(values, map(is_, types, _DICT_TYPE))) if dict in types else []
-        lists = list(compress(values, map(is_, types, _LIST_TYPE))) if list in types else []
-    return 2 * tokens
-
-
-def _maybe_ambiguous(raw: bytes, event: EventData) -> bool:
-    """Whether `raw`, which validated into `event`, may name a key twice (False: it cannot)."""
-    return raw.count(_QUOTE) != _string_quotes([event])
+def maybe_ambiguous(raws: bytes, events: list[AnyEvent], envelope_quotes: int) -> bool:
+    """Whether `raws` (one line, or lines joined), which decoded into `events` with the
+    Run's identity, may name a key twice somewhere (False: it cannot; see the module
+    docstring). Only the payloads are encoded again: the envelope's count is known."""
+    expected = envelope_quotes * len(events) + encode(list(map(_payload, events))).count(_QUOTE)
+    return raws.count(_QUOTE) != expected or _ESCAPED_QUOTE in raws
 
 
 def duplicate_key(raw: bytes) -> Rejection | None:
@@ -122,7 +111,7 @@ def duplicate_key(raw: bytes) -> Rejection | None:
             clip(f"key {dup.key!r} appears twice in one object: ambiguous line", REASON_CHARS),
         )
     except (ValueError, RecursionError):
-        return None  # what pydantic-core accepted and this parser does not: its verdict stands
+        return None  # what msgspec accepted and this parser does not: its verdict stands
     return None
 
 
@@ -133,27 +122,32 @@ class Rejection(NamedTuple):
     reason: str
 
 
+ParseResult = AnyEvent | Rejection
+"""A decoded event, or why the line is not one."""
+
+
 def line_parser(
     *, sprite_id: str, work_item_id: str, max_payload_bytes: int
-) -> Callable[[bytes], EventData | Rejection]:
+) -> Callable[[bytes], ParseResult]:
     """A parser for one Run: `parser(raw)` validates one JSON line (no prefix, no newline).
 
     A valid event whose sprite_id/work_item_id differ from the Run's is refused as
     spoofed; a payload whose compact JSON is over `max_payload_bytes` is refused as
-    too large. (A closure rather than a function with keywords: it runs per event.)
+    too large.
     """
 
-    def parse(raw: bytes) -> EventData | Rejection:
+    def parse(raw: bytes) -> ParseResult:
         try:
-            event: EventData = _validate(raw)
-        except ValidationError as exc:
-            return _classify(raw, exc, sprite_id, work_item_id)
-        if _maybe_ambiguous(raw, event):
+            event = decode(raw)
+        except (msgspec.DecodeError, RecursionError) as exc:  # (nesting deeper than it goes)
+            return _refused(raw, exc, sprite_id, work_item_id)
+        quotes = _envelope_quotes(event.sprite_id, event.work_item_id)
+        if maybe_ambiguous(raw, [event], quotes):
             ambiguous = duplicate_key(raw)
             if ambiguous is not None:
                 return ambiguous
-        if event["sprite_id"] != sprite_id or event["work_item_id"] != work_item_id:
-            return _spoofed(event["sprite_id"], event["work_item_id"], sprite_id, work_item_id)
+        if event.sprite_id != sprite_id or event.work_item_id != work_item_id:
+            return _spoofed(event.sprite_id, event.work_item_id, sprite_id, work_item_id)
         # The payload is never larger than the line, so only long lines pay for measuring it.
         if len(raw) > max_payload_bytes:
             size = compact_size(pydantic_core.from_json(raw).get("payload"))
@@ -167,7 +161,7 @@ def line_parser(
     return parse
 
 
-BatchParse = tuple[list[EventData | Rejection], list[int]]
+BatchParse = tuple[list[ParseResult], list[int]]
 """(one result per line, the indices of the rejected lines in ascending order)."""
 
 
@@ -178,58 +172,55 @@ def batch_parser(
     one = line_parser(
         sprite_id=sprite_id, work_item_id=work_item_id, max_payload_bytes=max_payload_bytes
     )
-    run_identity = frozenset({(sprite_id, work_item_id)})
+    run_identity = (sprite_id, work_item_id)
+    envelope_quotes = _envelope_quotes(sprite_id, work_item_id)
 
     def parse_many(raws: list[bytes]) -> BatchParse:
-        results: list[EventData | Rejection] = []
+        results: list[ParseResult] = []
         rejected: list[int] = []
         source = iter(raws)
         total = len(raws)
         while True:
             try:
-                results.extend(map(_validate, source))
+                results.extend(map(decode, source))
                 break
-            except ValidationError:
+            except (msgspec.DecodeError, RecursionError):
                 # The list iterator knows how far it got: the line that failed is the
                 # one just before what remains. `extend` keeps what it appended before
                 # the error; should it not, parse the batch line by line instead.
                 failed = total - length_hint(source) - 1
                 if len(results) != failed:
                     results = [one(raw) for raw in raws]
-                    rejected = [i for i, r in enumerate(results) if type(r) is not dict]
-                    return results, rejected
+                    return results, [i for i, r in enumerate(results) if type(r) is Rejection]
                 results.append(one(raws[failed]))
                 rejected.append(failed)
-        # Lines that validated may still be ambiguous (a key named twice): the same check
-        # as the one-line parser, counted over the batch at once (and line by line only
-        # when the batch's count differs).
-        kept = [i for i, r in enumerate(results) if type(r) is dict] if rejected else range(total)
-        valid = cast("list[EventData]", [results[i] for i in kept] if rejected else results)
-        valid_raws = [raws[i] for i in kept] if rejected else raws
-        if b"".join(valid_raws).count(_QUOTE) != _string_quotes(valid):
-            ambiguous = [
-                (index, rejection)
-                for index, raw, event in zip(kept, valid_raws, valid, strict=True)
-                if _maybe_ambiguous(raw, event) and (rejection := duplicate_key(raw))
-            ]
-            if ambiguous:
-                for index, rejection in ambiguous:
-                    results[index] = rejection
-                    rejected.append(index)
-                rejected.sort()
-                valid = cast("list[EventData]", [r for r in results if type(r) is dict])
-        if not run_identity.issuperset(map(_identity, valid)):
-            for index, result in enumerate(results):
-                if type(result) is dict and _identity(result) not in run_identity:
+        kept, valid, valid_raws = _valid(raws, results, rejected)
+        # Another sprite's or work item's events: the one-line parser says which (rare).
+        if list(map(_sprite_id, valid)).count(sprite_id) != len(valid) or (
+            list(map(_work_item_id, valid)).count(work_item_id) != len(valid)
+        ):
+            for index in kept:
+                if _identity(results[index]) != run_identity:
                     results[index] = one(raws[index])
+                    rejected.append(index)
+            rejected.sort()
+            kept, valid, valid_raws = _valid(raws, results, rejected)
+        # Lines that decoded may still be ambiguous (a key named twice): counted over the
+        # batch at once, and line by line only when the batch's count differs.
+        if valid and maybe_ambiguous(b"".join(valid_raws), valid, envelope_quotes):
+            for index, raw, event in zip(kept, valid_raws, valid, strict=True):
+                if maybe_ambiguous(raw, [event], envelope_quotes) and (
+                    rejection := duplicate_key(raw)
+                ):
+                    results[index] = rejection
                     rejected.append(index)
             rejected.sort()
         # The payload is never larger than the line, so only long lines are measured.
         if max(map(len, raws), default=0) > max_payload_bytes:
             for index, raw in enumerate(raws):
-                if len(raw) > max_payload_bytes and type(results[index]) is dict:
+                if len(raw) > max_payload_bytes and type(results[index]) is not Rejection:
                     results[index] = checked = one(raw)
-                    if type(checked) is not dict:
+                    if type(checked) is Rejection:
                         rejected.append(index)
             rejected.sort()
         return results, rejected
@@ -239,12 +230,41 @@ def batch_parser(
 
 def parse_line(
     raw: bytes, *, sprite_id: str, work_item_id: str, max_payload_bytes: int
-) -> EventData | Rejection:
+) -> ParseResult:
     """Validate one JSON line; see `line_parser`."""
     parse = line_parser(
         sprite_id=sprite_id, work_item_id=work_item_id, max_payload_bytes=max_payload_bytes
     )
     return parse(raw)
+
+
+def _refused(raw: bytes, error: Exception, sprite_id: str, work_item_id: str) -> Rejection:
+    """Why a line did not decode: the pydantic models name the field and the category."""
+    try:
+        EVENT_ADAPTER.validate_json(raw)
+    except ValidationError as exc:
+        return _classify(raw, exc, sprite_id, work_item_id)
+    # The models accept what the Structs refused: a key named twice (msgspec checks a
+    # repeated `event_type` against the first), or a timestamp outside RFC 3339 (see
+    # `events`), unless the two definitions drifted apart (a test checks they do not).
+    ambiguous = duplicate_key(raw)
+    if ambiguous is not None:
+        return ambiguous
+    obj: dict[str, Any] = pydantic_core.from_json(raw)
+    got_sprite, got_work = obj.get("sprite_id"), obj.get("work_item_id")
+    if got_sprite != sprite_id or got_work != work_item_id:
+        return _spoofed(got_sprite, got_work, sprite_id, work_item_id)
+    message, _, where = str(error).partition(" - at `$.")
+    if where == "timestamp`":
+        return Rejection(
+            ViolationCategory.BAD_TIMESTAMP,
+            clip(
+                f"timestamp {_show(obj.get('timestamp'))}: not RFC 3339 ({message})",
+                REASON_CHARS,
+            ),
+        )
+    path = where.removesuffix("`") or "<event>"
+    return Rejection(ViolationCategory.INVALID_FIELD, clip(f"{path}: {message}", REASON_CHARS))
 
 
 def _spoofed(got_sprite: object, got_work: object, sprite_id: str, work_item_id: str) -> Rejection:
@@ -314,4 +334,14 @@ def compact_size(value: object) -> int:
     return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
 
 
-__all__ = ["BatchParse", "Rejection", "batch_parser", "compact_size", "line_parser", "parse_line"]
+__all__ = [
+    "BatchParse",
+    "ParseResult",
+    "Rejection",
+    "batch_parser",
+    "compact_size",
+    "duplicate_key",
+    "line_parser",
+    "maybe_ambiguous",
+    "parse_line",
+]

@@ -1,30 +1,32 @@
 """The count that spares most lines the duplicate-key parse never lets a duplicate through.
 
-`parse` compares a line's `"` with two per key and per string value of what it
-validated into; only a line where they differ is parsed a second time to look for
-a key named twice. These tests pin the facts that comparison rests on (strict
-validation reads strings only from JSON strings and fills in no defaults; the
-envelope's string fields) and check, on adversarial lines, that the parsers give
-exactly what checking every line would give.
+`parse` compares a line's `"` with those of what it decoded into, written again
+(the envelope's known count, the payload encoded); only a line where they differ is
+parsed a second time to look for a key named twice. These tests pin the facts that
+comparison rests on (strict decoding reads strings only from JSON strings and fills
+in no defaults: a left-out field is UNSET; the envelope's string fields) and check,
+on adversarial lines, that the parsers give exactly what checking every line would
+give.
 """
 
 from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lattice_operator.protocol.models import EVENT_DATA_ADAPTER, Envelope, ProtocolEvent
+from lattice_operator.protocol.events import AnyEvent, Event, decode, encode
 from lattice_operator.protocol.parse import (
-    ENVELOPE_STRINGS,
     Rejection,
-    _maybe_ambiguous,
+    _envelope_quotes,
     batch_parser,
     duplicate_key,
+    maybe_ambiguous,
     parse_line,
 )
 from lattice_operator.protocol.violations import ViolationCategory as V
@@ -49,14 +51,22 @@ MINIMAL: dict[str, dict[str, Any]] = {
 }
 
 
+ENVELOPE = _envelope_quotes(SPRITE, WORK)
+
+
 def parse(raw: bytes) -> object:
     return parse_line(raw, sprite_id=SPRITE, work_item_id=WORK, max_payload_bytes=65536)
+
+
+def _ambiguous(raw: bytes, event: object) -> bool:
+    assert isinstance(event, Event)
+    return maybe_ambiguous(raw, [cast("AnyEvent", event)], ENVELOPE)
 
 
 def reference(raw: bytes) -> object:
     """What a parser that looks for a duplicate key in every valid line returns."""
     result = parse(raw)
-    if isinstance(result, dict):
+    if not isinstance(result, Rejection):
         return duplicate_key(raw) or result
     return result
 
@@ -70,12 +80,14 @@ def keys_and_strings(value: object) -> int:
 
 
 @pytest.mark.parametrize("event_type", sorted(MINIMAL))
-def test_validation_fills_in_nothing_the_line_did_not_hold(event_type: str) -> None:
+def test_decoding_fills_in_nothing_the_line_did_not_hold(event_type: str) -> None:
     # A default filled in would be a key or string the count expects but the line lacks.
     obj = envelope(event_type, MINIMAL[event_type])
-    data = EVENT_DATA_ADAPTER.validate_json(json.dumps(obj))
-    assert keys_and_strings(data) == keys_and_strings(json.loads(json.dumps(obj)))
-    assert keys_and_strings(data) - keys_and_strings(data["payload"]) == 6 + ENVELOPE_STRINGS
+    event = decode(json.dumps(obj))
+    written = json.loads(encode(event))
+    assert keys_and_strings(written) == keys_and_strings(obj)
+    payload = keys_and_strings(json.loads(encode(event.payload)))
+    assert 2 * (keys_and_strings(written) - payload) == ENVELOPE
 
 
 @pytest.mark.parametrize("event_type", sorted(MINIMAL))
@@ -83,16 +95,19 @@ def test_every_event_type_takes_the_fast_path(event_type: str) -> None:
     # Enums (action, adjustment type) are counted as the strings they were read from.
     raw = ev(event_type, MINIMAL[event_type])
     event = parse(raw)
-    assert isinstance(event, dict)
-    assert not _maybe_ambiguous(raw, event)
+    assert not _ambiguous(raw, event)
 
 
-def test_the_envelope_strings_are_the_models_string_fields() -> None:
-    event_models = ProtocolEvent.__origin__.__args__  # type: ignore[attr-defined]
-    for model in event_models:
-        fields = {k: f for k, f in model.model_fields.items() if k != "payload"}
-        assert set(fields) == {*Envelope.model_fields, "event_type"}
-        assert len(fields) == ENVELOPE_STRINGS
+def test_the_envelope_strings_are_the_structs_string_fields() -> None:
+    for struct in AnyEvent.__args__:
+        info = msgspec.inspect.type_info(struct)
+        assert isinstance(info, msgspec.inspect.StructType)
+        assert info.tag_field == "event_type"
+        names = [f.name for f in info.fields if f.name != "payload"]
+        assert names == ["protocol_version", "sprite_id", "work_item_id", "timestamp"]
+    # Keys: those four, event_type and payload; string values: the four and event_type.
+    assert ENVELOPE == 2 * (6 + 5)
+    assert _envelope_quotes('a"b', "c") == ENVELOPE + 1
 
 
 @pytest.mark.parametrize("timestamp", [1768473000, 1768473000.5, True, None, ["x"]])
@@ -106,8 +121,7 @@ def test_a_timestamp_is_only_ever_read_from_a_json_string(timestamp: object) -> 
 def test_the_realistic_stream_takes_the_fast_path() -> None:
     for raw in realistic_events(2000, seed=3):
         event = parse(raw)
-        assert isinstance(event, dict)
-        assert not _maybe_ambiguous(raw, event), raw
+        assert not _ambiguous(raw, event), raw
 
 
 def _line(body: str) -> bytes:
@@ -196,5 +210,4 @@ def test_the_parsers_agree_with_checking_every_line(lines: list[bytes]) -> None:
 def test_an_artifact_with_a_null_url_is_counted_right() -> None:
     raw = ev("ARTIFACT", {"kind": "file", "ref": "a.py", "url": None, "metadata": {}})
     event = parse(raw)
-    assert isinstance(event, dict)
-    assert not _maybe_ambiguous(raw, event)
+    assert not _ambiguous(raw, event)

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lattice_operator.protocol.events import Event, InfoEvent
 from lattice_operator.protocol.models import EventType
 from lattice_operator.protocol.parse import Rejection, parse_line
 from lattice_operator.protocol.violations import ViolationCategory as V
@@ -24,11 +25,11 @@ def category(raw: bytes, **kw: int) -> V:
     return result.category
 
 
-def test_a_valid_line_is_plain_validated_data() -> None:
+def test_a_valid_line_is_its_decoded_event() -> None:
     result = parse(info("hello", percent=40))
-    assert isinstance(result, dict)
-    assert result["event_type"] is EventType.INFO
-    assert result["payload"]["metadata"]["percent"] == 40
+    assert isinstance(result, InfoEvent)
+    assert result.event_type is EventType.INFO
+    assert result.payload.metadata == {"percent": 40, "phase": "test"}
 
 
 @pytest.mark.parametrize(
@@ -105,20 +106,20 @@ def test_invalid_field_reason_names_the_field() -> None:
 def test_payload_over_the_cap() -> None:
     raw = info("x" * 5000)
     assert category(raw, max_payload_bytes=4096) is V.PAYLOAD_TOO_LARGE
-    assert isinstance(parse(raw, max_payload_bytes=8192), dict)
+    assert isinstance(parse(raw, max_payload_bytes=8192), Event)
 
 
 def test_a_long_line_with_a_small_payload_passes_the_payload_cap() -> None:
     # Ignored envelope fields make the line long; only the payload counts against its cap.
     event = {**envelope("INFO", {"message": "short"}), "padding": "x" * 5000}
-    assert isinstance(parse(json.dumps(event).encode(), max_payload_bytes=1024), dict)
+    assert isinstance(parse(json.dumps(event).encode(), max_payload_bytes=1024), Event)
 
 
 @settings(max_examples=500, deadline=None)
 @given(raw=st.binary(max_size=200) | st.text(max_size=200).map(str.encode))
 def test_never_raises(raw: bytes) -> None:
     result = parse(raw)
-    assert isinstance(result, dict | Rejection)
+    assert isinstance(result, Event | Rejection)
 
 
 _any_json = st.recursive(
@@ -144,7 +145,7 @@ _ENVELOPE_KEYS = [
 def test_never_raises_on_any_json_shape(fields: dict[str, object], base: str) -> None:
     event = {**envelope(base, {}), **fields}
     result = parse(json.dumps(event).encode())
-    assert isinstance(result, dict | Rejection)
+    assert isinstance(result, Event | Rejection)
 
 
 @pytest.mark.parametrize(

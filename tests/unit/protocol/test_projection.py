@@ -19,8 +19,8 @@ from lattice_operator.protocol import (
     reduce,
     resolve_action_request,
 )
+from lattice_operator.protocol.events import decode
 from lattice_operator.protocol.merge import CommittedEvent
-from lattice_operator.protocol.models import EVENT_DATA_ADAPTER
 from lattice_operator.protocol.projection import (
     MAX_ARTIFACTS,
     MAX_PHASES,
@@ -36,7 +36,7 @@ NOW = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
 
 
 def committed(raw: bytes, line: int = 0, session: int = 1) -> CommittedEvent:
-    return CommittedEvent(line, line * 100, session, raw, EVENT_DATA_ADAPTER.validate_json(raw))
+    return CommittedEvent(line, line * 100, session, raw, decode(raw))
 
 
 def status_of(*lines: bytes) -> RunEventsStatus:

@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from lattice_operator.protocol.events import decode
 from lattice_operator.protocol.merge import CommittedEvent
-from lattice_operator.protocol.models import EVENT_DATA_ADAPTER
 from lattice_operator.protocol.projection import MAX_ACTION_REQUESTS, Projector
 from tests.support.streams import ev
 
@@ -15,7 +15,7 @@ NOW = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
 
 
 def committed(raw: bytes, line: int) -> CommittedEvent:
-    return CommittedEvent(line, line * 100, 1, raw, EVENT_DATA_ADAPTER.validate_json(raw))
+    return CommittedEvent(line, line * 100, 1, raw, decode(raw))
 
 
 @pytest.mark.parametrize("restored", [False, True])
