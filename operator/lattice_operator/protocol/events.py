@@ -13,10 +13,10 @@ it needs to know which fields were given. Structs are not tracked by the
 garbage collector (`gc=False`: they hold no cycles), which a million events
 would otherwise make it scan again and again.
 
-Two rules differ from the pydantic models, both on the wire's side of caution:
-the timestamp is RFC 3339 (the ISO-8601 profile of the spec's examples; the
-models also take `2026-01-15T10:30Z`, `_` as separator and unix seconds in a
-string), and its fraction is rounded, not truncated, to microseconds.
+Two rules differ from the pydantic models: the timestamp is RFC 3339 (the ISO-8601
+profile of the spec's examples; the models also take `2026-01-15T10:30Z`, a space as
+separator and unix seconds in a string, and `parse` accepts such a line on a slow path,
+see `parse._iso_timestamp`), and its fraction is rounded, not truncated, to microseconds.
 """
 
 from __future__ import annotations

@@ -140,7 +140,10 @@ def line_parser(
         try:
             event = decode(raw)
         except (msgspec.DecodeError, RecursionError) as exc:  # (nesting deeper than it goes)
-            return _refused(raw, exc, sprite_id, work_item_id)
+            repaired = _iso_timestamp(raw, exc)
+            if repaired is None:
+                return _refused(raw, exc, sprite_id, work_item_id)
+            event = repaired
         quotes = _envelope_quotes(event.sprite_id, event.work_item_id)
         if maybe_ambiguous(raw, [event], quotes):
             ambiguous = duplicate_key(raw)
@@ -192,8 +195,10 @@ def batch_parser(
                 if len(results) != failed:
                     results = [one(raw) for raw in raws]
                     return results, [i for i, r in enumerate(results) if type(r) is Rejection]
-                results.append(one(raws[failed]))
-                rejected.append(failed)
+                result = one(raws[failed])
+                results.append(result)
+                if type(result) is Rejection:  # (else an ISO-8601 timestamp, repaired)
+                    rejected.append(failed)
         kept, valid, valid_raws = _valid(raws, results, rejected)
         # Another sprite's or work item's events: the one-line parser says which (rare).
         if list(map(_sprite_id, valid)).count(sprite_id) != len(valid) or (
@@ -236,6 +241,27 @@ def parse_line(
         sprite_id=sprite_id, work_item_id=work_item_id, max_payload_bytes=max_payload_bytes
     )
     return parse(raw)
+
+
+def _iso_timestamp(raw: bytes, error: Exception) -> AnyEvent | None:
+    """The event of a line whose one fault for the Structs is an ISO-8601 timestamp outside
+    RFC 3339 that the models take (the spec asks for ISO-8601: `2026-01-15T10:30Z` is one),
+    decoded again with that timestamp written in RFC 3339; None for any other fault. Rare,
+    so it may be slow. A key named twice is still caught after it (by the caller)."""
+    if not isinstance(error, msgspec.ValidationError) or not str(error).endswith(
+        " - at `$.timestamp`"
+    ):
+        return None
+    try:
+        model = EVENT_ADAPTER.validate_json(raw)
+    except ValidationError:
+        return None
+    obj: dict[str, Any] = pydantic_core.from_json(raw)
+    obj["timestamp"] = model.timestamp.isoformat()
+    try:
+        return decode(msgspec.json.encode(obj))
+    except msgspec.DecodeError:
+        return None
 
 
 def _refused(raw: bytes, error: Exception, sprite_id: str, work_item_id: str) -> Rejection:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from lattice_operator.protocol.events import Event, InfoEvent
 from lattice_operator.protocol.models import EventType
-from lattice_operator.protocol.parse import Rejection, parse_line
+from lattice_operator.protocol.parse import Rejection, batch_parser, parse_line
 from lattice_operator.protocol.violations import ViolationCategory as V
 from tests.support.streams import SPRITE, WORK, envelope, ev, info
 
@@ -30,6 +30,33 @@ def test_a_valid_line_is_its_decoded_event() -> None:
     assert isinstance(result, InfoEvent)
     assert result.event_type is EventType.INFO
     assert result.payload.metadata == {"percent": 40, "phase": "test"}
+
+
+@pytest.mark.parametrize(
+    ("stamp", "read"),
+    [
+        ("2026-01-15T10:30:00Z", "2026-01-15T10:30:00+00:00"),  # RFC 3339: the fast path
+        ("2026-01-15T10:30Z", "2026-01-15T10:30:00+00:00"),  # ISO-8601 without seconds
+        ("2026-01-15 10:30:00Z", "2026-01-15T10:30:00+00:00"),
+        ("2026-01-15T11:30:00+01:00", "2026-01-15T11:30:00+01:00"),
+    ],
+)
+def test_an_iso_8601_timestamp_is_read_by_the_line_and_the_batch_parser(
+    stamp: str, read: str
+) -> None:
+    """The protocol asks for ISO-8601; the fast decoder takes RFC 3339 only, so the other
+    forms the models take are decoded again (they were refused when the decoder changed)."""
+    raw = json.dumps({**envelope("INFO", {"message": "x"}), "timestamp": stamp}).encode()
+    one = parse(raw)
+    assert isinstance(one, InfoEvent), one
+    assert one.timestamp.isoformat() == read
+    many = batch_parser(sprite_id=SPRITE, work_item_id=WORK, max_payload_bytes=65536)
+    results, rejected = many([info("before"), raw, b"{not json", info("after")])
+    assert rejected == [2]
+    assert [type(r) for r in results] == [InfoEvent, InfoEvent, Rejection, InfoEvent]
+    # Still one reading per line: a key named twice beside such a timestamp is refused.
+    twice = raw.replace(b'{"message": "x"}', b'{"message": "x", "message": "y"}')
+    assert category(twice) is V.DUPLICATE_KEY
 
 
 @pytest.mark.parametrize(
