@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections import OrderedDict
 from datetime import datetime
@@ -13,7 +12,7 @@ from typing import Any, Literal, cast
 import kopf
 from pydantic import ValidationError
 
-from lattice_adapters.kube import KubeApiError, resource_path
+from lattice_adapters.kube import KubeApiError, PatchTestFailed, resource_path
 from lattice_operator.api.v1alpha1 import Intent, Run, Sprite, set_condition
 from lattice_operator.api.v1alpha1.intentpolicy import IntentPolicy, IntentPolicySpec
 from lattice_operator.api.v1alpha1.resources import (
@@ -381,12 +380,6 @@ def _count_decision(ctx: OperatorContext, intent: Intent, decision: Decision) ->
         INTENT_DECISION_SECONDS.labels(outcome=decision.outcome).observe(max(0.0, waited))
 
 
-def _test_failed(exc: KubeApiError) -> bool:
-    """A JSON patch's `test` operation failed (the API server answers 422 Invalid)."""
-    text = f"{exc.message} {json.dumps(exc.body)}"
-    return exc.status == 422 and "testing value /metadata/generation failed" in text
-
-
 def _one(entries: Any) -> Any:
     return next(iter(entries)) if entries else None
 
@@ -425,13 +418,9 @@ async def _apply(
         ]
         try:
             await kube.json_patch(path, guarded)
-        except KubeApiError as exc:
-            if _test_failed(exc):
-                log.info(
-                    "intent %s was edited while deciding; deciding again", intent.metadata.name
-                )
-                return False
-            raise
+        except PatchTestFailed:
+            log.info("intent %s was edited while deciding; deciding again", intent.metadata.name)
+            return False
         status_written = True
     for manifest in plan.create:
         collection = resource_path(*resource_of_kind(manifest["kind"]).gvp, namespace)

@@ -7,7 +7,7 @@ from typing import Any
 
 import kopf
 
-from lattice_adapters.kube import KubeApiError
+from lattice_adapters.kube import AlreadyExists, NotFound, PatchTestFailed
 from lattice_operator.handlers import intent as intent_handlers
 from lattice_operator.handlers._context import OperatorContext
 from lattice_operator.handlers._created_runs import INDEX_PATIENCE, CreatedRuns
@@ -18,7 +18,7 @@ from tests.support.intent_world import approval, intent, policy, world
 
 
 class RecordingKube:
-    """The calls _apply makes; a failed `test` (as the API server words it) for a JSON patch
+    """The calls _apply makes; a failed `test` (as the client raises it) for a JSON patch
     testing another generation than the stored one."""
 
     def __init__(self, stored_generation: int) -> None:
@@ -35,18 +35,21 @@ class RecordingKube:
         self.calls.append(("json-patch", path, ops))
         for op in ops:
             if op["op"] == "test" and op["value"] != self.stored_generation:
-                raise KubeApiError(
+                # As KubeClient.json_patch raises it (the API server's answer says only
+                # 422 Invalid; the client finds the test that failed).
+                raise PatchTestFailed(
                     422,
                     "Invalid",
                     "the server rejected our request due to an error in our request",
-                    {"details": {"causes": [{"message": f"testing value {op['path']} failed"}]}},
+                    {"kind": "Status", "code": 422, "reason": "Invalid", "details": {}},
+                    [op["path"]],
                 )
         return {}
 
     async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         self.calls.append(("create", path, body))
         if body["metadata"]["name"] in self.existing:
-            raise KubeApiError(409, "AlreadyExists", "already exists", {})
+            raise AlreadyExists(409, "AlreadyExists", "already exists", {})
         stored = {**body, "metadata": {**body["metadata"], "uid": "run-uid"}}
         self.existing[body["metadata"]["name"]] = stored
         return stored
@@ -55,7 +58,7 @@ class RecordingKube:
         self.calls.append(("get", path, None))
         name = path.rsplit("/", 1)[-1]
         if name not in self.existing:
-            raise KubeApiError(404, "NotFound", f"{path} not found", {})
+            raise NotFound(404, "NotFound", f"{path} not found", {})
         return self.existing[name]
 
 
