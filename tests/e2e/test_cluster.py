@@ -17,6 +17,7 @@ from lattice_adapters.kube import (
     PatchTestFailed,
     resource_path,
 )
+from lattice_adapters.kube.writer import KubeClusterWriter
 from lattice_operator.api.v1alpha1.resources import INTENTS
 from tests.support.admission_cases import build
 from tests.support.cluster import Cluster, wait_for
@@ -170,3 +171,30 @@ async def test_the_api_servers_errors_arrive_typed(cluster: Cluster, namespace: 
                 {"op": "add", "path": "/status", "value": {"phase": "Classified"}},
             ],
         )
+
+
+async def test_the_cluster_writer_against_the_api_server(cluster: Cluster, namespace: str) -> None:
+    """The writer port's answers that are not errors, as the adapter gets them from the real
+    API server: a create of one already there, a status decided on another generation."""
+    intents = INTENTS.gvp
+    manifest = build("intent-sprite-task-exec.yaml", "written", {})
+    async with KubeClient(KubeConfig.load(cluster.kubeconfig)) as kube:
+        writer = KubeClusterWriter(kube)
+        assert await writer.create(intents, namespace, manifest) is True
+        assert await writer.create(intents, namespace, manifest) is False
+        stored, created = await writer.create_or_read(intents, namespace, manifest)
+        assert created is False
+        assert stored is not None
+        generation = stored["metadata"]["generation"]
+        stale = await writer.replace_status_if(
+            intents, namespace, "written", {"phase": "Approved"}, generation=generation + 1
+        )
+        assert stale is None
+        assert "status" not in await writer.read(intents, namespace, "written")
+        fresh = await writer.replace_status_if(
+            intents, namespace, "written", {"phase": "Classified"}, generation=generation
+        )
+        assert fresh is not None
+        assert fresh["status"]["phase"] == "Classified"
+        patched = await writer.patch_status(intents, namespace, "written", {"phase": "Proposed"})
+        assert patched["status"]["phase"] == "Proposed"
