@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, Literal, cast
 
@@ -58,6 +59,7 @@ from lattice_operator.reconcilers.intent import (
     TERMINAL,
     IntentPlan,
     IntentWorld,
+    Notice,
     classification_due,
     fileops_sprite,
     policy_document,
@@ -285,7 +287,10 @@ async def _drive_intent(
                         fresh = await _carry_out(ctx, intent, plan)
                         continue
                     if plan.forge is not None:
-                        fresh = await forge_step(ctx, intent, plan.forge, world.run, body)
+                        done = await forge_step(ctx, intent, plan.forge, world.run)
+                        if done is not None:
+                            _post(body, done.notices)
+                            fresh = kopf.Body(cast(kopf.RawBody, done.stored))
                         continue
                     if plan.remediation is not None:
                         fresh = await remediate(ctx, intent, plan.remediation)
@@ -449,11 +454,15 @@ async def _apply(
     STATUS_PATCHES.labels(kind="Intent").inc()
     if plan.left_approval_after is not None:
         AWAITING_APPROVAL_SECONDS.observe(plan.left_approval_after)
-    for notice in plan.notices:
+    _post(body, plan.notices)
+    return True
+
+
+def _post(body: kopf.Body, notices: Iterable[Notice]) -> None:
+    for notice in notices:
         (kopf.warn if notice.warning else kopf.info)(
             body, reason=notice.reason, message=notice.message
         )
-    return True
 
 
 # -- IntentPolicy status --------------------------------------------------------------------
