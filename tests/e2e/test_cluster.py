@@ -7,6 +7,18 @@ import json
 import pytest
 from kubernetes.client import ApiException, V1ConfigMap, V1ObjectMeta, V1OwnerReference
 
+from lattice_adapters.kube import (
+    AlreadyExists,
+    Conflict,
+    Invalid,
+    KubeClient,
+    KubeConfig,
+    NotFound,
+    PatchTestFailed,
+    resource_path,
+)
+from lattice_adapters.kube.writer import KubeClusterWriter
+from lattice_operator.api.v1alpha1.resources import INTENTS
 from tests.support.admission_cases import build
 from tests.support.cluster import Cluster, wait_for
 
@@ -102,3 +114,87 @@ def test_service_account_tokens_can_be_requested(cluster: Cluster, namespace: st
     cluster.kubectl("create", "serviceaccount", "robot", "-n", namespace)
     token = cluster.kubectl("create", "token", "robot", "-n", namespace).stdout.strip()
     assert token.count(".") == 2  # a JWT
+
+
+async def test_the_api_servers_errors_arrive_typed(cluster: Cluster, namespace: str) -> None:
+    """Each error type the operator relies on, as the real API server answers it: NotFound,
+    AlreadyExists, Conflict (a stale resourceVersion), Invalid with its causes, and a failed
+    JSON-patch `test` on an Intent's status (the guard of an Intent's phase change)."""
+    configmaps = resource_path("", "v1", "configmaps", namespace)
+    async with KubeClient(KubeConfig.load(cluster.kubeconfig)) as kube:
+        with pytest.raises(NotFound):
+            await kube.get(f"{configmaps}/absent")
+        stored = await kube.create(configmaps, {"metadata": {"name": "cm"}, "data": {"a": "1"}})
+        with pytest.raises(AlreadyExists):
+            await kube.create(configmaps, {"metadata": {"name": "cm"}})
+        await kube.merge_patch(f"{configmaps}/cm", {"data": {"a": "2"}})
+        with pytest.raises(Conflict) as stale:
+            await kube.replace(f"{configmaps}/cm", stored)
+        assert type(stale.value) is Conflict
+        with pytest.raises(Invalid) as invalid:
+            await kube.create(configmaps, {"metadata": {"name": "bad"}, "data": {"a b": "1"}})
+        assert type(invalid.value) is Invalid
+        assert [(c.field, c.reason) for c in invalid.value.causes] == [
+            ("data[a b]", "FieldValueInvalid")
+        ], invalid.value.body
+
+        intents = resource_path(*INTENTS.gvp, namespace)
+        manifest = build("intent-sprite-task-exec.yaml", "guarded", {})
+        generation = (await kube.create(intents, manifest))["metadata"]["generation"]
+        status = f"{intents}/guarded/status"
+        with pytest.raises(PatchTestFailed) as failed:
+            await kube.json_patch(
+                status,
+                [
+                    {"op": "test", "path": "/metadata/generation", "value": generation + 1},
+                    {"op": "add", "path": "/status", "value": {"phase": "Approved"}},
+                ],
+            )
+        assert failed.value.status == 422, failed.value.body
+        assert failed.value.failed == ["/metadata/generation"]
+        # Another patch that cannot be applied is Invalid, not a failed test, with or
+        # without a test that holds.
+        for ops in (
+            [{"op": "replace", "path": "/nothing/here", "value": 1}],
+            [
+                {"op": "test", "path": "/metadata/generation", "value": generation},
+                {"op": "replace", "path": "/nothing/here", "value": 1},
+            ],
+        ):
+            with pytest.raises(Invalid) as unapplied:
+                await kube.json_patch(status, ops)
+            assert type(unapplied.value) is Invalid, unapplied.value.body
+        await kube.json_patch(
+            status,
+            [
+                {"op": "test", "path": "/metadata/generation", "value": generation},
+                {"op": "add", "path": "/status", "value": {"phase": "Classified"}},
+            ],
+        )
+
+
+async def test_the_cluster_writer_against_the_api_server(cluster: Cluster, namespace: str) -> None:
+    """The writer port's answers that are not errors, as the adapter gets them from the real
+    API server: a create of one already there, a status decided on another generation."""
+    intents = INTENTS.gvp
+    manifest = build("intent-sprite-task-exec.yaml", "written", {})
+    async with KubeClient(KubeConfig.load(cluster.kubeconfig)) as kube:
+        writer = KubeClusterWriter(kube)
+        assert await writer.create(intents, namespace, manifest) is True
+        assert await writer.create(intents, namespace, manifest) is False
+        stored, created = await writer.create_or_read(intents, namespace, manifest)
+        assert created is False
+        assert stored is not None
+        generation = stored["metadata"]["generation"]
+        stale = await writer.replace_status_if(
+            intents, namespace, "written", {"phase": "Approved"}, generation=generation + 1
+        )
+        assert stale is None
+        assert "status" not in await writer.read(intents, namespace, "written")
+        fresh = await writer.replace_status_if(
+            intents, namespace, "written", {"phase": "Classified"}, generation=generation
+        )
+        assert fresh is not None
+        assert fresh["status"]["phase"] == "Classified"
+        patched = await writer.patch_status(intents, namespace, "written", {"phase": "Proposed"})
+        assert patched["status"]["phase"] == "Proposed"

@@ -7,9 +7,27 @@ cadence. This client does exactly those REST calls with the credentials kubectl 
 use (kubeconfig, exec credential plugins, or in-cluster service account).
 """
 
+from lattice_adapters.kube.api_errors import (
+    AlreadyExists,
+    BadRequest,
+    Cause,
+    Conflict,
+    Forbidden,
+    Gone,
+    InternalError,
+    Invalid,
+    KubeApiError,
+    NotFound,
+    PatchTestFailed,
+    ServerTimeout,
+    ServiceUnavailable,
+    TooManyRequests,
+    Unauthorized,
+    api_error,
+    failed_tests,
+)
 from lattice_adapters.kube.client import (
     InvalidName,
-    KubeApiError,
     KubeClient,
     check_name,
     check_namespace,
@@ -20,14 +38,30 @@ from lattice_adapters.kube.errors import KubeConfigError
 from lattice_adapters.kube.exec_plugin import Credentials
 
 __all__ = [
+    "AlreadyExists",
+    "BadRequest",
+    "Cause",
+    "Conflict",
     "Credentials",
+    "Forbidden",
+    "Gone",
+    "InternalError",
+    "Invalid",
     "InvalidName",
     "KubeApiError",
     "KubeClient",
     "KubeConfig",
     "KubeConfigError",
+    "NotFound",
+    "PatchTestFailed",
+    "ServerTimeout",
+    "ServiceUnavailable",
+    "TooManyRequests",
+    "Unauthorized",
+    "api_error",
     "check_name",
     "check_namespace",
+    "failed_tests",
     "resource_path",
     "use_by_default",
 ]

@@ -10,6 +10,13 @@ from urllib.parse import quote
 
 import aiohttp
 
+from lattice_adapters.kube.api_errors import (
+    Invalid,
+    KubeApiError,
+    PatchTestFailed,
+    api_error,
+    failed_tests,
+)
 from lattice_adapters.kube.config import KubeConfig
 from lattice_adapters.kube.exec_plugin import Credentials
 
@@ -40,25 +47,6 @@ def check_name(name: str) -> str:
             "'-' and '.', starting and ending with a letter or digit, at most 253 characters)"
         )
     return name
-
-
-class KubeApiError(Exception):
-    """The API server answered with an error status."""
-
-    def __init__(self, status: int, reason: str, message: str, body: JsonObject | None) -> None:
-        super().__init__(f"{status} {reason}: {message}")
-        self.status = status
-        self.reason = reason
-        self.message = message
-        self.body = body or {}
-
-    @property
-    def not_found(self) -> bool:
-        return self.status == 404
-
-    @property
-    def conflict(self) -> bool:
-        return self.status == 409
 
 
 def resource_path(
@@ -229,9 +217,10 @@ class KubeClient:
                 None,
             )
         if status >= 400:
-            message = parsed.get("message", text) if isinstance(parsed, dict) else text
-            reason = parsed.get("reason", reason) if isinstance(parsed, dict) else ""
-            raise KubeApiError(status, str(reason), str(message)[:2000], parsed)
+            # Typed by the Status (NotFound, Conflict, Invalid...); a body that is no Status
+            # (a proxy's page) still gets the type of its code, with its text as the message.
+            status_body = parsed if isinstance(parsed, dict) else None
+            raise api_error(status, status_body, reason=reason, message=text)
         return parsed if isinstance(parsed, dict) else {}
 
     async def _send(
@@ -274,9 +263,21 @@ class KubeClient:
         )
 
     async def json_patch(self, path: str, ops: list[JsonObject]) -> JsonObject:
-        return await self.request(
-            "PATCH", path, body=ops, content_type="application/json-patch+json"
-        )
+        """PATCH with a JSON patch; its `test` operations are preconditions: PatchTestFailed
+        if one does not hold (nothing is written then)."""
+        try:
+            return await self.request(
+                "PATCH", path, body=ops, content_type="application/json-patch+json"
+            )
+        except Invalid as exc:
+            if exc.causes or not any(op.get("op") == "test" for op in ops):
+                raise
+            # The answer does not say which operation failed (see PatchTestFailed): the
+            # object as stored now does.
+            failed = failed_tests(ops, await self.get(path))
+            if not failed:
+                raise
+            raise PatchTestFailed(exc.status, exc.reason, exc.message, exc.body, failed) from exc
 
     async def delete(self, path: str) -> JsonObject:
         return await self.request("DELETE", path)

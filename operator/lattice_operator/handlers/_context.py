@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lattice_adapters.kube.writer import KubeClusterWriter
 from lattice_operator.clock import Clock, SystemClock
+from lattice_operator.handlers._counted_once import CountedOnce
 from lattice_operator.reconcilers.sprite_waiters import SpriteWaiters
 from lattice_operator.reconcilers.sprite_writers import SpriteWriters
 from lattice_operator.settings import OperatorSettings
@@ -16,7 +18,7 @@ if TYPE_CHECKING:
     from lattice_adapters.kube import KubeClient
     from lattice_adapters.kube_events import ReceiptEvents
     from lattice_operator.policy import CompiledPolicy
-    from lattice_operator.ports.cluster import ForgeAccess
+    from lattice_operator.ports.cluster import ClusterWriter, ForgeAccess
     from lattice_operator.ports.fly import FlyMachines
     from lattice_operator.ports.sprites import SpriteBackend
 
@@ -29,6 +31,10 @@ class OperatorContext:
     clock: Clock = field(default_factory=SystemClock)
     backend: SpriteBackend | None = None
     kube: KubeClient | None = None
+    writer: ClusterWriter | None = None
+    """The writes of the handlers' plans (None: over `kube`, made when first needed)."""
+    decisions_counted: CountedOnce = field(default_factory=CountedOnce)
+    """Intent decisions already counted in the metrics (per Intent and spec generation)."""
     events: ReceiptEvents | None = None
     default_policy: CompiledPolicy | None = None
     """The cluster-wide IntentPolicy from the settings, tried after a namespace's own."""
@@ -69,6 +75,11 @@ class OperatorContext:
         if self.kube is None:
             raise RuntimeError("the Kubernetes client is not started yet")
         return self.kube
+
+    def require_writer(self) -> ClusterWriter:
+        if self.writer is None:
+            self.writer = KubeClusterWriter(self.require_kube())
+        return self.writer
 
     def require_events(self) -> ReceiptEvents:
         if self.events is None:

@@ -14,7 +14,14 @@ from typing import Any, cast
 import kopf
 
 from lattice_adapters.instrumented import instrumented
-from lattice_adapters.kube import KubeApiError, KubeClient, KubeConfig, resource_path
+from lattice_adapters.kube import (
+    Forbidden,
+    KubeApiError,
+    KubeClient,
+    KubeConfig,
+    NotFound,
+    resource_path,
+)
 from lattice_adapters.kube_events import ReceiptEvents
 from lattice_adapters.sprites import SpritesAdapter, load_credentials
 from lattice_operator.handlers._context import OperatorContext, context_of
@@ -229,9 +236,7 @@ async def _credentials(ctx: OperatorContext) -> Any:
             secret = await ctx.require_kube().get(
                 resource_path("", "v1", "secrets", namespace, name)
             )
-        except KubeApiError as exc:
-            if exc.status not in (403, 404):
-                raise
+        except (Forbidden, NotFound) as exc:
             # Start without a backend (Sprites say so) rather than crash-loop on start-up.
             raise CredentialsMissing(
                 f"the token Secret {backend.token_secret} cannot be read ({exc.reason}): "

@@ -31,7 +31,15 @@ from typing import Any
 
 from aiohttp import StreamReader, web
 
-from lattice_adapters.kube import KubeApiError, KubeClient, resource_path
+from lattice_adapters.kube import (
+    BadRequest,
+    Conflict,
+    Forbidden,
+    Invalid,
+    KubeApiError,
+    KubeClient,
+    resource_path,
+)
 from lattice_operator.api.v1alpha1.githubrepository import GitHubIdentity, GitHubRepository
 from lattice_operator.api.v1alpha1.resources import INTENTS
 from lattice_operator.clock import Clock
@@ -246,13 +254,11 @@ class WebhookReceiver:
         patch = {"metadata": {"annotations": {REQUEST: json.dumps(request)[:4096]}}}
         try:
             await self._kube.merge_patch(path, patch)
-        except KubeApiError as exc:
-            if exc.status in (400, 403, 409, 422):
-                await self._reply(
-                    repository, outcome, f"@{outcome.login}: not recorded: {exc.message[:500]}"
-                )
-                return Answer(200, "refused", exc.message[:300])
-            raise
+        except (BadRequest, Forbidden, Conflict, Invalid) as exc:
+            await self._reply(
+                repository, outcome, f"@{outcome.login}: not recorded: {exc.message[:500]}"
+            )
+            return Answer(200, "refused", exc.message[:300])
         return Answer(
             200, "approved" if outcome.decision == "approve" else "rejected", outcome.intent
         )

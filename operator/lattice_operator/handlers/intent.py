@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-from collections import OrderedDict
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, Literal, cast
 
@@ -31,7 +30,7 @@ from lattice_operator.forge.context import FORGE_KINDS, agent_of, forge_grant
 from lattice_operator.handlers._context import OperatorContext, context_of
 from lattice_operator.handlers._created_runs import CreatedRuns
 from lattice_operator.handlers._parsed import indexed_run, model_of, parse_run, per_version
-from lattice_operator.handlers._writes import create_or_exists, create_or_read, deleted_under
+from lattice_operator.handlers._writes import deleted_under
 from lattice_operator.handlers.intent_fly import fly_step
 from lattice_operator.handlers.intent_forge import forge_step
 from lattice_operator.handlers.intent_remediation import remediate
@@ -60,6 +59,7 @@ from lattice_operator.reconcilers.intent import (
     TERMINAL,
     IntentPlan,
     IntentWorld,
+    Notice,
     classification_due,
     fileops_sprite,
     policy_document,
@@ -287,7 +287,10 @@ async def _drive_intent(
                         fresh = await _carry_out(ctx, intent, plan)
                         continue
                     if plan.forge is not None:
-                        fresh = await forge_step(ctx, intent, plan.forge, world.run, body)
+                        done = await forge_step(ctx, intent, plan.forge, world.run)
+                        if done is not None:
+                            _post(body, done.notices)
+                            fresh = kopf.Body(cast(kopf.RawBody, done.stored))
                         continue
                     if plan.remediation is not None:
                         fresh = await remediate(ctx, intent, plan.remediation)
@@ -305,8 +308,9 @@ async def _drive_intent(
                     # Decided on an outdated spec: decide again at once on the stored one
                     # (the watch may not have delivered it yet).
                     conflicts += 1
-                    path = resource_path(*INTENTS.gvp, namespace, intent.metadata.name)
-                    stored = await ctx.require_kube().get(path)
+                    stored = await ctx.require_writer().read(
+                        INTENTS.gvp, namespace, intent.metadata.name
+                    )
                     fresh = kopf.Body(cast(kopf.RawBody, stored))
                     continue
             elif plan.create or plan.run_patch:
@@ -346,32 +350,26 @@ async def _carry_out(ctx: OperatorContext, intent: Intent, plan: IntentPlan) -> 
         log.warning("fileops %s: the sprite failed us: %s", intent.metadata.name, exc)
         return None
     namespace = intent.metadata.namespace or ""
-    path = resource_path(*INTENTS.gvp, namespace, intent.metadata.name, "status")
     recorded = {
         "attempts": work.attempt,
         "startedAt": plan.status.fileops.to_wire()["startedAt"] if plan.status.fileops else None,
         "finishedAt": ctx.clock.now().isoformat().replace("+00:00", "Z"),
         "response": fileops_for_status(response),
     }
-    stored = await ctx.require_kube().merge_patch(path, {"status": {"fileops": recorded}})
+    stored = await ctx.require_writer().patch_status(
+        INTENTS.gvp, namespace, intent.metadata.name, {"fileops": recorded}
+    )
     FILEOPS_DONE.labels(status=response.status).inc()
     return kopf.Body(cast(kopf.RawBody, stored))
 
 
-# A pass may decide again on a view that does not show its own decision yet (kopf's body lags
-# behind our writes, a daemon may be restarted): a decision is counted once per Intent and
-# spec generation in this process. The newest entries are kept.
-_COUNTED: OrderedDict[tuple[str, int | None], None] = OrderedDict()
-COUNTED_KEPT = 10_000
-
-
 def _count_decision(ctx: OperatorContext, intent: Intent, decision: Decision) -> None:
+    # A pass may decide again on a view that does not show its own decision yet (kopf's body
+    # lags behind our writes, a daemon may be restarted): a decision is counted once per
+    # Intent and spec generation in this operator.
     key = (intent.metadata.uid or intent.metadata.name, intent.metadata.generation)
-    if key in _COUNTED:
+    if not ctx.decisions_counted.first(key):
         return
-    _COUNTED[key] = None
-    while len(_COUNTED) > COUNTED_KEPT:
-        _COUNTED.popitem(last=False)
     INTENT_DECISIONS.labels(
         policy=decision.policy or "default", rule=decision.rule, outcome=decision.outcome
     ).inc()
@@ -379,12 +377,6 @@ def _count_decision(ctx: OperatorContext, intent: Intent, decision: Decision) ->
     if born is not None:
         waited = (ctx.clock.now() - born).total_seconds()
         INTENT_DECISION_SECONDS.labels(outcome=decision.outcome).observe(max(0.0, waited))
-
-
-def _test_failed(exc: KubeApiError) -> bool:
-    """A JSON patch's `test` operation failed (the API server answers 422 Invalid)."""
-    text = f"{exc.message} {json.dumps(exc.body)}"
-    return exc.status == 422 and "testing value /metadata/generation failed" in text
 
 
 def _one(entries: Any) -> Any:
@@ -398,43 +390,41 @@ async def _apply(
     body: kopf.Body,
     created_runs: CreatedRuns,
 ) -> bool:
-    """Write a pass's plan. False: the Intent changed since the pass read it (nothing written;
-    the next pass decides again on the new version). A Run it creates (or finds there) is
-    noted in `created_runs`, for the passes before the Run index shows it."""
-    kube = ctx.require_kube()
+    """Hand a pass's plan to the cluster writer. False: the Intent changed since the pass read
+    it (nothing written; the next pass decides again on the new version). A Run it creates
+    (or finds there) is noted in `created_runs`, for the passes before the Run index shows it."""
+    writer = ctx.require_writer()
     now = ctx.clock.monotonic()
     namespace = intent.metadata.namespace or ""
-    path = resource_path(*INTENTS.gvp, namespace, intent.metadata.name, "status")
+    name = intent.metadata.name
     status_written = False
     if plan.sprite_patch is not None:
         # Before the status: an Intent never says Succeeded for a change not made. A 409 (the
         # Sprite changed since the pass read it) is decided again on the newer one.
-        sprite_path = resource_path(*SPRITES.gvp, namespace, plan.sprite_patch.sprite)
         try:
-            await kube.merge_patch(sprite_path, plan.sprite_patch.patch)
+            await writer.patch(
+                SPRITES.gvp, namespace, plan.sprite_patch.sprite, plan.sprite_patch.patch
+            )
         except KubeApiError as exc:
             raise kopf.TemporaryError(f"cannot change the Sprite: {exc}", delay=2) from exc
     if plan.phase != (intent.status.phase or "Proposed"):
         # A phase change (above all into Approved, after which the spec is frozen) was
-        # decided on this spec: write it only if the spec is still that one (the generation
-        # moves with every spec edit, and only then), so an edit made meanwhile (after the
-        # last approval, say) is decided again. And write it before creating anything from it.
-        guarded: list[dict[str, Any]] = [
-            {"op": "test", "path": "/metadata/generation", "value": intent.metadata.generation},
-            {"op": "add", "path": "/status", "value": plan.status.to_wire()},
-        ]
-        try:
-            await kube.json_patch(path, guarded)
-        except KubeApiError as exc:
-            if _test_failed(exc):
-                log.info(
-                    "intent %s was edited while deciding; deciding again", intent.metadata.name
-                )
-                return False
-            raise
+        # decided on this spec: write it only if the spec is still that one, so an edit made
+        # meanwhile (after the last approval, say) is decided again. And write it before
+        # creating anything from it.
+        written = await writer.replace_status_if(
+            INTENTS.gvp,
+            namespace,
+            name,
+            plan.status.to_wire(),
+            generation=intent.metadata.generation,
+        )
+        if written is None:
+            log.info("intent %s was edited while deciding; deciding again", name)
+            return False
         status_written = True
     for manifest in plan.create:
-        collection = resource_path(*resource_of_kind(manifest["kind"]).gvp, namespace)
+        resource = resource_of_kind(manifest["kind"]).gvp
         if manifest["kind"] == "Run":
             # Born with the finalizer kopf would add: its daemon starts on the first event,
             # and one PATCH (with its watch event and admission pass) less per Run.
@@ -445,9 +435,9 @@ async def _apply(
         try:
             if manifest["kind"] != "Run":
                 # A Sprite already there is a retried pass's: that is success.
-                await create_or_exists(kube, collection, manifest)
+                await writer.create(resource, namespace, manifest)
                 continue
-            stored, created = await create_or_read(kube, collection, manifest)
+            stored, created = await writer.create_or_read(resource, namespace, manifest)
         except KubeApiError as exc:
             raise kopf.TemporaryError(f"cannot create {manifest['kind']}: {exc}", delay=5) from exc
         if stored is not None:
@@ -457,19 +447,22 @@ async def _apply(
             # until a pass decides on it (the reconciler adopts only a Run this Intent owns).
             return status_written
     if plan.run_patch is not None and plan.status.run_ref is not None:
-        path = resource_path(*RUNS.gvp, namespace, plan.status.run_ref.name)
         with contextlib.suppress(KubeApiError):
-            await kube.merge_patch(path, plan.run_patch)
+            await writer.patch(RUNS.gvp, namespace, plan.status.run_ref.name, plan.run_patch)
     if not status_written:
-        await kube.merge_patch(path, {"status": plan.status.to_patch()})
+        await writer.patch_status(INTENTS.gvp, namespace, name, plan.status.to_patch())
     STATUS_PATCHES.labels(kind="Intent").inc()
     if plan.left_approval_after is not None:
         AWAITING_APPROVAL_SECONDS.observe(plan.left_approval_after)
-    for notice in plan.notices:
+    _post(body, plan.notices)
+    return True
+
+
+def _post(body: kopf.Body, notices: Iterable[Notice]) -> None:
+    for notice in notices:
         (kopf.warn if notice.warning else kopf.info)(
             body, reason=notice.reason, message=notice.message
         )
-    return True
 
 
 # -- IntentPolicy status --------------------------------------------------------------------

@@ -6,13 +6,10 @@ time to try again (the Intent shows ForgeUnavailable meanwhile)."""
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any, cast
+from typing import Any
 
-import kopf
-
-from lattice_adapters.kube import resource_path
 from lattice_operator.api.v1alpha1 import Intent, Run
 from lattice_operator.api.v1alpha1.intent import (
     IssuePlanApproveParams,
@@ -27,11 +24,11 @@ from lattice_operator.forge.delivery import DeliveryLimits
 from lattice_operator.forge.research import notes_comment, parse_notes, plan_comment
 from lattice_operator.forge.steps import StepInput, finish, prepare, read_plan
 from lattice_operator.handlers._context import OperatorContext
-from lattice_operator.handlers._writes import create_or_exists
 from lattice_operator.lifeloop.classes import RetryClass
 from lattice_operator.metrics import FORGE_STEPS
 from lattice_operator.ports.errors import AdapterError, InvalidRequest
 from lattice_operator.reconcilers.intent_forge import MAX_FORGE_ATTEMPTS, ForgeWork, followup_name
+from lattice_operator.reconcilers.intent_pass import Notice
 
 log = logging.getLogger(__name__)
 
@@ -74,13 +71,23 @@ def step_input(intent: Intent, work: ForgeWork) -> StepInput:
     )
 
 
+@dataclass(frozen=True)
+class ForgeStepDone:
+    """A forge step carried out and recorded: the Intent as stored afterwards, and the Events
+    to post on it (the daemon posts them: only it holds kopf's body)."""
+
+    stored: dict[str, Any]
+    notices: tuple[Notice, ...] = ()
+
+
 async def forge_step(
-    ctx: OperatorContext, intent: Intent, work: ForgeWork, run: Run | None, body: kopf.Body
-) -> kopf.Body | None:
-    """Carry out `work`; the Intent as stored afterwards (None: nothing recorded)."""
+    ctx: OperatorContext, intent: Intent, work: ForgeWork, run: Run | None
+) -> ForgeStepDone | None:
+    """Carry out `work` (None: no forge, nothing recorded)."""
     access = ctx.forge
     if access is None:
         return None
+    notices: list[Notice] = []
     namespace = intent.metadata.namespace or ""
     now = ctx.clock.now()
     fields: dict[str, Any]
@@ -116,7 +123,7 @@ async def forge_step(
                 fields["followup"] = followup
             if refusal is not None:
                 fields["attempts"] = MAX_FORGE_ATTEMPTS  # final: nothing is pushed, ever
-                kopf.warn(body, reason="BranchRefused", message=refusal[:1024])
+                notices.append(Notice("BranchRefused", refusal[:1024], warning=True))
         fields.setdefault("problem", None)
         fields.setdefault("retryAt", None)
         FORGE_STEPS.labels(step=work.step, outcome="done").inc()
@@ -131,9 +138,10 @@ async def forge_step(
         }
         if exc.retry_class is RetryClass.DO_NOT_RETRY:
             fields["attempts"] = MAX_FORGE_ATTEMPTS
-    path = resource_path(*INTENTS.gvp, namespace, intent.metadata.name, "status")
-    stored = await ctx.require_kube().merge_patch(path, {"status": {"forge": fields}})
-    return kopf.Body(cast(kopf.RawBody, stored))
+    stored = await ctx.require_writer().patch_status(
+        INTENTS.gvp, namespace, intent.metadata.name, {"forge": fields}
+    )
+    return ForgeStepDone(stored, tuple(notices))
 
 
 def _has_tasks(intent: Intent) -> bool:
@@ -152,8 +160,7 @@ async def _plan_from_triage(
     text = await read_plan(ctx.require_backend(), work.sprite, artifact.ref)
     tasks = parse_tasks(text) if artifact.kind == "tasks" else []
     manifest = plan_intent(intent, text if not tasks else tasks_plan(tasks), tasks=tasks)
-    collection = resource_path(*INTENTS.gvp, intent.metadata.namespace or "")
-    await create_or_exists(ctx.require_kube(), collection, manifest)
+    await ctx.require_writer().create(INTENTS.gvp, intent.metadata.namespace or "", manifest)
     return str(manifest["metadata"]["name"])
 
 
@@ -185,4 +192,4 @@ async def _docs_lag(ctx: OperatorContext, step: StepInput, run: Run) -> str | No
     return text
 
 
-__all__ = ["forge_step", "step_input"]
+__all__ = ["ForgeStepDone", "forge_step", "step_input"]

@@ -121,6 +121,58 @@ class RunStatusWriter(Protocol):
     async def write_run_status(self, namespace: str, name: str, status: dict[str, Any]) -> None: ...
 
 
+Resource = tuple[str, str, str]
+"""(group, version, plural) of a resource type; group "" is the core API."""
+
+
+class ClusterWriter(Protocol):
+    """The writes a handler hands its reconciler's plan to (implemented once over the API
+    client in the adapters, faked once in tests/support). Errors other than the answers
+    named here are the adapter's (`KubeApiError` and its types)."""
+
+    async def create(self, resource: Resource, namespace: str, manifest: dict[str, Any]) -> bool:
+        """Create the object; False if one of that name is already there (not an error: a
+        retried pass finds its own)."""
+        ...
+
+    async def create_or_read(
+        self, resource: Resource, namespace: str, manifest: dict[str, Any]
+    ) -> tuple[dict[str, Any] | None, bool]:
+        """Create the object: (the object as stored, whether this call created it); one of
+        that name already there is read instead (None: deleted before the read)."""
+        ...
+
+    async def read(self, resource: Resource, namespace: str, name: str) -> dict[str, Any]:
+        """The object as stored now."""
+        ...
+
+    async def patch(
+        self, resource: Resource, namespace: str, name: str, patch: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Merge-patch the object; the object as stored afterwards."""
+        ...
+
+    async def patch_status(
+        self, resource: Resource, namespace: str, name: str, status: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Merge `status` into the status subresource; the object as stored afterwards."""
+        ...
+
+    async def replace_status_if(
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        status: dict[str, Any],
+        *,
+        generation: int | None,
+    ) -> dict[str, Any] | None:
+        """Replace the whole status only if the object's metadata.generation is still
+        `generation` (its spec unchanged since it was read); None: it is not, nothing was
+        written."""
+        ...
+
+
 class ReceiptPublisher(Protocol):
     """Publishes receipts as Events regarding an object."""
 
@@ -141,10 +193,12 @@ class ReceiptPublisher(Protocol):
 
 __all__ = [
     "ActionServices",
+    "ClusterWriter",
     "ForgeAccess",
     "ForgeGrant",
     "Grants",
     "ReceiptPublisher",
+    "Resource",
     "RunStatusWriter",
     "SpriteDirectory",
     "SpriteView",

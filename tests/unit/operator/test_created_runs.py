@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lattice_adapters.kube import KubeApiError
+from lattice_adapters.kube import AlreadyExists, NotFound
 from lattice_operator.api.v1alpha1 import Run
 from lattice_operator.handlers._created_runs import CreatedRuns
 from lattice_operator.handlers._writes import create_or_read
@@ -48,12 +48,12 @@ class Kube:
 
     async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         self.calls.append(f"POST {path}")
-        raise KubeApiError(409, "AlreadyExists", "already exists", {})
+        raise AlreadyExists(409, "AlreadyExists", "already exists", {})
 
     async def get(self, path: str, params: Any = None) -> dict[str, Any]:
         self.calls.append(f"GET {path}")
         if self.stored is None:
-            raise KubeApiError(404, "NotFound", "not found", {})
+            raise NotFound(404, "NotFound", "not found", {})
         return self.stored
 
 

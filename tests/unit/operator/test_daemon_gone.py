@@ -11,7 +11,7 @@ from typing import Any
 import kopf
 import pytest
 
-from lattice_adapters.kube import KubeApiError
+from lattice_adapters.kube import Conflict, KubeApiError, NotFound
 from lattice_operator.handlers._context import OperatorContext
 from lattice_operator.handlers._writes import not_found_in
 from lattice_operator.handlers.intent import intent_daemon
@@ -19,7 +19,7 @@ from tests.support.intent_world import intent, policy
 
 
 def _not_found(path: str) -> KubeApiError:
-    return KubeApiError(404, "NotFound", f"{path} not found", None)
+    return NotFound(404, "NotFound", f"{path} not found", None)
 
 
 class GoneKube:
@@ -88,5 +88,5 @@ def test_a_404_is_found_behind_the_errors_that_wrap_it() -> None:
     wrapped = kopf.TemporaryError("cannot create Run")
     wrapped.__cause__ = _not_found("/x")
     assert not_found_in(wrapped)
-    assert not not_found_in(KubeApiError(409, "Conflict", "", None))
+    assert not not_found_in(Conflict(409, "Conflict", "", None))
     assert not not_found_in(RuntimeError("x"))

@@ -1,0 +1,108 @@
+"""The one fake of the cluster writer port (`ports.cluster.ClusterWriter`): objects in
+memory, every call recorded, the port's answers as the adapter gives them (AlreadyExists is
+False or a read, a status decided on another generation is None, a read of nothing NotFound)."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+from lattice_adapters.kube import NotFound
+
+Resource = tuple[str, str, str]
+
+
+@dataclass(frozen=True)
+class Call:
+    verb: str
+    """create, create_or_read, read, patch, patch_status or replace_status_if."""
+    plural: str
+    namespace: str
+    name: str
+    body: dict[str, Any] | None = None
+    generation: int | None = None
+    """replace_status_if: the generation the status was decided on."""
+
+
+class FakeClusterWriter:
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
+        """By (plural, namespace, name); updated in place (a test's body sees the writes)."""
+        self.calls: list[Call] = []
+
+    def put(self, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
+        """Store `obj` as it is (the same dict)."""
+        meta = obj["metadata"]
+        self.objects[(plural, meta.get("namespace", "ns"), meta["name"])] = obj
+        return obj
+
+    def verbs(self) -> list[str]:
+        return [c.verb for c in self.calls]
+
+    def _stored(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
+        try:
+            return self.objects[(plural, namespace, name)]
+        except KeyError:
+            raise NotFound(404, "NotFound", f"{plural} {namespace}/{name} not found", {}) from None
+
+    def _create(self, plural: str, namespace: str, manifest: dict[str, Any]) -> bool:
+        name = manifest["metadata"]["name"]
+        if (plural, namespace, name) in self.objects:
+            return False
+        stored = copy.deepcopy(manifest)
+        stored["metadata"] = {**stored["metadata"], "namespace": namespace, "uid": f"{name}-uid"}
+        self.objects[(plural, namespace, name)] = stored
+        return True
+
+    async def create(self, resource: Resource, namespace: str, manifest: dict[str, Any]) -> bool:
+        name = manifest["metadata"]["name"]
+        self.calls.append(Call("create", resource[2], namespace, name, manifest))
+        return self._create(resource[2], namespace, manifest)
+
+    async def create_or_read(
+        self, resource: Resource, namespace: str, manifest: dict[str, Any]
+    ) -> tuple[dict[str, Any] | None, bool]:
+        name = manifest["metadata"]["name"]
+        self.calls.append(Call("create_or_read", resource[2], namespace, name, manifest))
+        created = self._create(resource[2], namespace, manifest)
+        return copy.deepcopy(self.objects[(resource[2], namespace, name)]), created
+
+    async def read(self, resource: Resource, namespace: str, name: str) -> dict[str, Any]:
+        self.calls.append(Call("read", resource[2], namespace, name))
+        return copy.deepcopy(self._stored(resource[2], namespace, name))
+
+    async def patch(
+        self, resource: Resource, namespace: str, name: str, patch: dict[str, Any]
+    ) -> dict[str, Any]:
+        self.calls.append(Call("patch", resource[2], namespace, name, patch))
+        stored = self._stored(resource[2], namespace, name)
+        for key, value in patch.items():
+            stored[key] = {**stored.get(key, {}), **value} if isinstance(value, dict) else value
+        return copy.deepcopy(stored)
+
+    async def patch_status(
+        self, resource: Resource, namespace: str, name: str, status: dict[str, Any]
+    ) -> dict[str, Any]:
+        self.calls.append(Call("patch_status", resource[2], namespace, name, status))
+        stored = self._stored(resource[2], namespace, name)
+        stored["status"] = {**stored.get("status", {}), **status}
+        return copy.deepcopy(stored)
+
+    async def replace_status_if(
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        status: dict[str, Any],
+        *,
+        generation: int | None,
+    ) -> dict[str, Any] | None:
+        self.calls.append(
+            Call("replace_status_if", resource[2], namespace, name, status, generation)
+        )
+        stored = self._stored(resource[2], namespace, name)
+        if stored["metadata"].get("generation") != generation:
+            return None
+        stored["status"] = status
+        return copy.deepcopy(stored)
