@@ -24,7 +24,7 @@ from tests.support.admission_cases import build
 from tests.support.cluster import Cluster, wait_for
 from tests.support.operator import OperatorProcess, spawn_operator
 from tests.support.sprites_server import LocalSprites
-from tests.support.stack import FAST_SETTINGS
+from tests.support.stack import FAST_SETTINGS, wait_webhooks_served
 
 pytestmark = pytest.mark.e2e
 
@@ -95,6 +95,9 @@ def replicas(
         )
         replica = Replica(name, op, port)
         started.append(replica)
+        # Live comes before the webhooks are registered (the admission policies first, since
+        # issue 30): a write at once could meet none (a bad IntentPolicy admitted, once).
+        wait_webhooks_served(cluster)
         return replica
 
     yield start
