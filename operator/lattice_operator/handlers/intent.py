@@ -452,7 +452,10 @@ async def _apply(
     if not status_written:
         await writer.patch_status(INTENTS.gvp, namespace, name, plan.status.to_patch())
     STATUS_PATCHES.labels(kind="Intent").inc()
-    if plan.left_approval_after is not None:
+    # Once per Intent and spec generation, as a decision is counted: a pass on a view that does
+    # not show its own write yet, with its Run already noted, plans the same exit (soak).
+    left = ("left-approval", intent.metadata.uid or name, intent.metadata.generation)
+    if plan.left_approval_after is not None and ctx.decisions_counted.first(left):
         AWAITING_APPROVAL_SECONDS.observe(plan.left_approval_after)
     _post(body, plan.notices)
     return True

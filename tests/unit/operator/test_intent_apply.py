@@ -12,6 +12,7 @@ from lattice_operator.handlers import intent as intent_handlers
 from lattice_operator.handlers._context import OperatorContext
 from lattice_operator.handlers._created_runs import INDEX_PATIENCE, CreatedRuns
 from lattice_operator.handlers.intent import _apply, intent_daemon
+from lattice_operator.metrics import AWAITING_APPROVAL_SECONDS
 from lattice_operator.reconcilers.intent import reconcile_intent
 from tests.support.clock import FakeClock
 from tests.support.cluster_writer import FakeClusterWriter
@@ -158,3 +159,35 @@ async def test_a_pass_without_a_phase_change_is_not_guarded() -> None:
     )
     # A plain merge patch: nothing decided that an edit could undo.
     assert writer.verbs() == ["patch_status"]
+
+
+def _observed() -> float:
+    return next(
+        sample.value
+        for metric in AWAITING_APPROVAL_SECONDS.collect()
+        for sample in metric.samples
+        if sample.name.endswith("_count")
+    )
+
+
+async def test_leaving_approval_is_observed_once_when_a_stale_pass_sees_the_noted_run() -> None:
+    """The next pass may read the Intent before the first pass's write (still AwaitingApproval)
+    and its Run from the created-Runs note: it plans the same exit from AwaitingApproval, with
+    nothing to create. The wait is observed once (the soak saw a count of 2 for one Intent)."""
+    it, plan = _approved_pass()
+    plan.left_approval_after = 30.0  # what a pass plans when the Intent waited 30 s
+    ctx = OperatorContext(writer=writer_for(it, stored_generation=7), clock=FakeClock())
+    created = CreatedRuns()
+    before = _observed()
+    assert await _apply(ctx, it, plan, kopf.Body({"metadata": {"name": "i"}}), created)
+    name = plan.create[0]["metadata"]["name"]
+    noted = created.view(name, None, ctx.clock.monotonic())
+    assert noted is not None
+    stale = reconcile_intent(
+        world(it, policies=[policy("require_approval")], approvals=[approval("alice")], run=noted)
+    )
+    assert stale.phase == "Executing"
+    assert not stale.create
+    stale.left_approval_after = 31.0
+    assert await _apply(ctx, it, stale, kopf.Body({"metadata": {"name": "i"}}), created)
+    assert _observed() == before + 1
