@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from lattice_adapters.sprites import credentials_from_env
+from lattice_adapters.sprites import RetryPolicy, SpritesAdapter, credentials_from_env
 from tests.support.contract_drivers import AdapterDriver, Driver, SdkDriver
 from tests.support.contract_target import REAL_SKIP, Target, local_target
 from tests.support.sprites_server import LocalSprites, sprites_server
@@ -56,3 +56,19 @@ async def sprite(driver: Driver, target: Target) -> AsyncIterator[str]:
             target.local.reset_faults()
         with contextlib.suppress(Exception):  # already deleted by the test
             await driver.delete_sprite(name)
+
+
+@pytest.fixture
+async def adapter(target: Target) -> AsyncIterator[SpritesAdapter]:
+    """Our adapter alone, one attempt per call: for the modules that pick their client."""
+    async with SpritesAdapter(target.credentials, retry=RetryPolicy(max_attempts=1)) as adapter:
+        yield adapter
+
+
+@pytest.fixture
+async def adapter_sprite(adapter: SpritesAdapter) -> AsyncIterator[str]:
+    """A fresh sprite made and deleted through `adapter` (such modules' `sprite`)."""
+    name = f"ct-a-{secrets.token_hex(4)}"
+    await adapter.create_sprite(name)
+    yield name
+    await adapter.delete_sprite(name)

@@ -7,11 +7,10 @@ These pin what the adapter did through sprites-py before it spoke the whole API 
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator
 
 import pytest
 
-from lattice_adapters.sprites import RetryPolicy, SpritesAdapter
+from lattice_adapters.sprites import SpritesAdapter
 from lattice_operator.ports import errors
 from tests.support.contract_target import Target
 
@@ -19,17 +18,9 @@ pytestmark = pytest.mark.contract
 
 
 @pytest.fixture
-async def adapter(target: Target) -> AsyncIterator[SpritesAdapter]:
-    async with SpritesAdapter(target.credentials, retry=RetryPolicy(max_attempts=1)) as adapter:
-        yield adapter
-
-
-@pytest.fixture
-async def sprite(adapter: SpritesAdapter) -> AsyncIterator[str]:
-    name = f"ct-calls-{secrets.token_hex(4)}"
-    await adapter.create_sprite(name)
-    yield name
-    await adapter.delete_sprite(name)
+def sprite(adapter_sprite: str) -> str:
+    """One sprite per test, through our adapter (these tests pick their client themselves)."""
+    return adapter_sprite
 
 
 async def _sh(adapter: SpritesAdapter, sprite: str, script: str) -> bytes:

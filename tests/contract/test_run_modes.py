@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 import aiohttp
 import httpx
 import pytest
 import sprites
 
-from lattice_adapters.sprites import RetryPolicy, SpritesAdapter
+from lattice_adapters.sprites import SpritesAdapter
 from lattice_operator.api.v1alpha1 import SpriteService
 from lattice_operator.ports import (
     ExecOutput,
@@ -37,17 +37,9 @@ pytestmark = pytest.mark.contract
 
 
 @pytest.fixture
-async def adapter(target: Target) -> AsyncIterator[SpritesAdapter]:
-    async with SpritesAdapter(target.credentials, retry=RetryPolicy(max_attempts=1)) as adapter:
-        yield adapter
-
-
-@pytest.fixture
-async def sprite(adapter: SpritesAdapter) -> AsyncIterator[str]:
-    name = f"ct-mode-{secrets.token_hex(4)}"
-    await adapter.create_sprite(name)
-    yield name
-    await adapter.delete_sprite(name)
+def sprite(adapter_sprite: str) -> str:
+    """One sprite per test, through our adapter (these tests pick their client themselves)."""
+    return adapter_sprite
 
 
 def _headers(target: Target) -> dict[str, str]:

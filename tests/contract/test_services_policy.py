@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import AsyncIterator
-
 import pytest
 import sprites
 
-from lattice_adapters.sprites import RetryPolicy, SpritesAdapter
+from lattice_adapters.sprites import SpritesAdapter
 from lattice_operator.api.v1alpha1 import NetworkRule, SpriteService
 from tests.support.contract_target import Target
 
@@ -16,18 +13,9 @@ pytestmark = pytest.mark.contract
 
 
 @pytest.fixture
-async def adapter(target: Target) -> AsyncIterator[SpritesAdapter]:
-    async with SpritesAdapter(target.credentials, retry=RetryPolicy(max_attempts=1)) as adapter:
-        yield adapter
-
-
-@pytest.fixture
-async def sprite(adapter: SpritesAdapter) -> AsyncIterator[str]:
-    """One sprite per test (these tests pick their client themselves)."""
-    name = f"ct-svc-{secrets.token_hex(4)}"
-    await adapter.create_sprite(name)
-    yield name
-    await adapter.delete_sprite(name)
+def sprite(adapter_sprite: str) -> str:
+    """One sprite per test, through our adapter (these tests pick their client themselves)."""
+    return adapter_sprite
 
 
 async def test_service_lifecycle_with_the_adapter(adapter: SpritesAdapter, sprite: str) -> None:
