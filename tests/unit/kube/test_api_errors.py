@@ -30,6 +30,7 @@ from lattice_adapters.kube import (
     api_error,
     failed_tests,
 )
+from tests.support.local_http import serving
 
 
 def status(code: int, reason: str, message: str = "m", **details: Any) -> dict[str, Any]:
@@ -167,15 +168,8 @@ async def answering_server() -> AsyncIterator[str]:
     app.router.add_route("*", "/guarded", guarded)
     app.router.add_route("*", "/status/{code}/{reason}", answer)
     app.router.add_get("/text/{code}", text)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        await runner.cleanup()
+    async with serving(app) as url:
+        yield url
 
 
 async def test_the_client_raises_the_typed_errors(answering_server: str) -> None:

@@ -11,6 +11,7 @@ import pytest
 from aiohttp import web
 
 from lattice_adapters.kube import KubeClient, KubeConfig
+from tests.support.local_http import serving
 
 
 @pytest.fixture
@@ -23,15 +24,8 @@ async def slow_server() -> AsyncIterator[str]:
 
     app = web.Application()
     app.router.add_get("/{tail:.*}", answer)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        await runner.cleanup()
+    async with serving(app) as url:
+        yield url
 
 
 async def test_requests_queued_behind_the_pool_wait_instead_of_failing(slow_server: str) -> None:
