@@ -67,3 +67,23 @@ def test_test_modules_share_helpers_only_through_support() -> None:
                 if module.startswith("tests.") and not module.startswith("tests.support"):
                     offenders.append(f"{path.relative_to(tests)}: {line.strip()}")
     assert offenders == []
+
+
+def test_unit_test_folders_mirror_the_packages() -> None:
+    """Each folder of tests/unit names a package or module of a lattice_* distribution
+    (tests/unit/reconcilers/run/ tests lattice_operator/reconcilers/run/); the files directly
+    in tests/unit test the suite's own tooling (tests/support, hack)."""
+    packages = [path for path in ROOT.glob("*/lattice_*") if (path / "__init__.py").exists()]
+    assert packages
+    unit = ROOT / "tests" / "unit"
+    orphans = []
+    for folder in sorted(path for path in unit.rglob("*") if path.is_dir()):
+        if folder.name == "__pycache__":
+            continue
+        parts = folder.relative_to(unit).parts
+        named = [package.joinpath(*parts) for package in packages]
+        if not any(path.is_dir() or path.with_suffix(".py").is_file() for path in named):
+            orphans.append(str(folder.relative_to(ROOT)))
+        if not (folder / "__init__.py").exists():
+            orphans.append(f"{folder.relative_to(ROOT)} has no __init__.py")
+    assert orphans == []
