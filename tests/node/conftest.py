@@ -48,6 +48,7 @@ from tests.support.registry import Registry, archive_digest, start_registry
 # no release installed yet; test_install.py … test_rollouts.py share `installed`, which
 # test_audit.py audits once they have used it, before test_uninstall.py removes it;
 # test_namespaced.py installs the second release on the cluster left.
+HERE = Path(__file__).resolve().parent
 ORDER = (
     "test_upgrade.py",
     "test_image.py",
@@ -62,10 +63,15 @@ ORDER = (
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    unplaced = sorted({item.path.name for item in items} - set(ORDER))
+    # The hook sees the whole session's items: only this folder's are reordered, in place.
+    slots = [i for i, item in enumerate(items) if item.path.parent == HERE]
+    mine = [items[i] for i in slots]
+    unplaced = sorted({item.path.name for item in mine} - set(ORDER))
     if unplaced:
         raise pytest.UsageError(f"tests/node/conftest.py: place {unplaced} in ORDER")
-    items.sort(key=lambda item: ORDER.index(item.path.name))  # stable: file order within one
+    mine.sort(key=lambda item: ORDER.index(item.path.name))  # stable: file order within one
+    for slot, item in zip(slots, mine, strict=True):
+        items[slot] = item
 
 
 @pytest.fixture(scope="session")
