@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -67,3 +68,47 @@ def test_test_modules_share_helpers_only_through_support() -> None:
                 if module.startswith("tests.") and not module.startswith("tests.support"):
                     offenders.append(f"{path.relative_to(tests)}: {line.strip()}")
     assert offenders == []
+
+
+def test_unit_test_folders_mirror_the_packages() -> None:
+    """Each folder of tests/unit names a package or module of a lattice_* distribution
+    (tests/unit/reconcilers/run/ tests lattice_operator/reconcilers/run/); the files directly
+    in tests/unit test the suite's own tooling (tests/support, hack)."""
+    packages = [path for path in ROOT.glob("*/lattice_*") if (path / "__init__.py").exists()]
+    assert packages
+    unit = ROOT / "tests" / "unit"
+    orphans = []
+    for folder in sorted(path for path in unit.rglob("*") if path.is_dir()):
+        if folder.name == "__pycache__":
+            continue
+        parts = folder.relative_to(unit).parts
+        named = [package.joinpath(*parts) for package in packages]
+        if not any(path.is_dir() or path.with_suffix(".py").is_file() for path in named):
+            orphans.append(str(folder.relative_to(ROOT)))
+        if not (folder / "__init__.py").exists():
+            orphans.append(f"{folder.relative_to(ROOT)} has no __init__.py")
+    assert orphans == []
+
+
+PRIVATE = re.compile(
+    r"from lattice_\w+(\.\w+)* import .*\b_[a-z]|import lattice_\w+(\.\w+)*\._[a-z]"
+    r"|from lattice_\w+(\.\w+)*\._[a-z]"
+)
+
+
+def test_tests_reach_private_names_only_with_a_reason() -> None:
+    """A test imports a `_private` name of a lattice_* package only under a comment saying why
+    (the comment heads the imports it covers)."""
+    tests = Path(__file__).resolve().parent
+    unexplained = []
+    for path in sorted(tests.rglob("*.py")):
+        lines = path.read_text().splitlines()
+        for number, line in enumerate(lines):
+            if not PRIVATE.search(line):
+                continue
+            above = number - 1
+            while above >= 0 and re.match(r"\s*(from |import |\)|\w+,$)", lines[above]):
+                above -= 1  # the imports this comment heads
+            if above < 0 or not lines[above].lstrip().startswith("#"):
+                unexplained.append(f"{path.relative_to(tests)}:{number + 1}: {line.strip()}")
+    assert unexplained == []

@@ -36,6 +36,8 @@ from pathlib import Path
 import pytest
 
 from lattice_adapters.sprites import SpritesAdapter
+
+# The local server's namespace primitives, measured on their own.
 from lattice_adapters.sprites_local._container import setns
 from lattice_adapters.sprites_local._netns import CLONE_NEWNET, close_namespace, new_namespace
 from lattice_operator.api.v1alpha1 import NetworkRule

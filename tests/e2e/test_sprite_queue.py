@@ -3,7 +3,7 @@
 The operator here polls a waiting Run once a minute only, so every hand-over within the
 test's 30 s is a wake-up: the Run before it ending, or being deleted while it runs (its
 session killed, its end written, then its object gone). A deletion event's own wake-up, for a
-holder gone without an end written, is pinned by tests/unit/operator/test_sprite_wakeups.py.
+holder gone without an end written, is pinned by tests/unit/handlers/test_sprite_wakeups.py.
 """
 
 from __future__ import annotations

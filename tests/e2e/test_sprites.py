@@ -15,6 +15,8 @@ import pytest
 from lattice_adapters.kube import KubeClient, KubeConfig
 from lattice_adapters.sprites import SpritesAdapter
 from lattice_operator.api.v1alpha1 import Sprite
+
+# The Sprite handler's status write, called directly to send a stale status to the server.
 from lattice_operator.handlers.sprite import _patch_status
 from tests.support.admission_cases import build
 from tests.support.cluster import Cluster, wait_for

@@ -1,15 +1,20 @@
 """Fixtures of the node tests, one of each for the whole run: the node cluster, the local
 Sprites server inside its network namespace, the private registry, this tree's release
 published there (the image `make image` builds, the chart pinned to its digest), and the
-previous release published there too.
+previous release published there too; and this release installed (`installed`), which the
+modules after test_upgrade.py share.
 
-The upgrade module runs first: it installs the previous release on a cluster that has never
-seen a Lattice CRD, as its users did, and leaves the cluster as it found it for the rest."""
+The modules run in ORDER, one cluster for all. The upgrade module runs first: it installs the
+previous release on a cluster that has never seen a Lattice CRD, as its users did, and leaves
+the cluster as it found it for the rest. The others then work on one installation, in the order
+of a platform team's life with it (install, samples, monitoring, rollouts), its RBAC audit once
+all of them have used it, its uninstall, and last a second installation in namespaced mode."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -22,12 +27,15 @@ from tests.support.node_e2e import (
     CHART_PATH,
     IMAGE_PATH,
     LATTICE,
+    NAMESPACE,
+    RELEASE,
     ROOT,
     SPRITES_PORT,
     SPRITES_TOKEN,
     TIMINGS,
     VERSION,
     Released,
+    install,
     lattice_cli,
     wait_until,
 )
@@ -36,11 +44,34 @@ from tests.support.previous_release import build_image as build_previous_image
 from tests.support.previous_release import checkout
 from tests.support.registry import Registry, archive_digest, start_registry
 
-FIRST = ("test_upgrade.py",)  # modules that must meet a cluster with no release installed yet
+# The modules in the order they run, on one node cluster: test_upgrade.py meets a cluster with
+# no release installed yet; test_install.py … test_rollouts.py share `installed`, which
+# test_audit.py audits once they have used it, before test_uninstall.py removes it;
+# test_namespaced.py installs the second release on the cluster left.
+HERE = Path(__file__).resolve().parent
+ORDER = (
+    "test_upgrade.py",
+    "test_image.py",
+    "test_install.py",
+    "test_samples.py",
+    "test_prometheus.py",
+    "test_rollouts.py",
+    "test_audit.py",
+    "test_uninstall.py",
+    "test_namespaced.py",
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: item.path.name not in FIRST)  # stable: file order otherwise
+    # The hook sees the whole session's items: only this folder's are reordered, in place.
+    slots = [i for i, item in enumerate(items) if item.path.parent == HERE]
+    mine = [items[i] for i in slots]
+    unplaced = sorted({item.path.name for item in mine} - set(ORDER))
+    if unplaced:
+        raise pytest.UsageError(f"tests/node/conftest.py: place {unplaced} in ORDER")
+    mine.sort(key=lambda item: ORDER.index(item.path.name))  # stable: file order within one
+    for slot, item in zip(slots, mine, strict=True):
+        items[slot] = item
 
 
 @pytest.fixture(scope="session")
@@ -155,3 +186,29 @@ def previous(registry: Registry, tmp_path_factory: pytest.TempPathFactory) -> Re
         f"oci://{registry.host}/{CHART_PATH}/lattice-operator",
         release.version,
     )
+
+
+@pytest.fixture(scope="session")
+def installed(node: NodeCluster, sprites: str, released: Released) -> NodeCluster:
+    TIMINGS["helm install -> 2 operator Pods Ready"] = install(
+        node, sprites, released, RELEASE, NAMESPACE, github=True
+    )
+    pulls = [
+        pulled_seconds(e["message"])
+        for e in node.kube_json("-n", NAMESPACE, "get", "events")["items"]
+        if e.get("reason") == "Pulled" and released.image in e.get("message", "")
+    ]
+    if pulls:
+        TIMINGS["node pulls the image (kubelet)"] = max(pulls)
+    return node
+
+
+GO_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def pulled_seconds(message: str) -> float:
+    """From the kubelet's `Successfully pulled image "…" in 1m2.5s (…)` (a Go duration)."""
+    found = re.search(r" in ([0-9.hms]+) ", message)
+    parts = GO_DURATION.findall(found.group(1)) if found else []
+    return sum(float(value) * UNIT_SECONDS[unit] for value, unit in parts)

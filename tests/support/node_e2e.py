@@ -295,3 +295,22 @@ def followed_by(node: NodeCluster, run: str, pod: str, namespace: str = "default
         for receipt in found
         for change in receipt.get("capability_degradations") or []
     )
+
+
+SECRET = f"{RELEASE}-lattice-operator-webhook-tls"
+
+
+def upgrade(node: NodeCluster, released: Released, *values: str) -> None:
+    """helm upgrade --reuse-values from the registry; returns once every operator Pod is new
+    and Ready."""
+    before = {p["metadata"]["uid"] for p in operator_pods(node)}
+    node.helm(
+        "upgrade", RELEASE, *released.chart_args(), "--namespace", NAMESPACE, "--reuse-values",
+        *values,
+    )  # fmt: skip
+
+    def rolled() -> bool:
+        pods = operator_pods(node)
+        return len(pods) == 2 and all(ready(p) and p["metadata"]["uid"] not in before for p in pods)
+
+    wait_until(rolled, "both operator Pods replaced and Ready", 240)

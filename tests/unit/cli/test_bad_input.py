@@ -385,6 +385,7 @@ def test_receipts_only_from_the_operator(api: FakeApi, capsys: pytest.CaptureFix
 def test_an_unexpected_error_is_still_one_line(
     api: FakeApi, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The command's own module, patched to fail in a way no input can make it.
     import lattice_operator.cli._runs as runs
 
     def broken(*_: object) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+# `lattice watch`'s line formatter on its own: the command needs a stream server to drive.
 from lattice_operator.cli._watch import _line
 
 

@@ -4,7 +4,7 @@ that run in sprites (the v1 conformance manifests `claude` and `codex`, the pre-
 ones) are negotiated with before their exec, have their payloads placed, and are dispatched
 synchronously (the exec's request/response unchanged). The detailed tests are in
 test_negotiation.py, test_placement.py, test_registry.py and test_dispatch.py; the Run
-driver's use of them in tests/unit/operator/run_driver/test_agent.py.
+driver's use of them in tests/unit/reconcilers/run/test_agent.py.
 """
 
 from __future__ import annotations

@@ -12,6 +12,8 @@ import pytest
 from pydantic import SecretStr
 
 from lattice_adapters.sprites import RetryPolicy, SpritesAdapter, SpritesCredentials
+
+# The adapter's HTTP client (private to lattice_adapters.sprites), tested below SpritesAdapter.
 from lattice_adapters.sprites._http import RedactingLogger, build_http_client
 from lattice_operator.api.v1alpha1 import NetworkRule, SpriteService
 from lattice_operator.ports import errors

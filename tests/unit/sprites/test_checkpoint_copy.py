@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+# The local server's snapshot copy (its private _checkpoints) is the unit under test.
 from lattice_adapters.sprites_local._checkpoints import CheckpointError, copy_tree, only_vanished
 
 

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+# A helper private to the adapters (the Sprites adapter and the local server share it).
 from lattice_adapters._duration import format_duration, parse_duration
 
 

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
+# The local server's egress proxy (its private _egress and _netpolicy) is the unit under test.
 from lattice_adapters.sprites_local._egress import EgressProxy, EgressSettings
 from lattice_adapters.sprites_local._netpolicy import NetworkPolicy, parse_networks
 from tests.support.loopback_server import LoopbackServer

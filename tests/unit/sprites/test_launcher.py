@@ -37,6 +37,7 @@ def run_as_nobody(code: str) -> subprocess.CompletedProcess[str]:
 def test_launcher_explains_a_missing_permission() -> None:
     result = run_as_nobody(
         "from lattice_adapters.sprites_local import LauncherError\n"
+        # The launcher is private to the local server; this checks its message as nobody.
         "from lattice_adapters.sprites_local._launcher import NamespaceLauncher\n"
         "try:\n    NamespaceLauncher().prepare_host()\n"
         "except LauncherError as e:\n    print(e)\nelse:\n    print('NO ERROR')\n"

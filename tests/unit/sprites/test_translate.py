@@ -11,6 +11,7 @@ from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosedError, InvalidStatus
 from websockets.http11 import Response
 
+# The adapter's error translation (private to lattice_adapters.sprites), tested on its own.
 from lattice_adapters.sprites._translate import (
     error_from_response,
     parse_retry_after,

@@ -11,6 +11,8 @@ import pytest
 import lattice_operator.handlers.run as run_handlers
 from lattice_adapters.kube_events import ReceiptEvents
 from lattice_operator.api.object_ref import ObjectRef
+
+# The per-Run state under test lives in the handlers' private context (boot builds it).
 from lattice_operator.handlers._context import OperatorContext
 from lattice_operator.lifeloop import LifecycleReceipt
 from lattice_operator.metrics import REGISTRY

@@ -16,6 +16,7 @@ from kopf._core.intents import causes
 from kopf._core.reactor import processing
 from kopf._core.reactor.inventory import ResourceMemory
 
+# handlers/_memories is the module under test (kopf's per-object memories kept lean).
 from lattice_operator.handlers import _memories
 from lattice_operator.handlers._memories import ResourceMemories, keep_lean, release_idle_bodies
 

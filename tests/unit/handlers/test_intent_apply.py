@@ -9,6 +9,8 @@ from typing import Any
 import kopf
 
 from lattice_operator.handlers import intent as intent_handlers
+
+# The Intent daemon's write step (_apply) and its plumbing, driven without running kopf.
 from lattice_operator.handlers._context import OperatorContext
 from lattice_operator.handlers._created_runs import INDEX_PATIENCE, CreatedRuns
 from lattice_operator.handlers.intent import _apply, intent_daemon

@@ -6,6 +6,8 @@ from typing import Any
 
 from lattice_adapters.kube import AlreadyExists, NotFound
 from lattice_operator.api.v1alpha1 import Run
+
+# handlers/_created_runs and _writes (the daemon's create-or-read) are the modules under test.
 from lattice_operator.handlers._created_runs import CreatedRuns
 from lattice_operator.handlers._writes import create_or_read
 

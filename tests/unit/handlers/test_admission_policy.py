@@ -27,7 +27,7 @@ from lattice_operator.handlers.admission_policy import (
     run_owner_rule,
 )
 
-CRDS = Path(__file__).resolve().parents[2] / "crds"
+CRDS = Path(__file__).resolve().parents[3] / "crds"
 
 
 def _spec(policies: dict[str, list[dict[str, Any]]], check: str) -> dict[str, Any]:

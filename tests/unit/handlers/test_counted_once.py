@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+# Handlers-private plumbing under test: the operator's context and its CountedOnce memory.
 from lattice_operator.handlers._context import OperatorContext
 from lattice_operator.handlers._counted_once import CountedOnce
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import kopf
 
+# handlers/_wakeups (the Runs' event handler's logic) under test, without kopf's event loop.
 from lattice_operator.handlers._context import OperatorContext
 from lattice_operator.handlers._wakeups import wake_for_run
 from lattice_operator.reconcilers.sprite_claims import RunClaim

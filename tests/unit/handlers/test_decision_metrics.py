@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime
 
+# The Intent daemon's counting step (_count_decision), driven without running kopf.
 from lattice_operator.handlers._context import OperatorContext
 from lattice_operator.handlers.intent import _count_decision
 from lattice_operator.metrics import REGISTRY

@@ -12,6 +12,8 @@ from pydantic import ValidationError
 
 from lattice_operator.api.v1alpha1 import Run
 from lattice_operator.builders import run_name
+
+# handlers/_parsed (the parse behind the Run indexes) is the module under test.
 from lattice_operator.handlers._parsed import indexed_run, model_of, per_version
 from lattice_operator.handlers.intent import runs_by_name
 from tests.support.intent_world import intent

@@ -17,6 +17,8 @@ import aiohttp
 import pytest
 
 from lattice_adapters import tls
+
+# handlers/_webhook_server (the admission port's server) is the module under test.
 from lattice_operator.handlers._webhook_server import GuardedWebhookServer
 from lattice_operator.settings import WebhookSettings
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import kopf
 
+# DiffBase is the kopf setting under test; it lives in the startup handlers' private module.
 from lattice_operator.handlers._startup import DiffBase
 
 

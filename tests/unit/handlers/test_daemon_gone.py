@@ -12,6 +12,8 @@ import kopf
 import pytest
 
 from lattice_adapters.kube import Conflict, KubeApiError, NotFound
+
+# not_found_in (handlers/_writes) decides a daemon's quiet end; OperatorContext is its ctx.
 from lattice_operator.handlers._context import OperatorContext
 from lattice_operator.handlers._writes import not_found_in
 from lattice_operator.handlers.intent import intent_daemon

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import kopf
 from kopf._core.engines.daemons import _wait_for_instant_exit
 
+# _kopf_settings is what the startup handlers set on kopf; checked without starting kopf.
 from lattice_operator.handlers._context import OperatorContext
 from lattice_operator.handlers._startup import DAEMON_EXIT_WAIT, _kopf_settings
 
