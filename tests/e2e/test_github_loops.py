@@ -212,6 +212,10 @@ def forge_stack(
 
 @pytest.fixture
 def wired(forge_stack: tuple[Stack, str], namespace: str, github: GitHubDouble) -> dict[str, Any]:
+    return _wire(forge_stack, namespace, github)
+
+
+def _wire(forge_stack: tuple[Stack, str], namespace: str, github: GitHubDouble) -> dict[str, Any]:
     """A namespace wired to a fresh repository: Sprite, policy, webhook secret, rules."""
     stack, base = forge_stack
     repo = f"octo/app-{namespace[-8:]}"
@@ -257,6 +261,31 @@ def wired(forge_stack: tuple[Stack, str], namespace: str, github: GitHubDouble) 
         what="the operator to know the GitHubRepository",
     )
     return {"stack": stack, "repo": repo, "url": url, "namespace": namespace}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def failing_check(forge_stack: tuple[Stack, str], github: GitHubDouble) -> Iterator[dict[str, Any]]:
+    """Loop 5's namespace, wired like the others, with its failing HealthCheck applied before
+    the module's first test: the check runs every 5 s at most (its shortest schedule), so its
+    three failures take 15 s, spent beside the other tests instead of in loop 5 alone."""
+    stack, _ = forge_stack
+    namespace = stack.cluster.create_namespace("loop-5")
+    try:
+        w = _wire(forge_stack, namespace, github)
+        check = {
+            "apiVersion": "lattice.dev/v1alpha1",
+            "kind": "HealthCheck",
+            "metadata": {"name": "smoke"},
+            "spec": {
+                "schedule": "@every 5s",
+                "probe": {"spriteRef": {"name": "box"}, "command": ["sh", "-c", "exit 1"]},
+                "issue": {"repo": w["repo"]},
+            },
+        }
+        stack.apply(namespace, check)
+        yield w
+    finally:
+        stack.cluster.delete_namespace(namespace)
 
 
 def _intent(w: dict[str, Any], name: str, phases: set[str], timeout: float = 180) -> dict[str, Any]:
@@ -570,65 +599,6 @@ def _labels(wired: dict[str, Any]) -> GitHubRepository:
     )
 
 
-def test_loop_5_a_failing_check_keeps_one_issue(
-    wired: dict[str, Any], github: GitHubDouble
-) -> None:
-    stack, repo, ns = wired["stack"], wired["repo"], wired["namespace"]
-    check = {
-        "apiVersion": "lattice.dev/v1alpha1",
-        "kind": "HealthCheck",
-        "metadata": {"name": "smoke"},
-        "spec": {
-            "schedule": "@every 5s",
-            "probe": {"spriteRef": {"name": "box"}, "command": ["sh", "-c", "exit 1"]},
-            "issue": {"repo": repo},
-        },
-    }
-    stack.apply(ns, check)
-
-    def health_issues() -> list[dict[str, Any]]:
-        with github.lock:
-            return [
-                i
-                for i in github.repos[repo].issues.values()
-                if "lattice-health" in [x["name"] for x in i["labels"]]
-            ]
-
-    def reported(at_least: int) -> dict[str, Any] | None:
-        hc = stack.get(ns, "healthchecks", "smoke")
-        issue = ((hc.get("status") or {}).get("incident") or {}).get("issue") or {}
-        return hc if issue.get("reportedFailures", 0) >= at_least else None
-
-    hc = wait_for(lambda: reported(3), timeout=120, what="three failures reported")
-    issue = hc["status"]["incident"]["issue"]
-    [opened] = health_issues()  # one issue, however many failures
-    assert opened["number"] == issue["number"]
-    assert opened["state"] == "open"
-    still = [c for c in _comments(github, repo, issue["number"]) if "Still failing" in c]
-    assert len(still) >= 2
-    assert len(still) == len(set(still))  # each failure reported once
-
-    stack.cluster.kubectl(
-        "patch",
-        "healthcheck",
-        "smoke",
-        "-n",
-        ns,
-        "--type",
-        "merge",
-        "-p",
-        '{"spec":{"probe":{"command":["true"]}}}',
-    )
-
-    def closed() -> bool:
-        with github.lock:
-            return github.repos[repo].issues[issue["number"]]["state"] == "closed"
-
-    wait_for(closed, timeout=120, what="the issue closed")
-    assert len(health_issues()) == 1
-    assert any("passed again" in c for c in _comments(github, repo, issue["number"]))
-
-
 REPO_EDITOR = {
     "apiVersion": "rbac.authorization.k8s.io/v1",
     "kind": "ClusterRole",
@@ -864,3 +834,51 @@ def test_a_health_remediation_opens_a_pull_request_through_a_pr_intent(
     with github.lock:
         pull = github.repos[repo].pulls[pr["number"]]
     assert pull["base"]["ref"] == "main"
+
+
+def test_loop_5_a_failing_check_keeps_one_issue(
+    failing_check: dict[str, Any], github: GitHubDouble
+) -> None:
+    stack, repo, ns = failing_check["stack"], failing_check["repo"], failing_check["namespace"]
+
+    def health_issues() -> list[dict[str, Any]]:
+        with github.lock:
+            return [
+                i
+                for i in github.repos[repo].issues.values()
+                if "lattice-health" in [x["name"] for x in i["labels"]]
+            ]
+
+    def reported(at_least: int) -> dict[str, Any] | None:
+        hc = stack.get(ns, "healthchecks", "smoke")
+        issue = ((hc.get("status") or {}).get("incident") or {}).get("issue") or {}
+        return hc if issue.get("reportedFailures", 0) >= at_least else None
+
+    hc = wait_for(lambda: reported(3), timeout=120, what="three failures reported")
+    issue = hc["status"]["incident"]["issue"]
+    [opened] = health_issues()  # one issue, however many failures
+    assert opened["number"] == issue["number"]
+    assert opened["state"] == "open"
+    still = [c for c in _comments(github, repo, issue["number"]) if "Still failing" in c]
+    assert len(still) >= 2
+    assert len(still) == len(set(still))  # each failure reported once
+
+    stack.cluster.kubectl(
+        "patch",
+        "healthcheck",
+        "smoke",
+        "-n",
+        ns,
+        "--type",
+        "merge",
+        "-p",
+        '{"spec":{"probe":{"command":["true"]}}}',
+    )
+
+    def closed() -> bool:
+        with github.lock:
+            return github.repos[repo].issues[issue["number"]]["state"] == "closed"
+
+    wait_for(closed, timeout=120, what="the issue closed")
+    assert len(health_issues()) == 1
+    assert any("passed again" in c for c in _comments(github, repo, issue["number"]))

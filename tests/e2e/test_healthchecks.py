@@ -5,6 +5,7 @@ proposed, a passing probe closes it; Forbid skips while a check runs; suspend st
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -44,10 +45,32 @@ def health_check(name: str, command: list[str], **spec: Any) -> dict[str, Any]:
     }
 
 
-def setup(stack: Stack, namespace: str) -> None:
-    stack.apply(namespace, POLICY)
-    stack.apply(namespace, build("sprite.yaml", "box", {"spec.networkPolicy": {"rules": []}}))
-    stack.wait_sprite_ready(namespace, "box")
+REMEDY = {"remediation": "run_command", "run": {"spriteRef": {"name": "box"}, "command": ["true"]}}
+CHECKS = {
+    "smoke": health_check("smoke", ["sh", "-c", "echo refused; exit 1"], remediation=REMEDY),
+    "slow": health_check("slow", ["sleep", "14"], concurrencyPolicy="Forbid"),
+}
+
+
+@pytest.fixture(scope="module")
+def checks(stack: Stack) -> Iterator[dict[str, str]]:
+    """Each scheduled check in a namespace of its own (name: namespace), both started before
+    the module's first test: they fire every 5 s at most (the shortest schedule), so what one
+    test waits for (failures, a skip, a quiet suspended stretch) accumulates beside the other."""
+    namespaces = {name: stack.cluster.create_namespace(f"health-{name}") for name in CHECKS}
+    try:
+        for namespace in namespaces.values():
+            stack.apply(namespace, POLICY)
+            stack.apply(
+                namespace, build("sprite.yaml", "box", {"spec.networkPolicy": {"rules": []}})
+            )
+        for name, namespace in namespaces.items():
+            stack.wait_sprite_ready(namespace, "box")
+            stack.apply(namespace, CHECKS[name])
+        yield namespaces
+    finally:
+        for namespace in namespaces.values():
+            stack.cluster.delete_namespace(namespace)
 
 
 def intents(stack: Stack, namespace: str, check: str, role: str) -> list[dict[str, Any]]:
@@ -62,17 +85,45 @@ def intents(stack: Stack, namespace: str, check: str, role: str) -> list[dict[st
     return items
 
 
-def test_failing_then_passing_opens_one_incident_and_closes_it(
-    stack: Stack, namespace: str
+def test_forbid_skips_while_a_check_runs_and_suspend_stops_it(
+    stack: Stack, checks: dict[str, str]
 ) -> None:
-    setup(stack, namespace)
-    remedy = {
-        "remediation": "run_command",
-        "run": {"spriteRef": {"name": "box"}, "command": ["true"]},
-    }
-    stack.apply(
-        namespace, health_check("smoke", ["sh", "-c", "echo refused; exit 1"], remediation=remedy)
+    namespace = checks["slow"]
+
+    def skipped() -> dict[str, Any] | None:
+        hc = stack.get(namespace, "healthchecks", "slow")
+        return hc if (hc.get("status") or {}).get("skipped", 0) >= 1 else None
+
+    hc = wait_for(skipped, timeout=60, what="a skipped firing")
+    assert len(hc["status"]["active"]) == 1
+    stack.cluster.kubectl(
+        "patch",
+        "healthcheck",
+        "slow",
+        "-n",
+        namespace,
+        "--type",
+        "merge",
+        "-p",
+        '{"spec":{"suspend":true}}',
     )
+    wait_for(
+        lambda: (
+            stack.get(namespace, "healthchecks", "slow")["status"].get("nextScheduleTime") is None
+            or None
+        ),
+        timeout=30,
+        what="suspended",
+    )
+    count = len(intents(stack, namespace, "slow", "detect"))
+    time.sleep(11)
+    assert len(intents(stack, namespace, "slow", "detect")) == count
+
+
+def test_failing_then_passing_opens_one_incident_and_closes_it(
+    stack: Stack, checks: dict[str, str]
+) -> None:
+    namespace = checks["smoke"]
 
     def failures(at_least: int) -> dict[str, Any] | None:
         hc = stack.get(namespace, "healthchecks", "smoke")
@@ -114,47 +165,23 @@ def test_failing_then_passing_opens_one_incident_and_closes_it(
     hc = wait_for(closed, timeout=90, what="the incident closed")
     assert hc["status"]["incident"]["openedAt"] == incident["openedAt"]
     assert len(intents(stack, namespace, "smoke", "remediate")) == 1
-    # History limits hold (3 passed, 1 failed by default) while it keeps firing.
-    time.sleep(6)
+    # History limits hold (3 passed, 1 failed by default) while it keeps firing: once a
+    # firing after the close has finished.
+    seen = {i["metadata"]["name"] for i in intents(stack, namespace, "smoke", "detect")}
+
+    def finished_after_close() -> bool:
+        return any(
+            i["metadata"]["name"] not in seen
+            and (i.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+            for i in intents(stack, namespace, "smoke", "detect")
+        )
+
+    wait_for(finished_after_close, timeout=60, what="a check after the close to finish")
     detects = intents(stack, namespace, "smoke", "detect")
     finished = [
         i for i in detects if (i.get("status") or {}).get("phase") in ("Succeeded", "Failed")
     ]
     assert len(finished) <= 4 + 1, [i["metadata"]["name"] for i in finished]
-
-
-def test_forbid_skips_while_a_check_runs_and_suspend_stops_it(stack: Stack, namespace: str) -> None:
-    setup(stack, namespace)
-    stack.apply(namespace, health_check("slow", ["sleep", "14"], concurrencyPolicy="Forbid"))
-
-    def skipped() -> dict[str, Any] | None:
-        hc = stack.get(namespace, "healthchecks", "slow")
-        return hc if (hc.get("status") or {}).get("skipped", 0) >= 1 else None
-
-    hc = wait_for(skipped, timeout=60, what="a skipped firing")
-    assert len(hc["status"]["active"]) == 1
-    stack.cluster.kubectl(
-        "patch",
-        "healthcheck",
-        "slow",
-        "-n",
-        namespace,
-        "--type",
-        "merge",
-        "-p",
-        '{"spec":{"suspend":true}}',
-    )
-    wait_for(
-        lambda: (
-            stack.get(namespace, "healthchecks", "slow")["status"].get("nextScheduleTime") is None
-            or None
-        ),
-        timeout=30,
-        what="suspended",
-    )
-    count = len(intents(stack, namespace, "slow", "detect"))
-    time.sleep(11)
-    assert len(intents(stack, namespace, "slow", "detect")) == count
 
 
 @pytest.mark.parametrize(

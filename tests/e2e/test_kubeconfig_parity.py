@@ -33,6 +33,7 @@ from tests.support.kubeconfigs import (
     kubectl_reads,
     lattice_cli,
     lattice_reads,
+    lattice_reads_in_process,
     plugin,
     printing,
     write,
@@ -350,7 +351,9 @@ def test_lattice_reads_a_kubeconfig_as_kubectl_does(
     cwd = setup.cwd or tmp_path
     env = clean_env(tmp_path, setup.kubeconfig)
     kubectl = kubectl_reads(world.cluster.bin_dir / "kubectl", env, setup.args, cwd)
-    lattice = lattice_reads(env, setup.args, cwd)
+    # The `lattice` process's start adds nothing a kubeconfig could change; the tests below
+    # run the console script as a process (lattice_reads, lattice_cli).
+    lattice = lattice_reads_in_process(env, setup.args, cwd)
     if variant.user is None:
         assert not kubectl.ok, kubectl
         assert not lattice.ok, lattice
@@ -368,8 +371,8 @@ def test_lattice_reads_a_kubeconfig_as_kubectl_does(
 def test_namespace_flag_overrides_the_context(world: World, tmp_path: Path) -> None:
     setup = context_namespace(world, tmp_path)
     env = clean_env(tmp_path, setup.kubeconfig)
-    assert lattice_reads(env, ["-n", "elsewhere"], tmp_path).namespace == "elsewhere"
-    assert lattice_reads(env, [], tmp_path).namespace == world.namespace
+    assert lattice_reads_in_process(env, ["-n", "elsewhere"], tmp_path).namespace == "elsewhere"
+    assert lattice_reads_in_process(env, [], tmp_path).namespace == world.namespace
 
 
 def test_proxy_url_carries_the_api_connection(world: World, tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +13,20 @@ from lattice_operator.protocol import RunEventsStatus, StreamCursor
 from tests.support.admission_cases import build, sample
 from tests.support.agents import agent
 from tests.support.cluster import wait_for
-from tests.support.e2e_runs import apply_run, lattice, ready_sprite, session_ids
+from tests.support.e2e_runs import (
+    apply_run,
+    lattice,
+    logged_receipts,
+    ready_sprite,
+    session_ids,
+)
 from tests.support.stack import Stack
 
 pytestmark = pytest.mark.e2e
+
+
+def _ends_with(event: str) -> Callable[[list[dict[str, Any]]], bool]:
+    return lambda receipts: bool(receipts) and receipts[-1]["event"] == event
 
 
 def _condition(obj: dict[str, Any]) -> dict[str, Any]:
@@ -135,13 +146,9 @@ def test_sample_agent_waits_resumes_and_completes(
 
     # Receipts: Events in sequence, without gaps (the last ones are posted just after the
     # final status write, which is what the test saw).
-    def all_receipts() -> list[dict[str, Any]] | None:
-        got: list[dict[str, Any]] = json.loads(
-            lattice(stack, "logs", "sample-agent", "-n", namespace, "--receipts", "--json").stdout
-        )
-        return got if got and got[-1]["event"] == "session.ended" else None
-
-    receipts = wait_for(all_receipts, timeout=30, interval=0.5, what="the last receipt")
+    receipts = logged_receipts(
+        stack, namespace, "sample-agent", _ends_with("session.ended"), what="the last receipt"
+    )
     sequences = [r["sequence"] for r in receipts]
     assert sequences == list(range(1, len(sequences) + 1))
     events = [r["event"] for r in receipts]
@@ -511,18 +518,12 @@ def test_a_run_naming_an_agent_is_negotiated_before_its_exec(stack: Stack, names
     ]
     assert status["attempts"][0]["failureClass"] == "capability_unsupported"
 
-    def receipts_of(name: str, last: str) -> list[dict[str, Any]] | None:
-        got: list[dict[str, Any]] = json.loads(
-            lattice(stack, "logs", name, "-n", namespace, "--receipts", "--json").stdout
+    def receipts_of(name: str, last: str) -> list[dict[str, Any]]:
+        return logged_receipts(
+            stack, namespace, name, _ends_with(last), what=f"the receipt {last} of {name}"
         )
-        return got if got and got[-1]["event"] == last else None
 
-    (starting,) = wait_for(
-        lambda: receipts_of("agent-refused", "session.starting"),
-        timeout=30,
-        interval=0.5,
-        what="the refusal's receipt",
-    )
+    (starting,) = receipts_of("agent-refused", "session.starting")
     assert (starting["status"], starting["failure_class"], starting["retry_class"]) == (
         "failed",
         "capability_unsupported",
@@ -560,12 +561,7 @@ def test_a_run_naming_an_agent_is_negotiated_before_its_exec(stack: Stack, names
     assert agent_status["placements"] == [
         {"payload": "context", "placement": "side_channel_context", "status": "degraded"}
     ]
-    receipts = wait_for(
-        lambda: receipts_of("agent-degraded", "session.ended"),
-        timeout=30,
-        interval=0.5,
-        what="the degraded Run's receipts",
-    )
+    receipts = receipts_of("agent-degraded", "session.ended")
     first = receipts[0]
     assert (first["event"], first["status"], first["adapter_id"]) == (
         "session.starting",
@@ -592,17 +588,10 @@ emit("COMPLETED", {"status": "success", "summary": "done in %s" % os.environ["RU
 
 
 def _receipt_events(stack: Stack, namespace: str, name: str) -> list[str]:
-    def ended() -> list[str] | None:
-        got: list[dict[str, Any]] = json.loads(
-            lattice(stack, "logs", name, "-n", namespace, "--receipts", "--json").stdout
-        )
-        events = [r["event"] for r in got]
-        return events if events and events[-1] == "session.ended" else None
-
-    events: list[str] = wait_for(
-        ended, timeout=30, interval=0.5, what=f"the last receipt of {name}"
+    got = logged_receipts(
+        stack, namespace, name, _ends_with("session.ended"), what=f"the last receipt of {name}"
     )
-    return events
+    return [r["event"] for r in got]
 
 
 @pytest.mark.parametrize(("mode", "prefix"), [("exec_post", "post-"), ("service", "service:")])

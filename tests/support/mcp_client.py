@@ -1,4 +1,7 @@
-"""An MCP session with `lattice mcp` through the SDK's own stdio client (a real subprocess)."""
+"""An MCP session with `lattice mcp` through the SDK's own stdio client (a real subprocess),
+or with the same server object in process (`in_process`): the tools, their schemas and their
+error codes do not depend on the transport, and a subprocess costs a second of CPU. Each
+module keeps a subprocess test proving its real entry point."""
 
 from __future__ import annotations
 
@@ -8,9 +11,9 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp.types import CallToolResult, TextContent
 
 LATTICE = Path(sys.executable).parent / "lattice"
@@ -31,7 +34,21 @@ async def lattice_mcp(
         yield session
 
 
-async def call(session: ClientSession, tool: str, **arguments: Any) -> dict[str, Any]:
+class ToolCaller(Protocol):
+    """What the helpers below need: a stdio `ClientSession` or an in-process `Client`."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> Any: ...
+
+
+@asynccontextmanager
+async def in_process(server: Any) -> AsyncIterator[Client]:
+    """A client of the server object `lattice mcp` would serve (`lattice_operator.mcp.entry`),
+    over the SDK's in-memory JSON-RPC streams with the initialize handshake, as over stdio."""
+    async with Client(server, mode="legacy") as client:
+        yield client
+
+
+async def call(session: ToolCaller, tool: str, **arguments: Any) -> dict[str, Any]:
     """The tool's JSON payload; asserts the text and structured copies agree."""
     result = await session.call_tool(tool, arguments)
     assert isinstance(result, CallToolResult), result
@@ -44,7 +61,7 @@ async def call(session: ClientSession, tool: str, **arguments: Any) -> dict[str,
     return payload
 
 
-async def error_code(session: ClientSession, tool: str, **arguments: Any) -> str:
+async def error_code(session: ToolCaller, tool: str, **arguments: Any) -> str:
     payload = await call(session, tool, **arguments)
     assert "error" in payload, payload
     error = payload["error"]

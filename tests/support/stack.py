@@ -9,7 +9,7 @@ import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import yaml
@@ -123,13 +123,25 @@ def wait_webhooks_served(cluster: Cluster, timeout: float = 60.0) -> None:
     write would meet no webhook at all, or one left by an operator stopped earlier (a test
     that ran `lattice run` with the default settings), refused with a connection error."""
 
+    # Read in process: a kubectl per 0.1 s poll was CPU taken from the operator starting.
+    api = cluster.custom
+
     def served() -> bool:
-        out = cluster.kubectl(
-            "get", "validatingwebhookconfiguration", "lattice.dev", "-o", "json", check=False
-        )
-        if out.returncode != 0:
-            return False
-        urls = {w["clientConfig"].get("url", "") for w in json.loads(out.stdout)["webhooks"]}
+        try:
+            config = cast(
+                dict[str, Any],
+                api.get_cluster_custom_object(
+                    "admissionregistration.k8s.io",
+                    "v1",
+                    "validatingwebhookconfigurations",
+                    "lattice.dev",
+                ),
+            )
+        except ApiException as err:
+            if err.status == 404:
+                return False
+            raise
+        urls = {w["clientConfig"].get("url", "") for w in config.get("webhooks") or []}
         for url in urls:
             address = urlsplit(url)
             try:

@@ -1,17 +1,24 @@
 """`lattice mcp --cluster` without a reachable cluster: the errors an agent sees.
 
-The RBAC behaviour is tested against a real API server in tests/e2e/test_mcp_cluster.py.
+The first test runs the real `lattice mcp --cluster` process; the others talk to the same
+server object in process (what `run_cluster` serves, $KUBECONFIG set for the test), as the
+errors do not depend on the transport. The RBAC behaviour is tested against a real API
+server in tests/e2e/test_mcp_cluster.py.
 """
 
 from __future__ import annotations
 
 import socket
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
+from mcp import Client
 
-from tests.support.mcp_client import call, error_code, lattice_mcp
+from lattice_operator.mcp.entry import cluster_server
+from tests.support.mcp_client import call, error_code, in_process, lattice_mcp
 
 
 async def test_without_a_kubeconfig(tmp_path: Path) -> None:
@@ -30,6 +37,14 @@ async def test_without_a_kubeconfig(tmp_path: Path) -> None:
         "lattice_cluster_checkpoint_propose_restore",
     }
     assert code == "NO_KUBECONFIG"
+
+
+def _served(
+    kubeconfig: Path, monkeypatch: pytest.MonkeyPatch
+) -> AbstractAsyncContextManager[Client]:
+    # What `lattice mcp --cluster` serves with KUBECONFIG=kubeconfig (entry.run_cluster).
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    return in_process(cluster_server(None))
 
 
 def _unreachable(tmp_path: Path) -> Path:
@@ -53,9 +68,9 @@ def _unreachable(tmp_path: Path) -> Path:
     return kubeconfig
 
 
-async def test_an_unreachable_api_server(tmp_path: Path) -> None:
+async def test_an_unreachable_api_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     kubeconfig = _unreachable(tmp_path)
-    async with lattice_mcp("--cluster", env={"KUBECONFIG": str(kubeconfig)}) as session:
+    async with _served(kubeconfig, monkeypatch) as session:
         code = await error_code(session, "lattice_cluster_get", kind="runs", name="r")
         not_an_object = await error_code(session, "lattice_cluster_propose_intent", spec="x")
         bad_kind = await error_code(session, "lattice_cluster_list", kind="pods")
@@ -64,7 +79,9 @@ async def test_an_unreachable_api_server(tmp_path: Path) -> None:
     assert bad_kind == "INVALID_ARGUMENT"
 
 
-async def test_a_path_as_a_name_is_an_invalid_argument_naming_it(tmp_path: Path) -> None:
+async def test_a_path_as_a_name_is_an_invalid_argument_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Refused before any request: the API server here is a port nobody listens on.
     kubeconfig = _unreachable(tmp_path)
     calls: list[tuple[str, dict[str, Any], str]] = [
@@ -86,16 +103,18 @@ async def test_a_path_as_a_name_is_an_invalid_argument_naming_it(tmp_path: Path)
             "namespace",
         ),
     ]
-    async with lattice_mcp("--cluster", env={"KUBECONFIG": str(kubeconfig)}) as session:
+    async with _served(kubeconfig, monkeypatch) as session:
         errors = [(await call(session, tool, **args))["error"] for tool, args, _ in calls]
     for (_, _, parameter), error in zip(calls, errors, strict=True):
         assert error["code"] == "INVALID_ARGUMENT", error
         assert f"Parameter '{parameter}'" in error["message"], error
 
 
-async def test_a_restore_proposal_names_exactly_one_checkpoint(tmp_path: Path) -> None:
+async def test_a_restore_proposal_names_exactly_one_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     kubeconfig = _unreachable(tmp_path)
-    async with lattice_mcp("--cluster", env={"KUBECONFIG": str(kubeconfig)}) as session:
+    async with _served(kubeconfig, monkeypatch) as session:
         tool = "lattice_cluster_checkpoint_propose_restore"
         neither = (await call(session, tool, sprite="box"))["error"]
         both = (await call(session, tool, sprite="box", checkpoint="c", checkpoint_id="v1"))[

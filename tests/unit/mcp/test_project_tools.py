@@ -1,8 +1,11 @@
-"""`lattice mcp` through the SDK's stdio client: schemas, every tool, every error code, escapes."""
+"""`lattice mcp`: schemas, every tool, every error code, escapes. The schemas and hostile bytes
+go through the SDK's stdio client to the real `lattice mcp` process; the tools' behaviour is
+checked on the same server object in process (tests/support/mcp_client.in_process)."""
 
 from __future__ import annotations
 
 import re
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -11,10 +14,11 @@ import pytest
 import yaml
 from mcp.client.client import Client
 
+from lattice_operator.clock import SystemClock
 from lattice_operator.mcp.documents import Project, filename_stem, parse
 from lattice_operator.mcp.entry import project_server
 from tests.support.clock import FakeClock
-from tests.support.mcp_client import call, error_code, lattice_mcp
+from tests.support.mcp_client import call, error_code, in_process, lattice_mcp
 
 # The seed's parameter tables, transcribed verbatim (../shared/specs/mcp-tools.md).
 SEED_TABLES = {
@@ -74,6 +78,11 @@ def project(tmp_path: Path) -> Path:
     return root
 
 
+def _served(project: Path) -> AbstractAsyncContextManager[Client]:
+    # What `lattice mcp --project` serves (lattice_operator.mcp.entry.run_project).
+    return in_process(project_server(Project(project), SystemClock()))
+
+
 def _front(project: Path, rel: str) -> tuple[dict[str, Any], str]:
     doc = parse(rel, (project / rel).read_text())
     assert doc is not None
@@ -109,7 +118,7 @@ def test_the_table_parser_notices_a_renamed_or_retyped_parameter() -> None:
 
 
 async def test_create_task_to_the_letter(project: Path) -> None:
-    async with lattice_mcp("--project", str(project)) as session:
+    async with _served(project) as session:
         result = await call(
             session,
             "lattice_create_task",
@@ -159,7 +168,7 @@ async def test_create_task_to_the_letter(project: Path) -> None:
 
 
 async def test_create_document_to_the_letter(project: Path) -> None:
-    async with lattice_mcp("--project", str(project)) as session:
+    async with _served(project) as session:
         result = await call(
             session,
             "lattice_create_document",
@@ -194,7 +203,7 @@ def test_filename_generation() -> None:
 async def test_every_creation_error_code(project: Path) -> None:
     task = {"directory": "api/", "description": "Do it", "task_type": "task", "body": "b"}
     doc = {"directory": "api/", "name": "design", "description": "d", "body": "b"}
-    async with lattice_mcp("--project", str(project)) as session:
+    async with _served(project) as session:
         codes = {
             "INVALID_DIRECTORY": await error_code(
                 session, "lattice_create_task", **{**task, "directory": "nonexistent/"}
@@ -232,7 +241,7 @@ async def test_every_creation_error_code(project: Path) -> None:
     )
     # Bounds are inclusive.
     assert len("n" * 64) == 64
-    async with lattice_mcp("--project", str(project)) as session:
+    async with _served(project) as session:
         ok = await call(session, "lattice_create_document", **{**doc, "name": "n" * 64})
         edge = await call(session, "lattice_create_task", **{**task, "description": "d" * 1024})
     assert "error" not in ok
@@ -266,7 +275,7 @@ async def test_paths_never_escape_the_project_root(
     outside.mkdir()
     (outside / "outside.md").write_text("---\nlattice-id: LOUTSD\n---\n")
     (project / "outside_link").symlink_to(outside)
-    async with lattice_mcp("--project", str(project)) as session:
+    async with _served(project) as session:
         code = await error_code(
             session,
             "lattice_create_task",
@@ -291,7 +300,7 @@ async def test_symlinked_tasks_folder_and_root_document_are_refused(
     secret = tmp_path / "secret.md"
     secret.write_text("---\nlattice-id: LSECRT\n---\n")
     (project / "linked" / "linked.md").symlink_to(secret)
-    async with lattice_mcp("--project", str(project)) as session:
+    async with _served(project) as session:
         via_tasks = await error_code(
             session,
             "lattice_create_task",
@@ -361,7 +370,7 @@ async def test_show_list_update_close_and_dependencies(project: Path) -> None:
             **extra,
         }
 
-    async with lattice_mcp("--project", str(project)) as session:
+    async with _served(project) as session:
         first = await call(session, "lattice_create_task", **task("First", labels=["x"]))
         second = await call(session, "lattice_create_task", **task("Second"))
         other = await call(session, "lattice_create_task", **{**task("Third"), "directory": "auth"})
@@ -519,7 +528,7 @@ async def test_a_dangling_symlink_out_of_the_project_is_refused(
 ) -> None:
     target = tmp_path / "not-yet"
     (project / "api" / "docs").symlink_to(target)
-    async with lattice_mcp("--project", str(project)) as session:
+    async with _served(project) as session:
         code = await error_code(
             session, "lattice_create_document", directory="api", name="n", description="d", body=""
         )

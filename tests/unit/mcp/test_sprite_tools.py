@@ -1,15 +1,22 @@
-"""`lattice mcp --sprite` through the SDK's stdio client, checked by the real protocol engine."""
+"""`lattice mcp --sprite`, checked by the real protocol engine: a whole session through the SDK's
+stdio client to the real process, the other cases on the same server object in process (what
+`run_sprite` serves, the sprite's environment set for the test)."""
 
 from __future__ import annotations
 
 import json
 import os
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import pytest
+from mcp import Client
 
+from lattice_operator.clock import SystemClock
+from lattice_operator.mcp.entry import sprite_server
+from lattice_operator.mcp.sprite_tools import SpriteSession
 from lattice_operator.protocol.engine import RunEventEngine
-from tests.support.mcp_client import call, error_code, lattice_mcp
+from tests.support.mcp_client import call, error_code, in_process, lattice_mcp
 
 SPRITE, WORK = "sprite-42", "issue-17"
 # The sprite's own checkpoint CLI (as in the local Sprites server's /.sprite/bin), which this
@@ -35,6 +42,14 @@ def sprite_env(tmp_path: Path) -> dict[str, str]:
         "LATTICE_DIR": str(tmp_path / "lattice"),
         "LATTICE_EVENT_STDOUT": str(tmp_path / "stdout.log"),
     }
+
+
+def _served(
+    sprite_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> AbstractAsyncContextManager[Client]:
+    for name, value in sprite_env.items():
+        monkeypatch.setenv(name, value)
+    return in_process(sprite_server(SpriteSession.from_environment(SystemClock())))
 
 
 def _engine_verdict(tmp_path: Path) -> tuple[list[str], list[str]]:
@@ -111,14 +126,14 @@ async def test_a_whole_session_through_the_tools_has_no_violation(
 
 
 async def test_resume_then_blocking_action_then_complete(
-    tmp_path: Path, sprite_env: dict[str, str]
+    tmp_path: Path, sprite_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     lattice = tmp_path / "lattice"
     lattice.mkdir()
     (lattice / "resume.json").write_text(
         json.dumps({"work_item_id": WORK, "checkpoint_id": "chk-0", "inputs": {"approved": True}})
     )
-    async with lattice_mcp("--sprite", env=sprite_env) as session:
+    async with _served(sprite_env, monkeypatch) as session:
         first = await call(session, "lattice_sprite_resume_inputs")
         replay = await call(session, "lattice_sprite_resume_inputs")
         blocking = await call(
@@ -141,7 +156,7 @@ async def test_resume_then_blocking_action_then_complete(
     (lattice / "resume.json").write_text(
         json.dumps({"work_item_id": WORK, "checkpoint_id": "chk-1", "inputs": {"pr_url": "u"}})
     )
-    async with lattice_mcp("--sprite", env=sprite_env) as session:
+    async with _served(sprite_env, monkeypatch) as session:
         resumed = await call(session, "lattice_sprite_resume_inputs")
         done = await call(session, "lattice_sprite_complete", status="success", summary="ok")
         after = await error_code(session, "lattice_sprite_phase", phase="x", state="started")
@@ -151,9 +166,9 @@ async def test_resume_then_blocking_action_then_complete(
 
 
 async def test_invalid_events_are_refused_and_nothing_is_written(
-    tmp_path: Path, sprite_env: dict[str, str]
+    tmp_path: Path, sprite_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with lattice_mcp("--sprite", env=sprite_env) as session:
+    async with _served(sprite_env, monkeypatch) as session:
         codes = [
             await error_code(session, "lattice_sprite_phase", phase="x", state="finished"),
             await error_code(session, "lattice_sprite_phase", phase="", state="started"),
@@ -189,10 +204,10 @@ async def test_invalid_events_are_refused_and_nothing_is_written(
 
 
 async def test_a_failed_checkpoint_emits_no_waiting(
-    tmp_path: Path, sprite_env: dict[str, str]
+    tmp_path: Path, sprite_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tmp_path / "bin" / "sprite-checkpoint").write_text("#!/bin/sh\necho boom >&2\nexit 3\n")
-    async with lattice_mcp("--sprite", env=sprite_env) as session:
+    async with _served(sprite_env, monkeypatch) as session:
         code = await error_code(session, "lattice_sprite_wait_for_approval", reason="r")
         still_open = await call(session, "lattice_sprite_info", message="retrying")
     assert code == "CHECKPOINT_FAILED"
@@ -220,9 +235,9 @@ def test_outside_a_sprite_it_refuses_to_start(tmp_path: Path) -> None:
 
 
 async def test_error_checkpoints_first_and_an_unreadable_resume_is_reported(
-    tmp_path: Path, sprite_env: dict[str, str]
+    tmp_path: Path, sprite_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with lattice_mcp("--sprite", env=sprite_env) as session:
+    async with _served(sprite_env, monkeypatch) as session:
         failed = await call(
             session, "lattice_sprite_error", message="build failed", details={"exit_code": 1}
         )
