@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from lattice_adapters.localcluster.controlplane import free_port
+from lattice_devtools.localcluster.controlplane import free_port
 from lattice_operator.leadership import JITTER
 from tests.support.admission_cases import build
 from tests.support.cluster import Cluster, wait_for

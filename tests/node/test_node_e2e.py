@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from lattice_adapters import tls
-from lattice_adapters.localcluster.node import NodeCluster
+from lattice_devtools.localcluster.node import NodeCluster
 from lattice_operator.forge.builders import triage_name
 from tests.support.node_e2e import (
     CHART,

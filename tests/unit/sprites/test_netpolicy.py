@@ -6,8 +6,8 @@ import ipaddress
 
 import pytest
 
-from lattice_adapters.sprites_local._egress import Refused, parse_request
-from lattice_adapters.sprites_local._netpolicy import (
+from lattice_devtools.sprites_local._egress import Refused, parse_request
+from lattice_devtools.sprites_local._netpolicy import (
     NetworkPolicy,
     address_refusal,
     ip_literal,
