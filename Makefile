@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 LATTICE := $(VENV)/bin/lattice
 # The venv is rebuilt only when the dependency pins change.
-VENV_STAMP := $(VENV)/.stamp-$(shell cat pyproject.toml requirements.lock 2>/dev/null | sha256sum | cut -c1-12)
+VENV_STAMP := $(VENV)/.stamp-$(shell cat pyproject.toml devtools/pyproject.toml requirements.lock 2>/dev/null | sha256sum | cut -c1-12)
 PYTEST_ARGS ?=
 # The suite's workers (pytest-xdist; 0: one process). Each has its own control plane, Sprites
 # server and operators, nothing shared; a file's tests stay on one worker (module fixtures).
@@ -22,9 +22,10 @@ PROGRESS := $(PYTHON) hack/progress.py
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
 
-$(VENV_STAMP): pyproject.toml requirements.lock
+# Both distributions, editable: the operator (with its test and dev extras) and the dev tools.
+$(VENV_STAMP): pyproject.toml devtools/pyproject.toml requirements.lock
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[test,dev]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[test,dev]' -e ./devtools
 	@rm -f $(VENV)/.stamp-* && touch $@
 
 venv: $(VENV_STAMP) ## Create/refresh the virtualenv from the pinned lock file
@@ -77,12 +78,12 @@ chart: venv tools ## Static checks of charts/lattice-operator: helm lint --stric
 	$(PY) -m pytest tests/chart $(PYTEST_ARGS)
 
 lint: venv ## ruff lint and format check; the import layering (import-linter contracts)
-	$(VENV)/bin/ruff check operator adapters dashboards tests
-	$(VENV)/bin/ruff format --check operator adapters dashboards tests
+	$(VENV)/bin/ruff check operator adapters devtools dashboards tests
+	$(VENV)/bin/ruff format --check operator adapters devtools dashboards tests
 	$(VENV)/bin/lint-imports --no-cache
 
-typecheck: venv ## mypy --strict on both packages and the dashboard code
-	$(VENV)/bin/mypy operator/lattice_operator adapters/lattice_adapters dashboards
+typecheck: venv ## mypy --strict on the operator's packages, the dev tools and the dashboard code
+	$(VENV)/bin/mypy operator/lattice_operator adapters/lattice_adapters devtools/lattice_devtools dashboards
 
 crds: venv ## Regenerate crds/ from the models (and the Helm chart's copy)
 	$(LATTICE) crds --output crds

@@ -60,7 +60,8 @@ fi
 work="$(mktemp -d "${TMPDIR:-/tmp}/lattice-image.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 
-# 1. The wheel, and every runtime dependency as a binary wheel at the pinned
+# 1. The operator's wheel (devtools/ is not copied: the dev tools are a distribution of their
+#    own), and every runtime dependency as a binary wheel at the pinned
 #    version (the lock file also pins the test and dev tools; only what the
 #    wheel requires is fetched). The wheelhouse is cached by the lock's hash.
 lock_key="$({ cat "$root/requirements.lock" "$here/image.env"; grep -v '^version = ' "$root/pyproject.toml"; } | sha256sum | cut -c1-16)"
@@ -138,6 +139,11 @@ in_image /opt/lattice/bin/pip install --quiet --disable-pip-version-check --no-i
 in_image /opt/lattice/bin/pip check >&2
 in_image /opt/lattice/bin/pip uninstall --quiet --yes pip
 in_image /opt/lattice/bin/lattice --help >/dev/null
+# The operator's distribution only (the dev tools, devtools/, are one of their own): `lattice dev`
+# answers that they are not installed (writing no bytecode of what it imports into the layer).
+dev_answer="$(in_image /usr/bin/env PYTHONDONTWRITEBYTECODE=1 /opt/lattice/bin/lattice dev 2>&1 || true)"
+grep -q "the dev tools, which are not installed" <<<"$dev_answer" \
+  || { echo "build-image: \`lattice dev\` in the image answered: $dev_answer" >&2; exit 1; }
 rm -f "$rootfs/tmp/$(basename "$wheel")"
 umoci repack --image "$layout:${version}" --history.created "$created" \
   --history.created_by "hack/build-image.sh (the lattice-operator wheel)" "$work/bundle"

@@ -9,10 +9,17 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests.support import file_costs
 from tests.support.cluster import Cluster, cluster_session
 from tests.support.sprites_server import LocalSprites, sprites_server
+
+# Property tests assert what holds, never how fast: hypothesis's per-example deadline (200 ms)
+# and its too-slow health check are timings, and fail by chance on a loaded machine (a ring
+# buffer's property test did under `make soak`-like load). A test may still set its own.
+settings.register_profile("lattice", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("lattice")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

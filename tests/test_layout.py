@@ -1,4 +1,5 @@
-"""Guards the source-root layout: `operator/` and `adapters/` are never packages."""
+"""Guards the source-root layout: `operator/`, `adapters/` and `devtools/` are never packages;
+the operator's distribution and the dev tools' are released together."""
 
 from __future__ import annotations
 
@@ -6,13 +7,17 @@ import importlib
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
+
+# The CLI's private extension loader names the dev tools' commands these checks compare with.
+from lattice_operator.cli import _extensions
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_source_roots_have_no_init() -> None:
-    for root in ("operator", "adapters"):
+    for root in ("operator", "adapters", "devtools"):
         assert (ROOT / root).is_dir()
         assert not (ROOT / root / "__init__.py").exists(), f"{root}/__init__.py must never exist"
 
@@ -20,6 +25,7 @@ def test_source_roots_have_no_init() -> None:
 def test_packages_live_under_the_source_roots() -> None:
     assert (ROOT / "operator" / "lattice_operator" / "__init__.py").exists()
     assert (ROOT / "adapters" / "lattice_adapters" / "__init__.py").exists()
+    assert (ROOT / "devtools" / "lattice_devtools" / "__init__.py").exists()
 
 
 def test_stdlib_operator_is_not_shadowed_in_process() -> None:
@@ -48,9 +54,25 @@ def test_stdlib_operator_is_not_shadowed_from_repo_root() -> None:
 
 
 def test_lattice_packages_import() -> None:
-    for name in ("lattice_operator", "lattice_adapters"):
+    for name in ("lattice_operator", "lattice_adapters", "lattice_devtools"):
         module = importlib.import_module(name)
         assert module.__file__ is not None
+
+
+def test_the_dev_tools_are_released_with_the_operator_and_add_the_dev_commands() -> None:
+    operator = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    devtools = tomllib.loads((ROOT / "devtools" / "pyproject.toml").read_text())
+    version = operator["project"]["version"]
+    assert devtools["project"]["version"] == version
+    assert f"lattice-operator=={version}" in devtools["project"]["dependencies"]
+    added = devtools["project"]["entry-points"][_extensions.ENTRY_POINTS]
+    assert sorted(added) == sorted(_extensions.DEV_TOOLS)
+    # Neither distribution ships the other's packages.
+    assert operator["tool"]["setuptools"]["packages"]["find"]["include"] == [
+        "lattice_operator*",
+        "lattice_adapters*",
+    ]
+    assert devtools["tool"]["setuptools"]["packages"]["find"]["include"] == ["lattice_devtools*"]
 
 
 def test_test_modules_share_helpers_only_through_support() -> None:

@@ -29,7 +29,7 @@ import pytest
 from aiohttp import web
 
 from lattice_adapters.kube import KubeClient, KubeConfig
-from lattice_adapters.localcluster.controlplane import free_port
+from lattice_devtools.localcluster.controlplane import free_port
 from lattice_operator.api.v1alpha1.githubrepository import GitHubRepository
 from lattice_operator.clock import SystemClock
 from lattice_operator.forge.webhooks import sign

@@ -2,7 +2,7 @@
 (issue 17's side-by-side row; `make bench`; bench-results/capacity.json, key "run_vs_pod",
 one row of `python -m tests.bench.report`).
 
-One node cluster (`lattice_adapters.localcluster.node`: etcd, kube-apiserver, scheduler,
+One node cluster (`lattice_devtools.localcluster.node`: etcd, kube-apiserver, scheduler,
 controller manager, containerd, the kubelet, kube-proxy and a CNI bridge, in a network
 namespace of its own; root) runs both sides on the same machine:
 
@@ -38,7 +38,7 @@ from typing import Any
 import pytest
 import yaml
 
-from lattice_adapters.localcluster.node import NodeCluster, start_node_cluster, stop_node_cluster
+from lattice_devtools.localcluster.node import NodeCluster, start_node_cluster, stop_node_cluster
 from tests.support.admission_cases import build
 from tests.support.cluster import wait_for
 from tests.support.node_image import build_image
@@ -83,7 +83,8 @@ def commit() -> str:
 
 
 def python_env() -> dict[str, str]:
-    return {"PYTHONPATH": os.pathsep.join([str(REPO / "operator"), str(REPO / "adapters")])}
+    source_roots = ("operator", "adapters", "devtools")  # sprites-local: the dev tools
+    return {"PYTHONPATH": os.pathsep.join(str(REPO / root) for root in source_roots)}
 
 
 def start_sprites(node: NodeCluster, work: Path) -> str:

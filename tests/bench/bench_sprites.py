@@ -38,8 +38,8 @@ import pytest
 from lattice_adapters.sprites import SpritesAdapter
 
 # The local server's namespace primitives, measured on their own.
-from lattice_adapters.sprites_local._container import setns
-from lattice_adapters.sprites_local._netns import CLONE_NEWNET, close_namespace, new_namespace
+from lattice_devtools.sprites_local._container import setns
+from lattice_devtools.sprites_local._netns import CLONE_NEWNET, close_namespace, new_namespace
 from lattice_operator.api.v1alpha1 import NetworkRule
 from tests.support.loopback_server import LoopbackServer
 from tests.support.sprites_server import LocalSprites, sprites_server

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from lattice_adapters.localcluster.controlplane import free_port
+from lattice_devtools.localcluster.controlplane import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "bench-results" / "stream.json"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from lattice_adapters.localcluster import find_bin_dir
+from lattice_devtools.localcluster import find_bin_dir
 from tests.support.helm import CHART, RELEASE, ROOT, find, helm, render
 
 DIGEST = "sha256:" + "ab" * 32

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from lattice_adapters.localcluster import find_bin_dir
+from lattice_devtools.localcluster import find_bin_dir
 from tests.support.cluster import Cluster
 from tests.support.helm import MATRIX, ROOT, template_text
 from tests.support.kubeschemas import TEMPLATE, write_crd_schemas, write_kubernetes_schemas

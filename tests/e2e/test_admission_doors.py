@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from lattice_adapters.localcluster.controlplane import WEBHOOK_CLIENT
+from lattice_devtools.localcluster.controlplane import WEBHOOK_CLIENT
 from tests.support.cluster import Cluster
 from tests.support.sprites_server import LocalSprites
 from tests.support.stack import WEBHOOK_HOST, Stack, operator_stack

@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from lattice_adapters.localcluster.controlplane import free_port
 from lattice_adapters.sprites import SpritesAdapter
+from lattice_devtools.localcluster.controlplane import free_port
 from lattice_operator.api.v1alpha1 import Intent
 from lattice_operator.api.v1alpha1.githubrepository import GitHubRepository
 from lattice_operator.forge.builders import plan_intent

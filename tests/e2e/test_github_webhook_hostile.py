@@ -23,7 +23,7 @@ import pytest
 from aiohttp import web
 
 from lattice_adapters.kube import KubeClient, KubeConfig, resource_path
-from lattice_adapters.localcluster.controlplane import free_port
+from lattice_devtools.localcluster.controlplane import free_port
 from lattice_operator.api.v1alpha1 import Intent
 from lattice_operator.api.v1alpha1.githubrepository import GitHubRepository
 from lattice_operator.api.v1alpha1.resources import INTENTS

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from lattice_adapters.localcluster.controlplane import free_port
+from lattice_devtools.localcluster.controlplane import free_port
 from tests.support.cluster import Cluster
 from tests.support.sprites_server import LocalSprites
 from tests.support.stack import Stack, operator_stack

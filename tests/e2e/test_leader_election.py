@@ -19,7 +19,7 @@ import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from lattice_adapters.localcluster.controlplane import free_port
+from lattice_devtools.localcluster.controlplane import free_port
 from lattice_operator.leadership import JITTER
 from tests.support.admission_cases import build
 from tests.support.cluster import Cluster, wait_for

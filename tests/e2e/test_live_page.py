@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from lattice_adapters.localcluster.controlplane import free_port
+from lattice_devtools.localcluster.controlplane import free_port
 from tests.support.browser import Page, chromium
 from tests.support.cluster import Cluster
 from tests.support.e2e_runs import apply_run, ready_sprite

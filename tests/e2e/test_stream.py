@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from lattice_adapters.localcluster.controlplane import free_port
+from lattice_devtools.localcluster.controlplane import free_port
 from tests.support.cluster import Cluster, wait_for
 from tests.support.e2e_runs import apply_run, ready_sprite
 from tests.support.processes import SIGINT_IGNORED

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from lattice_adapters.localcluster.node import NODE_IP, NodeCluster
+from lattice_devtools.localcluster.node import NODE_IP, NodeCluster
 from tests.support.node_e2e import (
     CHART_PATH,
     IMAGE_PATH,

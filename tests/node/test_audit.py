@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from lattice_adapters.localcluster.node import NodeCluster
+from lattice_devtools.localcluster.node import NodeCluster
 from tests.support.node_audit import UNEXERCISED_GRANTS, audit_log_check, granted
 from tests.support.node_e2e import NAMESPACE, RELEASE
 

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from lattice_adapters.localcluster.node import NodeCluster
+from lattice_devtools.localcluster.node import NodeCluster
 from tests.support.node_e2e import (
     IMAGE_PATH,
     NAMESPACE,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from lattice_adapters.localcluster.node import NodeCluster
+from lattice_devtools.localcluster.node import NodeCluster
 from tests.support.node_audit import (
     NAMESPACED_UNEXERCISED,
     UNEXERCISED_GRANTS,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from lattice_adapters.localcluster.node import NodeCluster
+from lattice_devtools.localcluster.node import NodeCluster
 from tests.support.node_e2e import CHART, NAMESPACE, RELEASE, holder, operator_pods, wait_until
 from tests.support.prometheus import RULES, prometheus_command, service_monitor_targets
 

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from lattice_adapters import tls
-from lattice_adapters.localcluster.node import NodeCluster
+from lattice_devtools.localcluster.node import NodeCluster
 from tests.support.node_e2e import (
     NAMESPACE,
     SAMPLES,

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from lattice_adapters.localcluster.node import NodeCluster
+from lattice_devtools.localcluster.node import NodeCluster
 from tests.support.node_e2e import HTTP_CLIENT, TIMINGS, http, service_url, wait_phase, wait_until
 from tests.support.node_samples import (
     STREAM,

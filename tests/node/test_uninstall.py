@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from lattice_adapters.localcluster.node import NodeCluster
+from lattice_devtools.localcluster.node import NodeCluster
 from tests.support.node_e2e import (
     NAMESPACE,
     RELEASE,

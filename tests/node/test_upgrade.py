@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from lattice_adapters.localcluster.node import NodeCluster
+from lattice_devtools.localcluster.node import NodeCluster
 from lattice_operator.receipt_reader import receipt_event_params, receipts_from_events
 from tests.support.agents import agent
 from tests.support.node_e2e import (

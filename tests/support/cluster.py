@@ -17,7 +17,7 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from lattice_adapters.localcluster import LocalControlPlane, find_bin_dir
+from lattice_devtools.localcluster import LocalControlPlane, find_bin_dir
 from tests.support.cluster_guard import OPT_IN, given_kubeconfig, refusal
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

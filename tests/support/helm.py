@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from lattice_adapters.localcluster import find_bin_dir
+from lattice_devtools.localcluster import find_bin_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "lattice-operator"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from lattice_adapters.localcluster.node import NodeCluster
+from lattice_devtools.localcluster.node import NodeCluster
 
 # Grants the operator holds that this test run does not exercise, each with its reason.
 UNEXERCISED_GRANTS: dict[tuple[str, str, str], str] = {

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lattice_adapters.localcluster.node import NodeCluster
+from lattice_devtools.localcluster.node import NodeCluster
 from lattice_operator.receipt_reader import receipt_event_params, receipts_from_events
 from tests.support.registry import Registry
 
@@ -43,7 +43,8 @@ def wait_until(predicate: Any, what: str, timeout: float = 300) -> Any:
 
 
 def lattice_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    path = os.pathsep.join([str(ROOT / "operator"), str(ROOT / "adapters")])
+    # `cluster` and `sprites-local` are the dev tools' commands.
+    path = os.pathsep.join([str(ROOT / "operator"), str(ROOT / "adapters"), str(ROOT / "devtools")])
     return subprocess.run(
         [sys.executable, "-m", "lattice_operator", *args],
         cwd=ROOT,

@@ -34,7 +34,7 @@ from typing import Any
 import aiohttp
 
 from lattice_adapters.kube import KubeClient, KubeConfig, resource_path
-from lattice_adapters.localcluster.node import oci_archive
+from lattice_devtools.localcluster.node import oci_archive
 from tests.support.loadgen import StartWatch, ms, pct, stamp
 
 COMMAND = ["sh", "-c", "date +%s.%N"]

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from lattice_adapters.localcluster.controlplane import free_port
+from lattice_devtools.localcluster.controlplane import free_port
 
 # Every operator the tests start gets its TMPDIR here, removed when the test run ends: an
 # operator killed on purpose (the crash tests) cannot remove its throwaway webhook key.

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import yaml
 
-from lattice_adapters.localcluster.controlplane import free_port
+from lattice_devtools.localcluster.controlplane import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "charts" / "lattice-operator" / "files" / "prometheus-rules.yaml"

@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 
 from lattice_adapters import tls
-from lattice_adapters.localcluster.node import NODE_IP, NodeCluster
+from lattice_devtools.localcluster.node import NODE_IP, NodeCluster
 
 ROOT = Path(__file__).resolve().parents[2]
 REGISTRY_PORT = 5000

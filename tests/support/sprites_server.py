@@ -60,7 +60,7 @@ class LocalSprites:
             return response.json()
 
     def set_faults(self, **switches: Any) -> dict[str, Any]:
-        """Merge fault switches (see lattice_adapters.sprites_local._faults)."""
+        """Merge fault switches (see lattice_devtools.sprites_local._faults)."""
         result: dict[str, Any] = self._admin("POST", "/_local/faults", json=switches)
         return result
 

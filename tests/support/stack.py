@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from lattice_adapters.localcluster.controlplane import free_port
+from lattice_devtools.localcluster.controlplane import free_port
 from tests.support.cluster import Cluster, wait_for
 from tests.support.operator import OperatorProcess, spawn_operator
 from tests.support.sprites_server import LocalSprites

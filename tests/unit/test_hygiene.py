@@ -26,7 +26,8 @@ def _run_inner(pytester: pytest.Pytester, body: str) -> pytest.RunResult:
         "-o",
         f"pythonpath={Path(__file__).resolve().parents[2]} "
         f"{Path(__file__).resolve().parents[2] / 'operator'} "
-        f"{Path(__file__).resolve().parents[2] / 'adapters'}",
+        f"{Path(__file__).resolve().parents[2] / 'adapters'} "
+        f"{Path(__file__).resolve().parents[2] / 'devtools'}",
     )
 
 

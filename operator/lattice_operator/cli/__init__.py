@@ -1,4 +1,5 @@
-"""The `lattice` command line: one typer app, one module per command group."""
+"""The `lattice` command line: one typer app, one module per command group (the dev tools'
+commands are added by their own distribution: _extensions)."""
 
 from __future__ import annotations
 
@@ -6,18 +7,16 @@ import typer
 
 from lattice_operator.cli import (
     _checkpoints,
-    _cluster,
     _crds,
-    _dev,
     _env,
     _errors,
     _events,
+    _extensions,
     _intents,
     _kube,
     _mcp,
     _run,
     _runs,
-    _sprites_local,
     _watch,
     _whoami,
     _workflow,
@@ -30,15 +29,15 @@ app = typer.Typer(
     # --install-completion / --show-completion (bash, zsh): docs/user-guide.md.
     add_completion=True,
     pretty_exceptions_enable=False,
+    # `lattice dev`, `lattice cluster` and `lattice sprites-local` come from the dev tools, a
+    # distribution of their own (devtools/), found through an entry point group.
+    cls=_extensions.LatticeGroup,
 )
 app.callback()(_kube.remember)
 app.command("run")(_run.run)
 app.command("crds")(_crds.crds)
-app.command("sprites-local")(_sprites_local.sprites_local)
-app.add_typer(_cluster.app, name="cluster")
 app.add_typer(_events.app, name="events")
 app.add_typer(_checkpoints.app, name="checkpoints")
-app.command("dev")(_dev.dev)
 app.command("resume")(_runs.resume)
 app.command("cancel")(_runs.cancel)
 app.command("logs")(_runs.logs)

@@ -29,7 +29,6 @@ def describe(exc: BaseException) -> tuple[str, int]:
     import aiohttp
 
     from lattice_adapters.kube import InvalidName, KubeApiError, KubeConfigError
-    from lattice_adapters.localcluster import ControlPlaneError
 
     if isinstance(exc, CliError):
         return str(exc), exc.exit_code
@@ -46,7 +45,7 @@ def describe(exc: BaseException) -> tuple[str, int]:
         return f"talking to the API server failed: {type(exc).__name__}: {exc}", 1
     if isinstance(exc, asyncio.TimeoutError | TimeoutError):
         return "the API server did not answer in time", 1
-    if isinstance(exc, ControlPlaneError | LatticeError):
+    if isinstance(exc, LatticeError):
         return str(exc), 1
     if isinstance(exc, RecursionError):
         return "input nested too deeply", 2

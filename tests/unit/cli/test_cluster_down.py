@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lattice_adapters.localcluster.controlplane import proc_start_time
+from lattice_devtools.localcluster.controlplane import proc_start_time
 
 LATTICE = [sys.executable, "-c", "from lattice_operator.cli import main; main()"]
 

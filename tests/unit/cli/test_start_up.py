@@ -20,6 +20,8 @@ def loaded_after(code: str) -> set[str]:
 
 def test_the_command_line_loads_no_crd_model_until_a_command_needs_one() -> None:
     assert MODELS not in loaded_after("import lattice_operator.cli")
+    # Nor the dev tools: they are looked up only when the command line names one of them.
+    assert "lattice_devtools" not in loaded_after("import lattice_operator.cli")
     # Reading receipts back needs the label names only, not the models that build them.
     assert MODELS not in loaded_after("import lattice_operator.receipt_reader")
     assert MODELS in loaded_after("import lattice_operator.builders")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 # The local server's snapshot copy (its private _checkpoints) is the unit under test.
-from lattice_adapters.sprites_local._checkpoints import CheckpointError, copy_tree, only_vanished
+from lattice_devtools.sprites_local._checkpoints import CheckpointError, copy_tree, only_vanished
 
 
 def test_only_a_source_file_gone_before_cp_read_it_counts_as_vanished() -> None:

@@ -12,8 +12,8 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 # The local server's egress proxy (its private _egress and _netpolicy) is the unit under test.
-from lattice_adapters.sprites_local._egress import EgressProxy, EgressSettings
-from lattice_adapters.sprites_local._netpolicy import NetworkPolicy, parse_networks
+from lattice_devtools.sprites_local._egress import EgressProxy, EgressSettings
+from lattice_devtools.sprites_local._netpolicy import NetworkPolicy, parse_networks
 from tests.support.loopback_server import LoopbackServer
 
 SOURCE_BYTES = 512 * 1024 * 1024

@@ -21,7 +21,10 @@ def mount_points() -> None:
 
 
 def run_as_nobody(code: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'operator'}:{ROOT / 'adapters'}"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{ROOT / 'operator'}:{ROOT / 'adapters'}:{ROOT / 'devtools'}",
+    }
     return subprocess.run(
         [*NOBODY, sys.executable, "-c", code],
         capture_output=True,
@@ -36,9 +39,9 @@ def run_as_nobody(code: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.usefixtures("mount_points")
 def test_launcher_explains_a_missing_permission() -> None:
     result = run_as_nobody(
-        "from lattice_adapters.sprites_local import LauncherError\n"
+        "from lattice_devtools.sprites_local import LauncherError\n"
         # The launcher is private to the local server; this checks its message as nobody.
-        "from lattice_adapters.sprites_local._launcher import NamespaceLauncher\n"
+        "from lattice_devtools.sprites_local._launcher import NamespaceLauncher\n"
         "try:\n    NamespaceLauncher().prepare_host()\n"
         "except LauncherError as e:\n    print(e)\nelse:\n    print('NO ERROR')\n"
     )

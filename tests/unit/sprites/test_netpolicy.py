@@ -7,8 +7,8 @@ import ipaddress
 import pytest
 
 # The local server's egress judge (its private _egress and _netpolicy) is the unit under test.
-from lattice_adapters.sprites_local._egress import Refused, parse_request
-from lattice_adapters.sprites_local._netpolicy import (
+from lattice_devtools.sprites_local._egress import Refused, parse_request
+from lattice_devtools.sprites_local._netpolicy import (
     NetworkPolicy,
     address_refusal,
     ip_literal,

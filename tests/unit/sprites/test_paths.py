@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lattice_adapters.sprites_local import PathRefused, host_path, sprite_path
+from lattice_devtools.sprites_local import PathRefused, host_path, sprite_path
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import SecretStr
 
 import lattice_adapters.sprites
-import lattice_adapters.sprites_local
+import lattice_devtools.sprites_local
 import lattice_operator.ports.errors
 import lattice_operator.ports.sprites
 from lattice_operator.ports import SpriteBackend
@@ -26,7 +26,7 @@ def test_adapter_surface() -> None:
 
 
 def test_local_server_surface() -> None:
-    assert sorted(lattice_adapters.sprites_local.__all__) == [
+    assert sorted(lattice_devtools.sprites_local.__all__) == [
         "Faults",
         "LauncherError",
         "LocalSpritesConfig",

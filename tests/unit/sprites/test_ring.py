@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lattice_adapters.sprites_local import OutputRing
+from lattice_devtools.sprites_local import OutputRing
 
 
 def test_keeps_the_last_bytes_with_their_streams() -> None:
