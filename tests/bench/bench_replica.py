@@ -63,7 +63,7 @@ from tests.support import pyspy
 from tests.support.admission_cases import build
 from tests.support.bench_ingest import calls_between, cpu_seconds, sprite_calls
 from tests.support.cluster import Cluster, wait_for
-from tests.support.loadgen import StartWatch, pct
+from tests.support.loadgen import StartWatch, apiserver_metrics, pct
 from tests.support.operator import spawn_operator
 from tests.support.sprites_server import LocalSprites
 from tests.support.stack import Stack, operator_stack, wait_webhooks_served
@@ -80,6 +80,7 @@ WINDOW = float(os.environ.get("LATTICE_BENCH_REPLICA_SECONDS", "60"))
 """Seconds all N Runs stream at once (at least: the Runs that started first stream longer)."""
 PROFILE = os.environ.get("LATTICE_BENCH_REPLICA_PROFILE", "1") != "0"
 PROFILE_SECONDS = 20.0
+ENDED = ("Succeeded", "Failed")
 CATCH_UP_TIMEOUT = 300.0
 """After the deadline, how long to wait for every Run to catch up and end; an N that did not
 is the last one measured."""
@@ -313,6 +314,93 @@ def counters(stack: Stack) -> dict[str, float]:
     return out
 
 
+def backend_latency(stack: Stack) -> dict[str, tuple[float, float]]:
+    """The operator's Sprites calls so far by operation: (seconds in all, calls)."""
+    text = httpx.get(
+        f"http://127.0.0.1:{stack.metrics_port}/metrics", trust_env=False, timeout=10
+    ).text
+    out: dict[str, tuple[float, float]] = {}
+    base = "lattice_backend_call_duration_seconds_"
+    for line in text.splitlines():
+        for part, index in (("sum", 0), ("count", 1)):
+            prefix = f'{base}{part}{{operation="'
+            if line.startswith(prefix):
+                operation = line[len(prefix) :].split('"', 1)[0]
+                pair = list(out.get(operation, (0.0, 0.0)))
+                pair[index] = float(line.split()[-1])
+                out[operation] = (pair[0], pair[1])
+    return out
+
+
+def mean_ms(
+    before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]]
+) -> dict[str, float]:
+    out = {}
+    for key, (total, count) in after.items():
+        total0, count0 = before.get(key, (0.0, 0.0))
+        if count > count0:
+            out[key] = round(1000 * (total - total0) / (count - count0), 1)
+    return out
+
+
+def apiserver_latency(values: dict[tuple[str, str], float]) -> dict[str, tuple[float, float]]:
+    """The API server's own latency of Run status PATCHes and of its etcd updates of Runs:
+    (seconds in all, requests)."""
+    wanted = {
+        "runs/status PATCH": ("apiserver_request_duration_seconds", 'subresource="status"'),
+        "etcd update runs": ("etcd_request_duration_seconds", 'operation="update"'),
+    }
+    out: dict[str, tuple[float, float]] = {}
+    for key, (metric, mark) in wanted.items():
+        total = count = 0.0
+        for (name, labels), value in values.items():
+            if 'resource="runs"' not in labels or mark not in labels:
+                continue
+            if key.endswith("PATCH") and 'verb="PATCH"' not in labels:
+                continue
+            if name == f"{metric}_sum":
+                total += value
+            elif name == f"{metric}_count":
+                count += value
+        out[key] = (total, count)
+    return out
+
+
+def unfinished(
+    bench: Bench, stack: Stack, namespace: str, names: set[str], backend: dict[str, str]
+) -> list[dict[str, Any]]:
+    """Up to five Runs not ended: what their status says, and what the sprite has running."""
+    path = resource_path("lattice.dev", "v1alpha1", "runs", namespace)
+    out = []
+    for item in bench.run(bench.kube.get(path))["items"]:
+        status = item.get("status") or {}
+        name = item["metadata"]["name"]
+        if name not in names or status.get("phase") in ("Succeeded", "Failed"):
+            continue
+        sprite = backend[item["spec"]["spriteRef"]["name"]]
+        try:
+            described: Any = stack.sprites.describe(sprite)
+        except httpx.HTTPError as exc:
+            described = str(exc)[:200]
+        out.append(
+            {
+                "run": name,
+                "phase": status.get("phase"),
+                "conditions": [
+                    {k: c.get(k) for k in ("type", "status", "reason", "message")}
+                    for c in status.get("conditions") or []
+                ],
+                "gate": (status.get("cursor") or {}).get("gate"),
+                "event_count": (status.get("events") or {}).get("eventCount"),
+                "session_id": status.get("sessionId"),
+                "sprite": described,
+            }
+        )
+        if len(out) == 5:
+            break
+    return out
+
+
 def rate_of(rows: list[dict[str, Any]], key: str) -> float | None:
     if len(rows) < 2:
         return None
@@ -336,6 +424,8 @@ def one_count(
     row["mem_available_mib_before"] = mem_available_mib()
     failures0, calls0 = _daemon_failures(stack), sprite_calls(stack)
     lines_before = outbox_lines(stack, backend, sprites)
+    latency0 = backend_latency(stack)
+    api0 = apiserver_latency(bench.run(apiserver_metrics(bench.config)))
     began = time.time()
     until = began + ramp(n) + WINDOW
     bodies = [
@@ -371,6 +461,13 @@ def one_count(
             time.sleep(max(0.0, until - time.time()))
         at_end = folded(bench, namespace, set(names))
         end_read = time.time()
+        row["sprite_call_mean_ms"] = mean_ms(latency0, backend_latency(stack))
+        api1 = apiserver_latency(bench.run(apiserver_metrics(bench.config)))
+        row["apiserver_mean_ms"] = {
+            key: round(1000 * (api1[key][0] - api0[key][0]) / (api1[key][1] - api0[key][1]), 1)
+            for key in api1
+            if api1[key][1] > api0[key][1]
+        }
         time.sleep(2)  # every agent past its deadline has written COMPLETED
         lines = outbox_lines(stack, backend, sprites)
         target = {
@@ -390,19 +487,38 @@ def one_count(
         row["deadline_read_took_s"] = round(end_read - until, 2)
 
         events_in: list[float] = []
-
-        def caught_up() -> bool:
+        ended: list[list[float]] = []
+        catch_up_profile = RESULTS.parent / f"profile-replica-{n}-catch-up.txt"
+        recording: Any = None
+        row["catch_up_after_deadline_s"] = None
+        while time.time() - until < CATCH_UP_TIMEOUT:
             now = folded(bench, namespace, set(names))
+            after = round(time.time() - until, 1)
             events = all(now.get(name, (0, ""))[0] >= least for name, least in target.items())
             if events and not events_in:
-                events_in.append(time.time() - until)
-            return events and all(now[name][1] in ("Succeeded", "Failed") for name in target)
-
-        try:
-            wait_for(caught_up, timeout=CATCH_UP_TIMEOUT, interval=1.0, what="every Run caught up")
-            row["catch_up_after_deadline_s"] = round(time.time() - until, 1)
-        except AssertionError:
-            row["catch_up_after_deadline_s"] = None
+                events_in.append(after)
+            done = sum(1 for name in target if now.get(name, (0, ""))[1] in ENDED)
+            if not ended or ended[-1][1] != done:
+                ended.append([after, done])
+            if events and done == len(target):
+                row["catch_up_after_deadline_s"] = after
+                break
+            if PROFILE and recording is None and after >= 30.0:
+                # Not ended 30 s after the deadline: what the operator does meanwhile.
+                recording = pyspy.record(pid, catch_up_profile)
+                recording.__enter__()
+                profile_until = time.time() + PROFILE_SECONDS
+            if recording is not None and time.time() >= profile_until:
+                recording.__exit__(None, None, None)
+                row["catch_up_profile"] = pyspy.summary(catch_up_profile)
+                recording = False
+            time.sleep(1.0)
+        if recording:
+            recording.__exit__(None, None, None)
+            row["catch_up_profile"] = pyspy.summary(catch_up_profile)
+        row["runs_ended_after_deadline_s"] = ended
+        if row["catch_up_after_deadline_s"] is None:
+            row["unfinished_sample"] = unfinished(bench, stack, namespace, set(names), backend)
         row["events_caught_up_after_deadline_s"] = round(events_in[0], 1) if events_in else None
         window = sampler.between(window_from, until)
     row["load_average_1m_before_after"][1] = load()
