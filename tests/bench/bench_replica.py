@@ -508,10 +508,10 @@ def one_count(
                 recording = pyspy.record(pid, catch_up_profile)
                 recording.__enter__()
                 profile_until = time.time() + PROFILE_SECONDS
-            if recording is not None and time.time() >= profile_until:
+            if recording and time.time() >= profile_until:
                 recording.__exit__(None, None, None)
                 row["catch_up_profile"] = pyspy.summary(catch_up_profile)
-                recording = False
+                recording = False  # taken: not again
             time.sleep(1.0)
         if recording:
             recording.__exit__(None, None, None)
