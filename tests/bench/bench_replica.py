@@ -47,21 +47,21 @@ from typing import Any
 import httpx
 
 from lattice_adapters.kube import resource_path
-from tests.bench.bench_capacity import (
-    PRODUCT_FLEET,
-    Bench,
-    _commit,
-    _daemon_failures,
-    _ready,
-    cleared,
-    cpu_shares,
-    load,
-    run_body,
-    same,
-)
 from tests.support import pyspy
 from tests.support.admission_cases import build
 from tests.support.bench_ingest import calls_between, cpu_seconds, sprite_calls
+from tests.support.capacity import (
+    PRODUCT_FLEET,
+    Bench,
+    cleared,
+    commit,
+    cpu_shares,
+    daemon_failures,
+    load,
+    run_body,
+    same,
+    sprite_ready,
+)
 from tests.support.cluster import Cluster, wait_for
 from tests.support.loadgen import StartWatch, apiserver_metrics, pct
 from tests.support.operator import spawn_operator
@@ -200,7 +200,9 @@ def warm_sprites(bench: Bench, namespace: str, names: list[str]) -> float:
 
     def ready() -> bool:
         items = bench.run(bench.kube.get(path))["items"]
-        return sum(1 for i in items if i["metadata"]["name"] in wanted and _ready(i)) == len(names)
+        return sum(1 for i in items if i["metadata"]["name"] in wanted and sprite_ready(i)) == len(
+            names
+        )
 
     wait_for(ready, timeout=1200, interval=2.0, what=f"{len(names)} Sprites Ready")
     warmups = [run_body(f"warm-{n}", n, ["true"]) for n in names]
@@ -422,7 +424,7 @@ def one_count(
     pid = stack.operator.proc.pid
     row["load_average_1m_before_after"] = [load(), None]
     row["mem_available_mib_before"] = mem_available_mib()
-    failures0, calls0 = _daemon_failures(stack), sprite_calls(stack)
+    failures0, calls0 = daemon_failures(stack), sprite_calls(stack)
     lines_before = outbox_lines(stack, backend, sprites)
     latency0 = backend_latency(stack)
     api0 = apiserver_latency(bench.run(apiserver_metrics(bench.config)))
@@ -558,7 +560,7 @@ def one_count(
             round(max(cores), 2) if cores else None,
         ]
     row["sampler_errors"] = sum(1 for r in sampler.rows if "error" in r)
-    row["daemon_failures"] = _daemon_failures(stack) - failures0
+    row["daemon_failures"] = daemon_failures(stack) - failures0
     row["sprite_calls_by_operation"] = calls_between(calls0, sprite_calls(stack))
     seconds = max(1e-9, time.time() - began)
     row["sprite_calls_per_s"] = round(sum(row["sprite_calls_by_operation"].values()) / seconds, 1)
@@ -588,7 +590,7 @@ def test_replica(cluster: Cluster, local_sprites: LocalSprites, tmp_path: Path) 
         "fleet": PRODUCT_FLEET,
     }
     rows: dict[str, Any] = results.setdefault("counts", {})
-    stamp = {"commit": _commit()}
+    stamp = {"commit": commit()}
 
     def record(n: int, row: dict[str, Any]) -> None:
         row["measured"] = {**stamp, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
