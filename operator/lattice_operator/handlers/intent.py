@@ -12,7 +12,7 @@ from typing import Any, Literal, cast
 import kopf
 from pydantic import ValidationError
 
-from lattice_adapters.kube import KubeApiError, resource_path
+from lattice_adapters.kube import KubeApiError
 from lattice_operator.api.v1alpha1 import Intent, Run, Sprite, set_condition
 from lattice_operator.api.v1alpha1.intentpolicy import IntentPolicy, IntentPolicySpec
 from lattice_operator.api.v1alpha1.resources import (
@@ -203,8 +203,8 @@ async def intent_daemon(
     try:
         await _drive_intent(ctx, body, stopped, wakeup, policies, runs, sprites, claims)
     except Exception as exc:
-        path = resource_path(*INTENTS.gvp, key[0], key[1])
-        if await deleted_under(ctx.require_kube(), exc, path, body.metadata.uid):
+        writer = ctx.require_writer()
+        if await deleted_under(writer, exc, INTENTS.gvp, key[0], key[1], body.metadata.uid):
             log.info("Intent %s/%s is gone; its daemon ends", key[0], key[1])
             return
         raise
@@ -293,15 +293,15 @@ async def _drive_intent(
                             fresh = kopf.Body(cast(kopf.RawBody, done.stored))
                         continue
                     if plan.remediation is not None:
-                        fresh = await remediate(ctx, intent, plan.remediation)
+                        fresh = _as_body(await remediate(ctx, intent, plan.remediation))
                         if fresh is not None:
                             continue
                     if plan.fly is not None:
-                        fresh = await fly_step(ctx, intent, plan.fly)
+                        fresh = _as_body(await fly_step(ctx, intent, plan.fly))
                         if fresh is not None:
                             continue
                     if plan.restore is not None:
-                        fresh = await restore(ctx, intent, plan.restore)
+                        fresh = _as_body(await restore(ctx, intent, plan.restore))
                         if fresh is not None:
                             continue
                 elif conflicts < MAX_QUICK_REDECISIONS:
@@ -318,13 +318,13 @@ async def _drive_intent(
             elif plan.remediation is not None:
                 # Executing was written by an earlier pass, whose remediation was not
                 # carried out (no backend then, or a restart): do it now.
-                fresh = await remediate(ctx, intent, plan.remediation)
+                fresh = _as_body(await remediate(ctx, intent, plan.remediation))
                 if fresh is not None:
                     continue
             elif plan.restore is not None:
                 # Executing was written by an earlier pass, whose restore was not carried
                 # out (no backend then, or a restart): do it now.
-                fresh = await restore(ctx, intent, plan.restore)
+                fresh = _as_body(await restore(ctx, intent, plan.restore))
                 if fresh is not None:
                     continue
         if plan.phase in TERMINAL:
@@ -377,6 +377,10 @@ def _count_decision(ctx: OperatorContext, intent: Intent, decision: Decision) ->
     if born is not None:
         waited = (ctx.clock.now() - born).total_seconds()
         INTENT_DECISION_SECONDS.labels(outcome=decision.outcome).observe(max(0.0, waited))
+
+
+def _as_body(stored: dict[str, Any] | None) -> kopf.Body | None:
+    return None if stored is None else kopf.Body(cast(kopf.RawBody, stored))
 
 
 def _one(entries: Any) -> Any:

@@ -10,7 +10,6 @@ from typing import Any, cast
 
 import kopf
 
-from lattice_adapters.kube import resource_path
 from lattice_operator.api.v1alpha1 import Intent
 from lattice_operator.api.v1alpha1.intent import IntentResult
 from lattice_operator.api.v1alpha1.resources import INTENTS, SPRITES
@@ -26,7 +25,7 @@ log = logging.getLogger(__name__)
 
 async def remediate(
     ctx: OperatorContext, intent: Intent, work: RemediationWork
-) -> kopf.Body | None:
+) -> dict[str, Any] | None:
     """Carry the work out and record its outcome; the Intent as stored afterwards (None when
     nothing was done: no backend yet, the next pass tries again). A crash between the
     remediation and its record repeats it on the next pass (both are safe to repeat)."""
@@ -50,11 +49,12 @@ async def remediate(
         what = work.action.replace("_", " ")
         result = IntentResult(status="failure", summary=f"{what} failed: {exc}"[:1024])
     log.info("remediation %s: %s", intent.metadata.name, result.summary)
-    path = resource_path(*INTENTS.gvp, intent.metadata.namespace or "", intent.metadata.name)
-    stored = await ctx.require_kube().merge_patch(
-        f"{path}/status", {"status": {"result": result.to_wire()}}
+    return await ctx.require_writer().patch_status(
+        INTENTS.gvp,
+        intent.metadata.namespace or "",
+        intent.metadata.name,
+        {"result": result.to_wire()},
     )
-    return kopf.Body(cast(kopf.RawBody, stored))
 
 
 async def _recreate(ctx: OperatorContext, work: RemediationWork) -> IntentResult:
@@ -77,9 +77,7 @@ async def _recreate(ctx: OperatorContext, work: RemediationWork) -> IntentResult
             default_policy=ctx.settings.sprites.default_network_policy,
         )
     status: dict[str, Any] = outcome.status.to_patch()
-    await ctx.require_kube().merge_patch(
-        resource_path(*SPRITES.gvp, namespace, sprite.metadata.name, "status"), {"status": status}
-    )
+    await ctx.require_writer().patch_status(SPRITES.gvp, namespace, sprite.metadata.name, status)
     summary = (
         f"Sprite {sprite.metadata.name} recreated: backend sprite {name} "
         f"{before or '?'} -> {outcome.status.sprite_id or '?'}"

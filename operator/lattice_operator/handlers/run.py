@@ -195,8 +195,10 @@ async def run_daemon(
             await _drive_run(ctx, body, stopped, kwargs)
     except Exception as exc:
         namespace, name = body.metadata.namespace, body.metadata.name
-        path = resource_path(*RUNS.gvp, namespace, name)
-        if await deleted_under(ctx.require_kube(), exc, path, body.metadata.uid):
+        gone = await deleted_under(
+            ctx.require_writer(), exc, RUNS.gvp, namespace or "", name or "", body.metadata.uid
+        )
+        if gone:
             log.info("Run %s/%s is gone; its daemon ends", namespace, name)
             return
         raise
