@@ -32,7 +32,8 @@ class OperatorContext:
     backend: SpriteBackend | None = None
     kube: KubeClient | None = None
     writer: ClusterWriter | None = None
-    """The writes of the handlers' plans (None: over `kube`, made when first needed)."""
+    """The writes and Events of the handlers' plans (None: over `kube` and `events`, made at
+    start-up or when first needed)."""
     decisions_counted: CountedOnce = field(default_factory=CountedOnce)
     """Intent decisions already counted in the metrics (per Intent and spec generation)."""
     events: ReceiptEvents | None = None
@@ -78,7 +79,12 @@ class OperatorContext:
 
     def require_writer(self) -> ClusterWriter:
         if self.writer is None:
-            self.writer = KubeClusterWriter(self.require_kube())
+            self.writer = KubeClusterWriter(
+                self.require_kube(),
+                receipts=self.events,
+                clock=self.clock,
+                instance=self.settings.component,
+            )
         return self.writer
 
     def require_events(self) -> ReceiptEvents:

@@ -18,7 +18,8 @@ from typing import Any, TypeVar
 import kopf
 from pydantic import BaseModel, ValidationError
 
-from lattice_operator.api.v1alpha1 import Run
+from lattice_operator.api.object_ref import ObjectRef
+from lattice_operator.api.v1alpha1 import API_VERSION, Run
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -84,4 +85,16 @@ def run_view(body: kopf.Body) -> Callable[[], Run]:
     return lambda: parse(body)
 
 
-__all__ = ["indexed_run", "model_of", "parse_run", "per_version", "run_view"]
+def object_ref(obj: Mapping[str, Any]) -> ObjectRef:
+    """What an Event regarding this object (a kopf body, a stored object) points at."""
+    meta = obj.get("metadata") or {}
+    return ObjectRef(
+        api_version=str(obj.get("apiVersion") or API_VERSION),
+        kind=str(obj.get("kind") or ""),
+        namespace=str(meta.get("namespace") or ""),
+        name=str(meta.get("name") or ""),
+        uid=str(meta.get("uid") or ""),
+    )
+
+
+__all__ = ["indexed_run", "model_of", "object_ref", "parse_run", "per_version", "run_view"]

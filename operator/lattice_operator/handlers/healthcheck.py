@@ -16,6 +16,7 @@ from lattice_operator.api.v1alpha1 import Intent, set_condition
 from lattice_operator.api.v1alpha1.healthcheck import HealthCheck
 from lattice_operator.api.v1alpha1.resources import HEALTH_CHECKS, INTENTS
 from lattice_operator.handlers._context import OperatorContext, context_of
+from lattice_operator.handlers._parsed import object_ref
 from lattice_operator.handlers._writes import create_or_exists, delete_if_present
 from lattice_operator.metrics import reconcile_timer
 from lattice_operator.modeling import first_error
@@ -104,7 +105,9 @@ async def _apply(
     for name in plan.delete:
         await delete_if_present(kube, f"{collection}/{name}")
     for reason, message, warning in plan.notices:
-        (kopf.warn if warning else kopf.info)(body, reason=reason, message=message)
+        await ctx.require_writer().post_event(
+            object_ref(body), reason=reason, note=message, warning=warning
+        )
 
 
 async def _invalid(ctx: OperatorContext, body: kopf.Body, exc: ValidationError) -> None:
@@ -125,4 +128,6 @@ async def _invalid(ctx: OperatorContext, body: kopf.Body, exc: ValidationError) 
     )
     wire = [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in conditions]
     await ctx.require_kube().merge_patch(path, {"status": {"conditions": wire}})
-    kopf.warn(body, reason="InvalidSpec", message=message[:1024])
+    await ctx.require_writer().post_event(
+        object_ref(body), reason="InvalidSpec", note=message[:1024], warning=True
+    )

@@ -34,7 +34,7 @@ from lattice_operator.handlers._writes import deleted_under
 from lattice_operator.handlers.intent_fly import fly_step
 from lattice_operator.handlers.intent_forge import forge_step
 from lattice_operator.handlers.intent_remediation import remediate
-from lattice_operator.handlers.intent_restore import restore, sprite_holder
+from lattice_operator.handlers.intent_restore import intent_ref, restore, sprite_holder
 from lattice_operator.metrics import (
     AWAITING_APPROVAL_SECONDS,
     FILEOPS_DONE,
@@ -289,7 +289,7 @@ async def _drive_intent(
                     if plan.forge is not None:
                         done = await forge_step(ctx, intent, plan.forge, world.run)
                         if done is not None:
-                            _post(body, done.notices)
+                            await _post(ctx, intent, done.notices)
                             fresh = kopf.Body(cast(kopf.RawBody, done.stored))
                         continue
                     if plan.remediation is not None:
@@ -461,14 +461,15 @@ async def _apply(
     left = ("left-approval", intent.metadata.uid or name, intent.metadata.generation)
     if plan.left_approval_after is not None and ctx.decisions_counted.first(left):
         AWAITING_APPROVAL_SECONDS.observe(plan.left_approval_after)
-    _post(body, plan.notices)
+    await _post(ctx, intent, plan.notices)
     return True
 
 
-def _post(body: kopf.Body, notices: Iterable[Notice]) -> None:
+async def _post(ctx: OperatorContext, intent: Intent, notices: Iterable[Notice]) -> None:
+    regarding = intent_ref(intent)
     for notice in notices:
-        (kopf.warn if notice.warning else kopf.info)(
-            body, reason=notice.reason, message=notice.message
+        await ctx.require_writer().post_event(
+            regarding, reason=notice.reason, note=notice.message, warning=notice.warning
         )
 
 

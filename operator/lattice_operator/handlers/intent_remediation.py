@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Any, cast
+from typing import Any
 
-import kopf
-
-from lattice_operator.api.v1alpha1 import Intent
+from lattice_operator.api.object_ref import ObjectRef
+from lattice_operator.api.v1alpha1 import API_VERSION, Intent
 from lattice_operator.api.v1alpha1.intent import IntentResult
 from lattice_operator.api.v1alpha1.resources import INTENTS, SPRITES
 from lattice_operator.errors import LatticeError
@@ -82,14 +81,12 @@ async def _recreate(ctx: OperatorContext, work: RemediationWork) -> IntentResult
         f"Sprite {sprite.metadata.name} recreated: backend sprite {name} "
         f"{before or '?'} -> {outcome.status.sprite_id or '?'}"
     )
-    body = {
-        "apiVersion": "lattice.dev/v1alpha1",
-        "kind": "Sprite",
-        "metadata": {
-            "name": sprite.metadata.name,
-            "namespace": namespace,
-            "uid": sprite.metadata.uid,
-        },
-    }
-    kopf.info(kopf.Body(cast(kopf.RawBody, body)), reason="Recreated", message=summary)
+    regarding = ObjectRef(
+        api_version=API_VERSION,
+        kind="Sprite",
+        namespace=namespace,
+        name=sprite.metadata.name,
+        uid=sprite.metadata.uid or "",
+    )
+    await ctx.require_writer().post_event(regarding, reason="Recreated", note=summary)
     return IntentResult(status="success", summary=summary[:1024])

@@ -55,19 +55,23 @@ async def restore(ctx: OperatorContext, intent: Intent, work: RestoreWork) -> di
         INTENTS.gvp, namespace, intent.metadata.name, {"result": result.to_wire()}
     )
     # Status before receipts: the outcome is stored, whatever happens to its receipts.
-    regarding = ObjectRef(
-        api_version=intent.api_version,
-        kind="Intent",
-        namespace=namespace,
-        name=intent.metadata.name,
-        uid=intent.metadata.uid or intent.metadata.name,
-    )
     receipts = restore_receipts(ctx, intent, work, result, checkpoint_id, failure)
     try:
-        await ctx.require_events().publish(regarding, receipts)
+        await ctx.require_writer().publish_receipts(intent_ref(intent), receipts)
     except Exception as exc:  # evidence only: the restore and its status stand
         log.warning("restore %s: its receipts were not posted: %s", intent.metadata.name, exc)
     return stored
+
+
+def intent_ref(intent: Intent) -> ObjectRef:
+    """What an Event regarding the Intent points at (its receipts keyed by its uid)."""
+    return ObjectRef(
+        api_version=intent.api_version,
+        kind="Intent",
+        namespace=intent.metadata.namespace or "",
+        name=intent.metadata.name,
+        uid=intent.metadata.uid or intent.metadata.name,
+    )
 
 
 def restore_receipts(
@@ -140,4 +144,4 @@ async def _held_by(ctx: OperatorContext, namespace: str, work: RestoreWork) -> s
     return checkpoint.status.checkpoint_id
 
 
-__all__ = ["restore", "sprite_holder"]
+__all__ = ["intent_ref", "restore", "sprite_holder"]

@@ -17,6 +17,7 @@ from lattice_adapters.kube import KubeApiError, resource_path
 from lattice_operator.api.v1alpha1 import Sprite
 from lattice_operator.api.v1alpha1.resources import SPRITES
 from lattice_operator.handlers._context import OperatorContext, context_of
+from lattice_operator.handlers._parsed import object_ref
 from lattice_operator.handlers._registry import SERVING
 from lattice_operator.handlers.environment import ClusterSteps, cluster_steps
 from lattice_operator.metrics import (
@@ -231,7 +232,9 @@ async def sprite_delete(
         await _patch_status(
             ctx, sprite, deletion_blocked_status(sprite, message, ctx.clock.now()).to_patch()
         )
-        kopf.warn(body, reason="DeletionBlocked", message=message[:1000])
+        await ctx.require_writer().post_event(
+            object_ref(body), reason="DeletionBlocked", note=message[:1000], warning=True
+        )
         logger.warning(message)
         raise kopf.TemporaryError(message, delay=timings.blocked_recheck) from exc
 

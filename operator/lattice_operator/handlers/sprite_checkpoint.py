@@ -22,6 +22,7 @@ from lattice_operator.api.v1alpha1 import Sprite, set_condition
 from lattice_operator.api.v1alpha1.resources import RUNS, SPRITE_CHECKPOINTS, SPRITES
 from lattice_operator.api.v1alpha1.spritecheckpoint import SpriteCheckpoint
 from lattice_operator.handlers._context import OperatorContext, context_of
+from lattice_operator.handlers._parsed import object_ref
 from lattice_operator.handlers._writes import delete_if_present
 from lattice_operator.modeling import first_error
 from lattice_operator.ports.errors import AdapterError, Conflict, NotFound
@@ -98,7 +99,9 @@ async def take_checkpoint(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
         sprite=backend_sprite,
     )
     await _write(ctx, checkpoint, status.to_patch())
-    kopf.info(body, reason="Taken", message=f"checkpoint {taken.id} of {backend_sprite}")
+    await ctx.require_writer().post_event(
+        object_ref(body), reason="Taken", note=f"checkpoint {taken.id} of {backend_sprite}"
+    )
     if sprite is not None:
         await _prune_and_list(ctx, sprite)
 
@@ -128,7 +131,12 @@ async def delete_checkpoint(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     except Conflict as exc:
         # The checkpoint the sprite's files are on now: the backend keeps it; holding the
         # object for ever would not free it.
-        kopf.warn(body, reason="BackendKept", message=f"{checkpoint_id}: {exc}"[:1024])
+        await ctx.require_writer().post_event(
+            object_ref(body),
+            reason="BackendKept",
+            note=f"{checkpoint_id}: {exc}"[:1024],
+            warning=True,
+        )
     except AdapterError as exc:
         raise kopf.TemporaryError(f"deleting {checkpoint_id}: {exc}", delay=RETRY) from exc
     if sprite is not None:
@@ -283,7 +291,9 @@ async def _fail_spec(ctx: OperatorContext, body: kopf.Body, message: str) -> Non
     )
     wire = [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in conditions]
     await ctx.require_kube().merge_patch(path, {"status": {"phase": "Failed", "conditions": wire}})
-    kopf.warn(body, reason="InvalidSpec", message=message[:1024])
+    await ctx.require_writer().post_event(
+        object_ref(body), reason="InvalidSpec", note=message[:1024], warning=True
+    )
 
 
 __all__ = ["delete_checkpoint", "take_checkpoint"]

@@ -126,8 +126,8 @@ Resource = tuple[str, str, str]
 
 
 class ClusterWriter(Protocol):
-    """The writes a handler hands its reconciler's plan to (implemented once over the API
-    client in the adapters, faked once in tests/support). Errors other than the answers
+    """The writes and Events a handler hands its reconciler's plan to (implemented once over
+    the API client in the adapters, faked once in tests/support). Errors other than the answers
     named here are the adapter's (`KubeApiError` and its types)."""
 
     async def create(self, resource: Resource, namespace: str, manifest: dict[str, Any]) -> bool:
@@ -170,6 +170,20 @@ class ClusterWriter(Protocol):
         """Replace the whole status only if the object's metadata.generation is still
         `generation` (its spec unchanged since it was read); None: it is not, nothing was
         written."""
+        ...
+
+    async def post_event(
+        self, regarding: ObjectRef, *, reason: str, note: str, warning: bool = False
+    ) -> None:
+        """An Event regarding the object (a notice for people: evidence, not state, so a
+        refused post is logged, never raised)."""
+        ...
+
+    async def publish_receipts(
+        self, regarding: ObjectRef, receipts: Iterable[LifecycleReceipt]
+    ) -> None:
+        """Lifeloop receipts as Events regarding the object, rate-limited per object (the
+        Run driver's publisher: a receipt over the limit is counted as dropped)."""
         ...
 
 

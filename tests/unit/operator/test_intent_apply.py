@@ -8,14 +8,15 @@ from typing import Any
 
 import kopf
 
+from lattice_operator.api.object_ref import ObjectRef
 from lattice_operator.handlers import intent as intent_handlers
 from lattice_operator.handlers._context import OperatorContext
 from lattice_operator.handlers._created_runs import INDEX_PATIENCE, CreatedRuns
 from lattice_operator.handlers.intent import _apply, intent_daemon
 from lattice_operator.metrics import AWAITING_APPROVAL_SECONDS
-from lattice_operator.reconcilers.intent import reconcile_intent
+from lattice_operator.reconcilers.intent import Notice, reconcile_intent
 from tests.support.clock import FakeClock
-from tests.support.cluster_writer import FakeClusterWriter
+from tests.support.cluster_writer import FakeClusterWriter, Posted
 from tests.support.intent_world import approval, intent, policy, world
 
 
@@ -191,3 +192,18 @@ async def test_leaving_approval_is_observed_once_when_a_stale_pass_sees_the_note
     stale.left_approval_after = 31.0
     assert await _apply(ctx, it, stale, kopf.Body({"metadata": {"name": "i"}}), created)
     assert _observed() == before + 1
+
+
+async def test_a_pass_posts_its_notices_on_the_intent_after_its_writes() -> None:
+    it, plan = _approved_pass()
+    plan.notices.append(Notice("Noted", "something to say", warning=True))
+    writer = writer_for(it, stored_generation=7)
+    ctx = OperatorContext(writer=writer, clock=FakeClock())
+    assert await _apply(ctx, it, plan, kopf.Body({"metadata": {"name": "i"}}), CreatedRuns())
+    assert writer.posted[-1] == Posted(
+        ObjectRef("lattice.dev/v1alpha1", "Intent", "ns", "i", "u"),
+        "Noted",
+        "something to say",
+        warning=True,
+    )
+    assert writer.verbs() == ["replace_status_if", "create_or_read"]  # Events are no writes

@@ -105,35 +105,18 @@ async def test_a_failed_restart_is_recorded_as_the_result() -> None:
     assert stored["status"]["result"] == result
 
 
-class Receipts:
-    """Records what is published (the receipts port)."""
-
-    def __init__(self) -> None:
-        self.published: list[tuple[Any, list[Any]]] = []
-
-    async def publish(self, regarding: Any, receipts: Any) -> None:
-        self.published.append((regarding, list(receipts)))
+def _restore_ctx(writer: FakeClusterWriter, backend: FakeBackend) -> OperatorContext:
+    return OperatorContext(writer=writer, backend=backend, clock=FakeClock())  # type: ignore[arg-type]
 
 
-def _restore_ctx(writer: FakeClusterWriter, backend: FakeBackend) -> tuple[OperatorContext, Any]:
-    receipts = Receipts()
-    ctx = OperatorContext(
-        writer=writer,
-        backend=backend,  # type: ignore[arg-type]
-        clock=FakeClock(),
-        events=receipts,  # type: ignore[arg-type]
-    )
-    return ctx, receipts
-
-
-def _receipts_of(published: Any) -> list[tuple[str, str, str | None]]:
-    return [(r.event, r.status, r.failure_class) for _, rs in published for r in rs]
+def _receipts_of(writer: FakeClusterWriter) -> list[tuple[str, str, str | None]]:
+    return [(r.event, r.status, r.failure_class) for _, r in writer.receipts]
 
 
 async def test_a_restore_of_a_checkpoint_that_is_not_there_fails_naming_it() -> None:
     writer = FakeClusterWriter()
     it = _stored(writer, "intent-checkpoint-restore.yaml", "restore")
-    ctx, receipts = _restore_ctx(writer, FakeBackend())
+    ctx = _restore_ctx(writer, FakeBackend())
     work = RestoreWork(sprite="sample-backend", checkpoint_id=None, checkpoint="sample-before")
     stored = await restore(ctx, it, work)
     assert writer.verbs() == ["read", "patch_status"]
@@ -145,9 +128,10 @@ async def test_a_restore_of_a_checkpoint_that_is_not_there_fails_naming_it() -> 
     }
     assert stored is not None
     # Published after the outcome is stored, regarding the Intent.
-    [(regarding, _)] = receipts.published
-    assert (regarding.kind, regarding.name, regarding.uid) == ("Intent", "restore", "restore-uid")
-    assert _receipts_of(receipts.published)[-1][2] == FailureClass.INVALID_REQUEST
+    assert {(r.kind, r.name, r.uid) for r, _ in writer.receipts} == {
+        ("Intent", "restore", "restore-uid")
+    }
+    assert _receipts_of(writer)[-1][2] == FailureClass.INVALID_REQUEST
 
 
 async def test_a_restore_from_a_sprite_checkpoint_rolls_the_sprite_back() -> None:
@@ -167,7 +151,7 @@ async def test_a_restore_from_a_sprite_checkpoint_rolls_the_sprite_back() -> Non
             "status": {"phase": "Ready", "spriteName": "sample-backend", "checkpointId": taken},
         },
     )
-    ctx, receipts = _restore_ctx(writer, backend)
+    ctx = _restore_ctx(writer, backend)
     work = RestoreWork(
         sprite="sample-backend",
         checkpoint_id=None,
@@ -183,7 +167,6 @@ async def test_a_restore_from_a_sprite_checkpoint_rolls_the_sprite_back() -> Non
         "(SpriteCheckpoint sample-before)",
         "artifacts": [],
     }
-    assert all(failure is None for _, _, failure in _receipts_of(receipts.published))
-    [(_, published)] = receipts.published
-    facts = published[-1].telemetry_summary
+    assert all(failure is None for _, _, failure in _receipts_of(writer))
+    facts = writer.receipts[-1][1].telemetry_summary
     assert (facts["checkpoint_id"], facts["approved_by"]) == (taken, ["alice"])
