@@ -41,7 +41,7 @@ def model_of(model: type[M], body: Mapping[str, Any]) -> M:
     return model.model_validate_json(json.dumps(raw))
 
 
-def parse_run(body: kopf.Body) -> Run:
+def parse_run(body: Mapping[str, Any]) -> Run:
     """The Run of a body (a copy: the model never shares kopf's dictionaries)."""
     try:
         return model_of(Run, body)
@@ -61,12 +61,12 @@ def indexed_run(body: kopf.Body) -> Run:
     return run
 
 
-def per_version(parse: Callable[[kopf.Body], M]) -> Callable[[kopf.Body], M]:
+def per_version(parse: Callable[[Mapping[str, Any]], M]) -> Callable[[Mapping[str, Any]], M]:
     """`parse`, called again only when the body's resourceVersion moved since the last call
     (a model handed out is never changed by its readers)."""
     last: tuple[str, M] | None = None
 
-    def parsed(body: kopf.Body) -> M:
+    def parsed(body: Mapping[str, Any]) -> M:
         nonlocal last
         version = str(body.get("metadata", {}).get("resourceVersion") or "")
         if version and last is not None and last[0] == version:

@@ -1,10 +1,9 @@
-"""checkpoint_restore Intents: who holds the Sprite, the restore at the backend, and its
-Lifeloop receipts (published once the outcome is stored in the Intent's status)."""
+"""checkpoint_restore Intents: the restore at the backend, and its Lifeloop receipts
+(published once the outcome is stored in the Intent's status)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
 from typing import Any
 
 from lattice_adapters.kube import NotFound as ObjectNotFound
@@ -20,25 +19,8 @@ from lattice_operator.lifeloop.operations import operation_receipts
 from lattice_operator.lifeloop.receipts import LifecycleReceipt
 from lattice_operator.ports.errors import AdapterError
 from lattice_operator.reconcilers.intent_pass import RestoreWork
-from lattice_operator.reconcilers.sprite_claims import DONE, RunClaim
 
 log = logging.getLogger(__name__)
-
-
-def sprite_holder(
-    intent: Intent,
-    namespace: str,
-    sprite: str | None,
-    claims: Mapping[tuple[str, str], Iterable[RunClaim]] | None,
-) -> str | None:
-    """The Run that holds (or waits in line for) the Sprite of a checkpoint_restore Intent."""
-    if intent.spec.kind != "checkpoint_restore" or sprite is None or claims is None:
-        return None
-    active = sorted(
-        (c for c in claims.get((namespace, sprite), []) if c.phase not in DONE),
-        key=lambda c: c.name,
-    )
-    return active[0].name if active else None
 
 
 async def restore(ctx: OperatorContext, intent: Intent, work: RestoreWork) -> dict[str, Any] | None:
@@ -144,4 +126,4 @@ async def _held_by(ctx: OperatorContext, namespace: str, work: RestoreWork) -> s
     return checkpoint.status.checkpoint_id
 
 
-__all__ = ["intent_ref", "restore", "sprite_holder"]
+__all__ = ["intent_ref", "restore"]

@@ -6,8 +6,8 @@ from typing import Any
 
 from lattice_adapters.kube import AlreadyExists, NotFound
 from lattice_operator.api.v1alpha1 import Run
-from lattice_operator.handlers._created_runs import CreatedRuns
 from lattice_operator.handlers._writes import create_or_read
+from lattice_operator.reconcilers.intent_created_runs import CreatedRuns
 
 
 def _run(name: str, uid: str) -> Run:
