@@ -26,24 +26,6 @@ async def create_or_exists(kube: KubeClient, collection: str, body: dict[str, An
     return True
 
 
-async def create_or_read(
-    kube: KubeClient, collection: str, body: dict[str, Any]
-) -> tuple[dict[str, Any] | None, bool]:
-    """Create the object: (the object as stored, whether this call created it). One of that
-    name already there is read instead; None if it was deleted before the read."""
-    try:
-        return await kube.create(collection, body), True
-    except KubeApiError as exc:
-        if not exc.conflict:
-            raise
-    try:
-        return await kube.get(f"{collection}/{body['metadata']['name']}"), False
-    except KubeApiError as exc:
-        if not exc.not_found:
-            raise
-        return None, False
-
-
 async def create_or_patch(
     kube: KubeClient, collection: str, body: dict[str, Any], patch: dict[str, Any]
 ) -> None:
