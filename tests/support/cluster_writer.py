@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from lattice_adapters.kube import NotFound
+from lattice_adapters.kube import Conflict, NotFound
 from lattice_operator.api.object_ref import ObjectRef
 from lattice_operator.lifeloop.receipts import LifecycleReceipt
 
@@ -20,7 +20,7 @@ Resource = tuple[str, str, str]
 @dataclass(frozen=True)
 class Call:
     verb: str
-    """create, create_or_read, read, patch, patch_status or replace_status_if."""
+    """create, create_or_read, read, list, delete, patch, patch_status or replace_status_if."""
     plural: str
     namespace: str
     name: str
@@ -111,12 +111,41 @@ class FakeClusterWriter:
             stored[key] = {**stored.get(key, {}), **value} if isinstance(value, dict) else value
         return copy.deepcopy(stored)
 
+    async def list(self, resource: Resource, namespace: str) -> list[dict[str, Any]]:
+        self.calls.append(Call("list", resource[2], namespace, ""))
+        self._fault("list")
+        return [
+            copy.deepcopy(obj)
+            for (plural, ns, _), obj in self.objects.items()
+            if (plural, ns) == (resource[2], namespace)
+        ]
+
+    async def delete(
+        self, resource: Resource, namespace: str, name: str, *, uid: str | None = None
+    ) -> bool:
+        self.calls.append(Call("delete", resource[2], namespace, name))
+        self._fault("delete")
+        key = (resource[2], namespace, name)
+        stored = self.objects.get(key)
+        if stored is None or (uid and stored["metadata"].get("uid") != uid):
+            return False
+        del self.objects[key]
+        return True
+
     async def patch_status(
-        self, resource: Resource, namespace: str, name: str, status: dict[str, Any]
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        status: dict[str, Any],
+        *,
+        resource_version: str | None = None,
     ) -> dict[str, Any]:
         self.calls.append(Call("patch_status", resource[2], namespace, name, status))
         self._fault("patch_status")
         stored = self._stored(resource[2], namespace, name)
+        if resource_version and stored["metadata"].get("resourceVersion") != resource_version:
+            raise Conflict(409, "Conflict", f"{name}: the object has been modified", {})
         stored["status"] = {**stored.get("status", {}), **status}
         return copy.deepcopy(stored)
 

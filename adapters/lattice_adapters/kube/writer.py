@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from lattice_adapters.kube.api_errors import AlreadyExists, NotFound, PatchTestFailed
+from lattice_adapters.kube.api_errors import AlreadyExists, Conflict, NotFound, PatchTestFailed
 from lattice_adapters.kube.client import KubeClient, resource_path
 from lattice_adapters.kube.events import post_notice
 from lattice_operator.api.object_ref import ObjectRef
@@ -57,16 +57,49 @@ class KubeClusterWriter:
     async def read(self, resource: Resource, namespace: str, name: str) -> dict[str, Any]:
         return await self._kube.get(resource_path(*resource, namespace, name))
 
+    async def list(self, resource: Resource, namespace: str) -> list[dict[str, Any]]:
+        listed = await self._kube.get(resource_path(*resource, namespace))
+        return list(listed.get("items") or [])
+
+    async def delete(
+        self, resource: Resource, namespace: str, name: str, *, uid: str | None = None
+    ) -> bool:
+        options = None
+        if uid:
+            options = {
+                "apiVersion": "v1",
+                "kind": "DeleteOptions",
+                "preconditions": {"uid": uid},
+                "propagationPolicy": "Background",
+            }
+        try:
+            await self._kube.request(
+                "DELETE", resource_path(*resource, namespace, name), body=options
+            )
+        except (NotFound, Conflict):  # Conflict: the uid precondition no longer holds
+            return False
+        return True
+
     async def patch(
         self, resource: Resource, namespace: str, name: str, patch: dict[str, Any]
     ) -> dict[str, Any]:
         return await self._kube.merge_patch(resource_path(*resource, namespace, name), patch)
 
     async def patch_status(
-        self, resource: Resource, namespace: str, name: str, status: dict[str, Any]
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        status: dict[str, Any],
+        *,
+        resource_version: str | None = None,
     ) -> dict[str, Any]:
         path = resource_path(*resource, namespace, name, "status")
-        return await self._kube.merge_patch(path, {"status": status})
+        body: dict[str, Any] = {"status": status}
+        if resource_version:
+            # A resourceVersion in a merge patch is a precondition: 409 if it moved on.
+            body["metadata"] = {"resourceVersion": resource_version}
+        return await self._kube.merge_patch(path, body)
 
     async def replace_status_if(
         self,

@@ -23,6 +23,10 @@ if TYPE_CHECKING:
     from lattice_operator.ports.sprites import SpriteBackend
 
 
+SEEN_WAITS = 1024
+"""Run checkpoints remembered as listed (`OperatorContext.listed_waits`)."""
+
+
 @dataclass
 class OperatorContext:
     """Shared by every handler of one operator process; filled in at start-up."""
@@ -36,6 +40,9 @@ class OperatorContext:
     start-up or when first needed)."""
     decisions_counted: CountedOnce = field(default_factory=CountedOnce)
     """Intent decisions already counted in the metrics (per Intent and spec generation)."""
+    listed_waits: CountedOnce = field(default_factory=lambda: CountedOnce(SEEN_WAITS))
+    """Run checkpoints already listed in their Sprite's status when the Run went Waiting
+    (a restarted operator lists each once more)."""
     events: ReceiptEvents | None = None
     default_policy: CompiledPolicy | None = None
     """The cluster-wide IntentPolicy from the settings, tried after a namespace's own."""

@@ -3,8 +3,7 @@
 (The handlers' plans are written through the cluster writer port, `ports.cluster`; these
 are for the start-up's configuration objects and the handlers not moved onto it yet.)
 Creates are idempotent (a retried pass finds its object already there: AlreadyExists is
-success), deletes tolerate an object already gone, and configuration objects are created
-or brought up to date.
+success) and configuration objects are created or brought up to date.
 """
 
 from __future__ import annotations
@@ -32,20 +31,6 @@ async def create_or_patch(
     """Create the object, or merge-patch `patch` into the one already there."""
     if not await create_or_exists(kube, collection, body):
         await kube.merge_patch(f"{collection}/{body['metadata']['name']}", patch)
-
-
-async def delete_if_present(
-    kube: KubeClient, path: str, options: dict[str, Any] | None = None
-) -> bool:
-    """Delete the object; False if it was already gone or its preconditions no longer hold
-    (another object of the same name)."""
-    try:
-        await kube.request("DELETE", path, body=options)
-    except KubeApiError as exc:
-        if not (exc.not_found or exc.conflict):
-            raise
-        return False
-    return True
 
 
 def not_found_in(exc: BaseException) -> bool:
@@ -90,7 +75,6 @@ async def deleted_under(
 __all__ = [
     "create_or_exists",
     "create_or_patch",
-    "delete_if_present",
     "deleted_under",
     "is_gone",
     "not_found_in",

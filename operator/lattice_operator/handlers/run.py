@@ -17,7 +17,7 @@ from lattice_operator.api.v1alpha1 import API_VERSION, TERMINAL_RUN_PHASES, Spri
 from lattice_operator.api.v1alpha1.resources import INTENTS, RUNS
 from lattice_operator.handlers._context import OperatorContext, context_of
 from lattice_operator.handlers._parsed import indexed_run, parse_run, run_view
-from lattice_operator.handlers._writes import delete_if_present, deleted_under
+from lattice_operator.handlers._writes import deleted_under
 from lattice_operator.handlers.environment import ClusterSteps
 from lattice_operator.handlers.sprite import IndexedSprites
 from lattice_operator.metrics import RUN_OLDEST_ACTIVITY, RUNS_BY_PHASE, reconcile_timer
@@ -95,15 +95,9 @@ async def _retention(ctx: OperatorContext, claims: kopf.Index[tuple[str, str], R
 
 
 async def _delete_expired(ctx: OperatorContext, run: Expired) -> None:
-    path = resource_path(*RUNS.gvp, run.namespace, run.name)
-    options = {
-        "apiVersion": "v1",
-        "kind": "DeleteOptions",
-        "preconditions": {"uid": run.uid},  # never a newer Run of the same name
-        "propagationPolicy": "Background",
-    }
     try:
-        if await delete_if_present(ctx.require_kube(), path, options):
+        # By uid: never a newer Run of the same name.
+        if await ctx.require_writer().delete(RUNS.gvp, run.namespace, run.name, uid=run.uid):
             log.info("deleted Run %s/%s: %s", run.namespace, run.name, run.why)
     except KubeApiError as exc:
         log.warning("could not delete Run %s/%s: %s", run.namespace, run.name, exc)

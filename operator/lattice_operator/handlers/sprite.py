@@ -13,7 +13,7 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from lattice_adapters.kube import KubeApiError, resource_path
+from lattice_adapters.kube import KubeApiError
 from lattice_operator.api.v1alpha1 import Sprite
 from lattice_operator.api.v1alpha1.resources import SPRITES
 from lattice_operator.handlers._context import OperatorContext, context_of
@@ -244,14 +244,13 @@ async def _patch_status(ctx: OperatorContext, sprite: Sprite, status: dict[str, 
     object. The view can be older than a handler's write (the watch lags): the view's
     resourceVersion is a precondition, so such a write fails with 409 instead of putting old
     values (observedGeneration, conditions, the sprite's id) back; the next pass sees the new."""
-    path = resource_path(*SPRITES.gvp, sprite.metadata.namespace, sprite.metadata.name, "status")
-    body: dict[str, Any] = {"status": status}
-    if sprite.metadata.resource_version:
-        body["metadata"] = {"resourceVersion": sprite.metadata.resource_version}
+    namespace, name = sprite.metadata.namespace or "", sprite.metadata.name
     try:
-        await ctx.require_kube().merge_patch(path, body)
+        await ctx.require_writer().patch_status(
+            SPRITES.gvp, namespace, name, status, resource_version=sprite.metadata.resource_version
+        )
     except KubeApiError as exc:
-        log.debug("status of %s not written (%s): the next pass decides again", path, exc)
+        log.debug("status of %s/%s not written (%s): the next pass decides", namespace, name, exc)
         return
     STATUS_PATCHES.labels(kind="Sprite").inc()
 

@@ -146,6 +146,17 @@ class ClusterWriter(Protocol):
         """The object as stored now."""
         ...
 
+    async def list(self, resource: Resource, namespace: str) -> list[dict[str, Any]]:
+        """The objects of that type in the namespace, as stored now."""
+        ...
+
+    async def delete(
+        self, resource: Resource, namespace: str, name: str, *, uid: str | None = None
+    ) -> bool:
+        """Delete the object; False if it was already gone (not an error). With `uid`, only
+        that object: False too when the name is another object's now."""
+        ...
+
     async def patch(
         self, resource: Resource, namespace: str, name: str, patch: dict[str, Any]
     ) -> dict[str, Any]:
@@ -153,9 +164,17 @@ class ClusterWriter(Protocol):
         ...
 
     async def patch_status(
-        self, resource: Resource, namespace: str, name: str, status: dict[str, Any]
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        status: dict[str, Any],
+        *,
+        resource_version: str | None = None,
     ) -> dict[str, Any]:
-        """Merge `status` into the status subresource; the object as stored afterwards."""
+        """Merge `status` into the status subresource; the object as stored afterwards. With
+        `resource_version`, only onto that version of the object (the adapter's Conflict
+        otherwise: a view older than the stored object writes nothing)."""
         ...
 
     async def replace_status_if(
