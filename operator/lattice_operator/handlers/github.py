@@ -101,6 +101,7 @@ async def start_github(memo: kopf.Memo, **kwargs: Any) -> None:
 
     receiver = WebhookReceiver(
         kube=ctx.require_kube(),
+        writer=ctx.require_writer(),
         clock=ctx.clock,
         repositories=repository,
         forge=lambda: ctx.forge.forge if ctx.forge else None,
