@@ -6,11 +6,11 @@ import logging
 from collections.abc import Iterable
 
 from lattice_adapters.kube import KubeApiError, KubeClient, resource_path
+from lattice_adapters.kube.events import post_notice
 from lattice_operator.api.object_ref import ObjectRef
 from lattice_operator.builders import (
     REPORTING_CONTROLLER,
     RUN_UID_LABEL,
-    notice_event,
     receipt_event,
 )
 from lattice_operator.clock import Clock
@@ -112,11 +112,9 @@ class ReceiptEvents:
                 RECEIPT_POST_FAILURES.inc()
                 log.warning("could not post Event for receipt %s: %s", receipt.receipt_id, exc)
         if dropped_now:
-            await self._notice_drops(regarding, path, dropped_now)
+            await self._notice_drops(regarding, dropped_now)
 
-    async def _notice_drops(
-        self, regarding: ObjectRef, path: str, dropped: list[int | None]
-    ) -> None:
+    async def _notice_drops(self, regarding: ObjectRef, dropped: list[int | None]) -> None:
         """Say so when receipts are dropped, as it happens: a ReceiptsDropped notice (outside
         the receipts' rate limit, at most one per object per DROP_NOTICE_INTERVAL)."""
         last = self._noticed_at.get(regarding.uid)
@@ -132,18 +130,16 @@ class ReceiptEvents:
             f"of this object ({total} dropped since the operator started); they are recorded "
             "as dropped, not lost, and counted in status.receipts.eventsDropped"
         )
-        body = notice_event(
+        await post_notice(
+            self._kube,
             regarding,
             reason="ReceiptsDropped",
             note=note,
-            now=self._clock.now(),
+            warning=False,
+            clock=self._clock,
             controller=self._controller,
             instance=self._instance,
         )
-        try:
-            await self._kube.create(path, body)
-        except KubeApiError as exc:
-            log.warning("could not post ReceiptsDropped for %s: %s", regarding.name, exc)
 
 
 def _add(ranges: list[tuple[int, int]], number: int) -> None:

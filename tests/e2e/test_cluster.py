@@ -18,6 +18,7 @@ from lattice_adapters.kube import (
     resource_path,
 )
 from lattice_adapters.kube.writer import KubeClusterWriter
+from lattice_operator.api.object_ref import ObjectRef
 from lattice_operator.api.v1alpha1.resources import INTENTS
 from tests.support.admission_cases import build
 from tests.support.cluster import Cluster, wait_for
@@ -175,7 +176,9 @@ async def test_the_api_servers_errors_arrive_typed(cluster: Cluster, namespace: 
 
 async def test_the_cluster_writer_against_the_api_server(cluster: Cluster, namespace: str) -> None:
     """The writer port's answers that are not errors, as the adapter gets them from the real
-    API server: a create of one already there, a status decided on another generation."""
+    API server: a create of one already there, a status decided on another generation or
+    on an older version, a delete of another object of the name or of none, an Event posted
+    (and one refused)."""
     intents = INTENTS.gvp
     manifest = build("intent-sprite-task-exec.yaml", "written", {})
     async with KubeClient(KubeConfig.load(cluster.kubeconfig)) as kube:
@@ -198,3 +201,29 @@ async def test_the_cluster_writer_against_the_api_server(cluster: Cluster, names
         assert fresh["status"]["phase"] == "Classified"
         patched = await writer.patch_status(intents, namespace, "written", {"phase": "Proposed"})
         assert patched["status"]["phase"] == "Proposed"
+        # A status decided on an older view of the object is refused, not written.
+        version = stored["metadata"]["resourceVersion"]
+        with pytest.raises(Conflict):
+            await writer.patch_status(
+                intents, namespace, "written", {"phase": "Approved"}, resource_version=version
+            )
+        assert [i["metadata"]["name"] for i in await writer.list(intents, namespace)] == ["written"]
+        # A delete by uid of another object of that name, or of nothing, is no error.
+        assert await writer.delete(intents, namespace, "written", uid="another") is False
+        assert await writer.delete(intents, namespace, "missing") is False
+        # An Event regarding it, as people read it (core/v1 shows events.k8s.io's too); one
+        # the API server refuses (no such namespace) is logged, not raised: evidence only.
+        regarding = ObjectRef(
+            "lattice.dev/v1alpha1", "Intent", namespace, "written", stored["metadata"]["uid"]
+        )
+        await writer.post_event(regarding, reason="Tried", note="a notice", warning=True)
+        await writer.post_event(
+            ObjectRef("lattice.dev/v1alpha1", "Intent", "no-such-namespace", "x", "u"),
+            reason="Lost",
+            note="refused",
+        )
+        assert await writer.delete(intents, namespace, "written", uid=regarding.uid) is True
+    events = json.loads(cluster.kubectl("-n", namespace, "get", "events", "-o", "json").stdout)
+    [event] = [e for e in events["items"] if e["reason"] == "Tried"]
+    assert (event["type"], event["message"]) == ("Warning", "a notice")
+    assert event["involvedObject"]["name"] == "written"

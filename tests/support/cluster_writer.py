@@ -1,14 +1,18 @@
 """The one fake of the cluster writer port (`ports.cluster.ClusterWriter`): objects in
 memory, every call recorded, the port's answers as the adapter gives them (AlreadyExists is
-False or a read, a status decided on another generation is None, a read of nothing NotFound)."""
+False or a read, a status decided on another generation is None, a read of nothing NotFound);
+Events and receipts posted are kept apart from the writes (`posted`, `receipts`)."""
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from lattice_adapters.kube import NotFound
+from lattice_adapters.kube import Conflict, NotFound
+from lattice_operator.api.object_ref import ObjectRef
+from lattice_operator.lifeloop.receipts import LifecycleReceipt
 
 Resource = tuple[str, str, str]
 
@@ -16,7 +20,7 @@ Resource = tuple[str, str, str]
 @dataclass(frozen=True)
 class Call:
     verb: str
-    """create, create_or_read, read, patch, patch_status or replace_status_if."""
+    """create, create_or_read, read, list, delete, patch, patch_status or replace_status_if."""
     plural: str
     namespace: str
     name: str
@@ -25,11 +29,33 @@ class Call:
     """replace_status_if: the generation the status was decided on."""
 
 
+@dataclass(frozen=True)
+class Posted:
+    """An Event posted through the port."""
+
+    regarding: ObjectRef
+    reason: str
+    note: str
+    warning: bool = False
+
+
 class FakeClusterWriter:
     def __init__(self) -> None:
         self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
         """By (plural, namespace, name); updated in place (a test's body sees the writes)."""
         self.calls: list[Call] = []
+        self.posted: list[Posted] = []
+        self.receipts: list[tuple[ObjectRef, LifecycleReceipt]] = []
+        self._faults: dict[str, list[BaseException]] = {}
+
+    def fail(self, verb: str, *errors: BaseException) -> None:
+        """The next calls of `verb` raise these, in order (after being recorded)."""
+        self._faults.setdefault(verb, []).extend(errors)
+
+    def _fault(self, verb: str) -> None:
+        queued = self._faults.get(verb)
+        if queued:
+            raise queued.pop(0)
 
     def put(self, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
         """Store `obj` as it is (the same dict)."""
@@ -58,6 +84,7 @@ class FakeClusterWriter:
     async def create(self, resource: Resource, namespace: str, manifest: dict[str, Any]) -> bool:
         name = manifest["metadata"]["name"]
         self.calls.append(Call("create", resource[2], namespace, name, manifest))
+        self._fault("create")
         return self._create(resource[2], namespace, manifest)
 
     async def create_or_read(
@@ -65,27 +92,60 @@ class FakeClusterWriter:
     ) -> tuple[dict[str, Any] | None, bool]:
         name = manifest["metadata"]["name"]
         self.calls.append(Call("create_or_read", resource[2], namespace, name, manifest))
+        self._fault("create_or_read")
         created = self._create(resource[2], namespace, manifest)
         return copy.deepcopy(self.objects[(resource[2], namespace, name)]), created
 
     async def read(self, resource: Resource, namespace: str, name: str) -> dict[str, Any]:
         self.calls.append(Call("read", resource[2], namespace, name))
+        self._fault("read")
         return copy.deepcopy(self._stored(resource[2], namespace, name))
 
     async def patch(
         self, resource: Resource, namespace: str, name: str, patch: dict[str, Any]
     ) -> dict[str, Any]:
         self.calls.append(Call("patch", resource[2], namespace, name, patch))
+        self._fault("patch")
         stored = self._stored(resource[2], namespace, name)
         for key, value in patch.items():
             stored[key] = {**stored.get(key, {}), **value} if isinstance(value, dict) else value
         return copy.deepcopy(stored)
 
+    async def list(self, resource: Resource, namespace: str) -> list[dict[str, Any]]:
+        self.calls.append(Call("list", resource[2], namespace, ""))
+        self._fault("list")
+        return [
+            copy.deepcopy(obj)
+            for (plural, ns, _), obj in self.objects.items()
+            if (plural, ns) == (resource[2], namespace)
+        ]
+
+    async def delete(
+        self, resource: Resource, namespace: str, name: str, *, uid: str | None = None
+    ) -> bool:
+        self.calls.append(Call("delete", resource[2], namespace, name))
+        self._fault("delete")
+        key = (resource[2], namespace, name)
+        stored = self.objects.get(key)
+        if stored is None or (uid and stored["metadata"].get("uid") != uid):
+            return False
+        del self.objects[key]
+        return True
+
     async def patch_status(
-        self, resource: Resource, namespace: str, name: str, status: dict[str, Any]
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        status: dict[str, Any],
+        *,
+        resource_version: str | None = None,
     ) -> dict[str, Any]:
         self.calls.append(Call("patch_status", resource[2], namespace, name, status))
+        self._fault("patch_status")
         stored = self._stored(resource[2], namespace, name)
+        if resource_version and stored["metadata"].get("resourceVersion") != resource_version:
+            raise Conflict(409, "Conflict", f"{name}: the object has been modified", {})
         stored["status"] = {**stored.get("status", {}), **status}
         return copy.deepcopy(stored)
 
@@ -101,8 +161,23 @@ class FakeClusterWriter:
         self.calls.append(
             Call("replace_status_if", resource[2], namespace, name, status, generation)
         )
+        self._fault("replace_status_if")
         stored = self._stored(resource[2], namespace, name)
         if stored["metadata"].get("generation") != generation:
             return None
         stored["status"] = status
         return copy.deepcopy(stored)
+
+    async def post_event(
+        self, regarding: ObjectRef, *, reason: str, note: str, warning: bool = False
+    ) -> None:
+        self.posted.append(Posted(regarding, reason, note, warning))
+
+    async def publish_receipts(
+        self, regarding: ObjectRef, receipts: Iterable[LifecycleReceipt]
+    ) -> None:
+        self.receipts.extend((regarding, r) for r in receipts)
+
+    def reasons(self) -> list[str]:
+        """The reasons of the Events posted, in order."""
+        return [p.reason for p in self.posted]

@@ -1,20 +1,39 @@
 """The cluster writer port (`lattice_operator.ports.cluster.ClusterWriter`) over the API
-client: the handlers hand their plans' writes to it, and only it knows REST paths and
-which answers are not errors (AlreadyExists on a create, a failed JSON-patch test)."""
+client: the handlers hand their plans' writes and Events to it, and only it knows REST
+paths and which answers are not errors (AlreadyExists on a create, a failed JSON-patch
+test, a refused Event)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
-from lattice_adapters.kube.api_errors import AlreadyExists, NotFound, PatchTestFailed
+from lattice_adapters.kube.api_errors import AlreadyExists, Conflict, NotFound, PatchTestFailed
 from lattice_adapters.kube.client import KubeClient, resource_path
+from lattice_adapters.kube.events import post_notice
+from lattice_operator.api.object_ref import ObjectRef
+from lattice_operator.builders import REPORTING_CONTROLLER
+from lattice_operator.clock import Clock, SystemClock
+from lattice_operator.lifeloop.receipts import LifecycleReceipt
+from lattice_operator.ports.cluster import ReceiptPublisher
 
 Resource = tuple[str, str, str]
 
 
 class KubeClusterWriter:
-    def __init__(self, kube: KubeClient) -> None:
+    def __init__(
+        self,
+        kube: KubeClient,
+        *,
+        receipts: ReceiptPublisher | None = None,
+        clock: Clock | None = None,
+        instance: str = "lattice-operator",
+    ) -> None:
         self._kube = kube
+        self._receipts = receipts
+        """The rate-limited receipt publisher (lattice_adapters.kube_events) of this operator."""
+        self._clock = clock or SystemClock()
+        self._instance = instance
 
     async def create(self, resource: Resource, namespace: str, manifest: dict[str, Any]) -> bool:
         try:
@@ -38,16 +57,49 @@ class KubeClusterWriter:
     async def read(self, resource: Resource, namespace: str, name: str) -> dict[str, Any]:
         return await self._kube.get(resource_path(*resource, namespace, name))
 
+    async def list(self, resource: Resource, namespace: str) -> list[dict[str, Any]]:
+        listed = await self._kube.get(resource_path(*resource, namespace))
+        return list(listed.get("items") or [])
+
+    async def delete(
+        self, resource: Resource, namespace: str, name: str, *, uid: str | None = None
+    ) -> bool:
+        options = None
+        if uid:
+            options = {
+                "apiVersion": "v1",
+                "kind": "DeleteOptions",
+                "preconditions": {"uid": uid},
+                "propagationPolicy": "Background",
+            }
+        try:
+            await self._kube.request(
+                "DELETE", resource_path(*resource, namespace, name), body=options
+            )
+        except (NotFound, Conflict):  # Conflict: the uid precondition no longer holds
+            return False
+        return True
+
     async def patch(
         self, resource: Resource, namespace: str, name: str, patch: dict[str, Any]
     ) -> dict[str, Any]:
         return await self._kube.merge_patch(resource_path(*resource, namespace, name), patch)
 
     async def patch_status(
-        self, resource: Resource, namespace: str, name: str, status: dict[str, Any]
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        status: dict[str, Any],
+        *,
+        resource_version: str | None = None,
     ) -> dict[str, Any]:
         path = resource_path(*resource, namespace, name, "status")
-        return await self._kube.merge_patch(path, {"status": status})
+        body: dict[str, Any] = {"status": status}
+        if resource_version:
+            # A resourceVersion in a merge patch is a precondition: 409 if it moved on.
+            body["metadata"] = {"resourceVersion": resource_version}
+        return await self._kube.merge_patch(path, body)
 
     async def replace_status_if(
         self,
@@ -70,6 +122,27 @@ class KubeClusterWriter:
             )
         except PatchTestFailed:
             return None
+
+    async def post_event(
+        self, regarding: ObjectRef, *, reason: str, note: str, warning: bool = False
+    ) -> None:
+        await post_notice(
+            self._kube,
+            regarding,
+            reason=reason,
+            note=note,
+            warning=warning,
+            clock=self._clock,
+            controller=REPORTING_CONTROLLER,
+            instance=self._instance,
+        )
+
+    async def publish_receipts(
+        self, regarding: ObjectRef, receipts: Iterable[LifecycleReceipt]
+    ) -> None:
+        if self._receipts is None:
+            raise RuntimeError("the receipt publisher is not started yet")
+        await self._receipts.publish(regarding, receipts)
 
 
 __all__ = ["KubeClusterWriter"]

@@ -23,6 +23,10 @@ if TYPE_CHECKING:
     from lattice_operator.ports.sprites import SpriteBackend
 
 
+SEEN_WAITS = 1024
+"""Run checkpoints remembered as listed (`OperatorContext.listed_waits`)."""
+
+
 @dataclass
 class OperatorContext:
     """Shared by every handler of one operator process; filled in at start-up."""
@@ -32,9 +36,13 @@ class OperatorContext:
     backend: SpriteBackend | None = None
     kube: KubeClient | None = None
     writer: ClusterWriter | None = None
-    """The writes of the handlers' plans (None: over `kube`, made when first needed)."""
+    """The writes and Events of the handlers' plans (None: over `kube` and `events`, made at
+    start-up or when first needed)."""
     decisions_counted: CountedOnce = field(default_factory=CountedOnce)
     """Intent decisions already counted in the metrics (per Intent and spec generation)."""
+    listed_waits: CountedOnce = field(default_factory=lambda: CountedOnce(SEEN_WAITS))
+    """Run checkpoints already listed in their Sprite's status when the Run went Waiting
+    (a restarted operator lists each once more)."""
     events: ReceiptEvents | None = None
     default_policy: CompiledPolicy | None = None
     """The cluster-wide IntentPolicy from the settings, tried after a namespace's own."""
@@ -78,7 +86,12 @@ class OperatorContext:
 
     def require_writer(self) -> ClusterWriter:
         if self.writer is None:
-            self.writer = KubeClusterWriter(self.require_kube())
+            self.writer = KubeClusterWriter(
+                self.require_kube(),
+                receipts=self.events,
+                clock=self.clock,
+                instance=self.settings.component,
+            )
         return self.writer
 
     def require_events(self) -> ReceiptEvents:

@@ -25,5 +25,8 @@ class CountedOnce:
             self._seen.popitem(last=False)
         return True
 
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._seen
+
     def __len__(self) -> int:
         return len(self._seen)

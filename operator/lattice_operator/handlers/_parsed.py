@@ -18,7 +18,8 @@ from typing import Any, TypeVar
 import kopf
 from pydantic import BaseModel, ValidationError
 
-from lattice_operator.api.v1alpha1 import Run
+from lattice_operator.api.object_ref import ObjectRef
+from lattice_operator.api.v1alpha1 import API_VERSION, Run
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -40,7 +41,7 @@ def model_of(model: type[M], body: Mapping[str, Any]) -> M:
     return model.model_validate_json(json.dumps(raw))
 
 
-def parse_run(body: kopf.Body) -> Run:
+def parse_run(body: Mapping[str, Any]) -> Run:
     """The Run of a body (a copy: the model never shares kopf's dictionaries)."""
     try:
         return model_of(Run, body)
@@ -60,12 +61,12 @@ def indexed_run(body: kopf.Body) -> Run:
     return run
 
 
-def per_version(parse: Callable[[kopf.Body], M]) -> Callable[[kopf.Body], M]:
+def per_version(parse: Callable[[Mapping[str, Any]], M]) -> Callable[[Mapping[str, Any]], M]:
     """`parse`, called again only when the body's resourceVersion moved since the last call
     (a model handed out is never changed by its readers)."""
     last: tuple[str, M] | None = None
 
-    def parsed(body: kopf.Body) -> M:
+    def parsed(body: Mapping[str, Any]) -> M:
         nonlocal last
         version = str(body.get("metadata", {}).get("resourceVersion") or "")
         if version and last is not None and last[0] == version:
@@ -84,4 +85,16 @@ def run_view(body: kopf.Body) -> Callable[[], Run]:
     return lambda: parse(body)
 
 
-__all__ = ["indexed_run", "model_of", "parse_run", "per_version", "run_view"]
+def object_ref(obj: Mapping[str, Any]) -> ObjectRef:
+    """What an Event regarding this object (a kopf body, a stored object) points at."""
+    meta = obj.get("metadata") or {}
+    return ObjectRef(
+        api_version=str(obj.get("apiVersion") or API_VERSION),
+        kind=str(obj.get("kind") or ""),
+        namespace=str(meta.get("namespace") or ""),
+        name=str(meta.get("name") or ""),
+        uid=str(meta.get("uid") or ""),
+    )
+
+
+__all__ = ["indexed_run", "model_of", "object_ref", "parse_run", "per_version", "run_view"]

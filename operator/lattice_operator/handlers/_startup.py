@@ -147,6 +147,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         burst=ours.runs.events_burst,
         instance=instance,
     )
+    ctx.require_writer()  # over the client and the receipt publisher just made
 
 
 @kopf.on.startup()

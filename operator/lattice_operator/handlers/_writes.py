@@ -1,15 +1,17 @@
 """The few ways the handlers write to the API server, written once.
 
+(The handlers' plans are written through the cluster writer port, `ports.cluster`; these
+are for the start-up's configuration objects and the handlers not moved onto it yet.)
 Creates are idempotent (a retried pass finds its object already there: AlreadyExists is
-success), deletes tolerate an object already gone, and configuration objects are created
-or brought up to date.
+success) and configuration objects are created or brought up to date.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from lattice_adapters.kube import KubeApiError, KubeClient
+from lattice_adapters.kube import KubeApiError, KubeClient, NotFound
+from lattice_operator.ports.cluster import ClusterWriter, Resource
 
 
 async def create_or_exists(kube: KubeClient, collection: str, body: dict[str, Any]) -> bool:
@@ -23,44 +25,12 @@ async def create_or_exists(kube: KubeClient, collection: str, body: dict[str, An
     return True
 
 
-async def create_or_read(
-    kube: KubeClient, collection: str, body: dict[str, Any]
-) -> tuple[dict[str, Any] | None, bool]:
-    """Create the object: (the object as stored, whether this call created it). One of that
-    name already there is read instead; None if it was deleted before the read."""
-    try:
-        return await kube.create(collection, body), True
-    except KubeApiError as exc:
-        if not exc.conflict:
-            raise
-    try:
-        return await kube.get(f"{collection}/{body['metadata']['name']}"), False
-    except KubeApiError as exc:
-        if not exc.not_found:
-            raise
-        return None, False
-
-
 async def create_or_patch(
     kube: KubeClient, collection: str, body: dict[str, Any], patch: dict[str, Any]
 ) -> None:
     """Create the object, or merge-patch `patch` into the one already there."""
     if not await create_or_exists(kube, collection, body):
         await kube.merge_patch(f"{collection}/{body['metadata']['name']}", patch)
-
-
-async def delete_if_present(
-    kube: KubeClient, path: str, options: dict[str, Any] | None = None
-) -> bool:
-    """Delete the object; False if it was already gone or its preconditions no longer hold
-    (another object of the same name)."""
-    try:
-        await kube.request("DELETE", path, body=options)
-    except KubeApiError as exc:
-        if not (exc.not_found or exc.conflict):
-            raise
-        return False
-    return True
 
 
 def not_found_in(exc: BaseException) -> bool:
@@ -73,32 +43,38 @@ def not_found_in(exc: BaseException) -> bool:
     return False
 
 
-async def is_gone(kube: KubeClient, path: str, uid: str | None) -> bool:
-    """Whether the object at `path` no longer exists (or is another object of that name now).
+async def is_gone(
+    writer: ClusterWriter, resource: Resource, namespace: str, name: str, uid: str | None
+) -> bool:
+    """Whether the object no longer exists (or is another object of that name now).
 
     A daemon whose write got 404 asks this before giving up: its own object deleted (a
     namespace being deleted, say) ends it, anything else is an error to retry.
     """
     try:
-        stored = await kube.get(path)
-    except KubeApiError as exc:
-        if exc.not_found:
-            return True
-        raise
+        stored = await writer.read(resource, namespace, name)
+    except NotFound:
+        return True
     return bool(uid) and (stored.get("metadata") or {}).get("uid") != uid
 
 
-async def deleted_under(kube: KubeClient, exc: BaseException, path: str, uid: str | None) -> bool:
+async def deleted_under(
+    writer: ClusterWriter,
+    exc: BaseException,
+    resource: Resource,
+    namespace: str,
+    name: str,
+    uid: str | None,
+) -> bool:
     """Whether `exc`, raised by a daemon's pass, means its own object was deleted under it
     (its namespace being deleted, say): then the daemon ends, instead of failing and being
     retried by kopf a minute later for an object that is not there."""
-    return not_found_in(exc) and await is_gone(kube, path, uid)
+    return not_found_in(exc) and await is_gone(writer, resource, namespace, name, uid)
 
 
 __all__ = [
     "create_or_exists",
     "create_or_patch",
-    "delete_if_present",
     "deleted_under",
     "is_gone",
     "not_found_in",

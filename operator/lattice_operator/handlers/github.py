@@ -14,7 +14,6 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from lattice_adapters.github import AppInstallationTokens, GitHubForge, StaticToken, TokenSource
-from lattice_adapters.kube import resource_path
 from lattice_operator.api.v1alpha1 import set_condition
 from lattice_operator.api.v1alpha1.githubrepository import GitHubRepository
 from lattice_operator.api.v1alpha1.healthcheck import HealthCheck
@@ -102,6 +101,7 @@ async def start_github(memo: kopf.Memo, **kwargs: Any) -> None:
 
     receiver = WebhookReceiver(
         kube=ctx.require_kube(),
+        writer=ctx.require_writer(),
         clock=ctx.clock,
         repositories=repository,
         forge=lambda: ctx.forge.forge if ctx.forge else None,
@@ -202,7 +202,9 @@ async def incident_issue(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
         FORGE_STEPS.labels(step="incident_issue", outcome=exc.failure_class.value).inc()
         raise kopf.TemporaryError(f"GitHub: {exc}", delay=10) from exc
     FORGE_STEPS.labels(step="incident_issue", outcome="done").inc()
-    path = resource_path(
-        *HEALTH_CHECKS.gvp, check.metadata.namespace or "", check.metadata.name, "status"
+    await ctx.require_writer().patch_status(
+        HEALTH_CHECKS.gvp,
+        check.metadata.namespace or "",
+        check.metadata.name,
+        {"incident": {"issue": recorded}},
     )
-    await ctx.require_kube().merge_patch(path, {"status": {"incident": {"issue": recorded}}})

@@ -38,8 +38,10 @@ from lattice_adapters.kube import (
     Invalid,
     KubeApiError,
     KubeClient,
+    NotFound,
     resource_path,
 )
+from lattice_adapters.kube.writer import KubeClusterWriter
 from lattice_operator.api.v1alpha1.githubrepository import GitHubIdentity, GitHubRepository
 from lattice_operator.api.v1alpha1.resources import INTENTS
 from lattice_operator.clock import Clock
@@ -52,8 +54,8 @@ from lattice_operator.forge.webhooks import (
     route,
     verify_signature,
 )
-from lattice_operator.handlers._writes import create_or_exists
 from lattice_operator.metrics import WEBHOOK_DELIVERIES, WEBHOOK_SECONDS
+from lattice_operator.ports.cluster import ClusterWriter
 from lattice_operator.ports.errors import AdapterError
 from lattice_operator.ports.forge import Forge
 from lattice_operator.reconcilers.approvals import REQUEST, parse_records
@@ -115,8 +117,11 @@ class WebhookReceiver:
         forge: Callable[[], Forge | None],
         max_bytes: int,
         body_timeout: float = 15.0,
+        writer: ClusterWriter | None = None,
     ) -> None:
-        self._kube = kube
+        # The Intents it creates and annotates through the cluster writer port; the client
+        # itself only reads the webhook Secrets.
+        self._writer: ClusterWriter = writer or KubeClusterWriter(kube)
         self._clock = clock
         self._repositories = repositories
         self._forge = forge
@@ -200,9 +205,8 @@ class WebhookReceiver:
         if outcome.kind == "ignore":
             return Answer(200, "ignored", outcome.reason)
         if outcome.kind == "create":
-            collection = resource_path(*INTENTS.gvp, namespace)
             try:
-                created = await create_or_exists(self._kube, collection, outcome.manifest)
+                created = await self._writer.create(INTENTS.gvp, namespace, outcome.manifest)
             except KubeApiError as exc:
                 return Answer(503 if exc.status >= 500 else 422, "refused", exc.message[:300])
             name = outcome.manifest["metadata"]["name"]
@@ -213,11 +217,9 @@ class WebhookReceiver:
 
     async def _intent(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            return await self._kube.get(resource_path(*INTENTS.gvp, namespace, name))
-        except KubeApiError as exc:
-            if exc.not_found:
-                return None
-            raise
+            return await self._writer.read(INTENTS.gvp, namespace, name)
+        except NotFound:
+            return None
 
     async def _decide(self, repository: GitHubRepository, outcome: Outcome) -> Answer:
         namespace = repository.metadata.namespace or ""
@@ -250,10 +252,9 @@ class WebhookReceiver:
             "groups": identity.groups,
             "forgeRef": outcome.ref,
         }
-        path = resource_path(*INTENTS.gvp, namespace, outcome.intent)
         patch = {"metadata": {"annotations": {REQUEST: json.dumps(request)[:4096]}}}
         try:
-            await self._kube.merge_patch(path, patch)
+            await self._writer.patch(INTENTS.gvp, namespace, outcome.intent, patch)
         except (BadRequest, Forbidden, Conflict, Invalid) as exc:
             await self._reply(
                 repository, outcome, f"@{outcome.login}: not recorded: {exc.message[:500]}"
@@ -278,8 +279,8 @@ class WebhookReceiver:
         offered = {"answer": outcome.text, "author": outcome.login, "commentId": outcome.ref}
         inputs = {k: v for k, v in offered.items() if k in expected}
         resume = {"checkpointId": waiting["checkpointId"], "inputs": inputs}
-        path = resource_path(*INTENTS.gvp, namespace, outcome.intent)
-        await self._kube.merge_patch(path, {"spec": {"resume": resume}})
+        resumed = {"spec": {"resume": resume}}
+        await self._writer.patch(INTENTS.gvp, namespace, outcome.intent, resumed)
         return Answer(200, "resumed", outcome.intent)
 
     async def _reply(self, repository: GitHubRepository, outcome: Outcome, text: str) -> None:

@@ -11,12 +11,12 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from lattice_adapters.kube import KubeApiError, resource_path
+from lattice_adapters.kube import KubeApiError
 from lattice_operator.api.v1alpha1 import Intent, set_condition
 from lattice_operator.api.v1alpha1.healthcheck import HealthCheck
 from lattice_operator.api.v1alpha1.resources import HEALTH_CHECKS, INTENTS
 from lattice_operator.handlers._context import OperatorContext, context_of
-from lattice_operator.handlers._writes import create_or_exists, delete_if_present
+from lattice_operator.handlers._parsed import object_ref
 from lattice_operator.metrics import reconcile_timer
 from lattice_operator.modeling import first_error
 from lattice_operator.reconcilers.healthcheck import (
@@ -76,8 +76,9 @@ async def healthcheck_daemon(
                     await _apply(ctx, check, plan, body)
                     snapshot = plan.status.to_patch()
                     if snapshot != written:
-                        path = resource_path(*HEALTH_CHECKS.gvp, key[0], key[1], "status")
-                        await ctx.require_kube().merge_patch(path, {"status": snapshot})
+                        await ctx.require_writer().patch_status(
+                            HEALTH_CHECKS.gvp, key[0], key[1], snapshot
+                        )
                         written = snapshot
                     if plan.requeue_after is not None:
                         delay = min(delay, plan.requeue_after + 0.05)
@@ -90,21 +91,22 @@ async def healthcheck_daemon(
 async def _apply(
     ctx: OperatorContext, check: HealthCheck, plan: HealthCheckPlan, body: kopf.Body
 ) -> None:
-    kube = ctx.require_kube()
+    writer = ctx.require_writer()
     namespace = check.metadata.namespace or ""
-    collection = resource_path(*INTENTS.gvp, namespace)
     for name in plan.cancel:
         with contextlib.suppress(KubeApiError):
-            await kube.merge_patch(f"{collection}/{name}", {"spec": {"cancel": True}})
+            await writer.patch(INTENTS.gvp, namespace, name, {"spec": {"cancel": True}})
     for manifest in plan.create:
         try:
-            await create_or_exists(kube, collection, manifest)
+            await writer.create(INTENTS.gvp, namespace, manifest)
         except KubeApiError as exc:
             raise kopf.TemporaryError(f"cannot create Intent: {exc}", delay=5) from exc
     for name in plan.delete:
-        await delete_if_present(kube, f"{collection}/{name}")
+        await writer.delete(INTENTS.gvp, namespace, name)
     for reason, message, warning in plan.notices:
-        (kopf.warn if warning else kopf.info)(body, reason=reason, message=message)
+        await ctx.require_writer().post_event(
+            object_ref(body), reason=reason, note=message, warning=warning
+        )
 
 
 async def _invalid(ctx: OperatorContext, body: kopf.Body, exc: ValidationError) -> None:
@@ -120,9 +122,13 @@ async def _invalid(ctx: OperatorContext, body: kopf.Body, exc: ValidationError) 
         observed_generation=body.metadata.get("generation"),
         now=ctx.clock.now(),
     )
-    path = resource_path(
-        *HEALTH_CHECKS.gvp, body.metadata.namespace or "", body.metadata.name or "", "status"
-    )
     wire = [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in conditions]
-    await ctx.require_kube().merge_patch(path, {"status": {"conditions": wire}})
-    kopf.warn(body, reason="InvalidSpec", message=message[:1024])
+    await ctx.require_writer().patch_status(
+        HEALTH_CHECKS.gvp,
+        body.metadata.namespace or "",
+        body.metadata.name or "",
+        {"conditions": wire},
+    )
+    await ctx.require_writer().post_event(
+        object_ref(body), reason="InvalidSpec", note=message[:1024], warning=True
+    )

@@ -7,11 +7,8 @@ first looks for the machine this Intent made (by name and the Intent's uid in it
 from __future__ import annotations
 
 import logging
-from typing import cast
+from typing import Any
 
-import kopf
-
-from lattice_adapters.kube import resource_path
 from lattice_operator.api.v1alpha1 import Intent
 from lattice_operator.api.v1alpha1.intent import FlyStatus, IntentResult
 from lattice_operator.api.v1alpha1.resources import INTENTS
@@ -34,7 +31,7 @@ INTENT_UID_KEY = "lattice_intent_uid"
 """The machine metadata key naming the Intent that created it."""
 
 
-async def fly_step(ctx: OperatorContext, intent: Intent, work: FlyWork) -> kopf.Body | None:
+async def fly_step(ctx: OperatorContext, intent: Intent, work: FlyWork) -> dict[str, Any] | None:
     """Carry the action out and record its outcome; the Intent as stored afterwards (None:
     Fly is not configured in this process, nothing was done)."""
     if ctx.fly is None:
@@ -59,11 +56,12 @@ async def fly_step(ctx: OperatorContext, intent: Intent, work: FlyWork) -> kopf.
         )
     status = status.model_copy(update={"finished": True})
     log.info("fly_machines %s: %s", intent.metadata.name, result.summary)
-    path = resource_path(*INTENTS.gvp, intent.metadata.namespace or "", intent.metadata.name)
-    stored = await ctx.require_kube().merge_patch(
-        f"{path}/status", {"status": {"result": result.to_wire(), "fly": status.to_wire()}}
+    return await ctx.require_writer().patch_status(
+        INTENTS.gvp,
+        intent.metadata.namespace or "",
+        intent.metadata.name,
+        {"result": result.to_wire(), "fly": status.to_wire()},
     )
-    return kopf.Body(cast(kopf.RawBody, stored))
 
 
 async def carry_out(fly: FlyMachines, intent: Intent, work: FlyWork) -> FlyMachine:

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Any, cast
+from typing import Any
 
-import kopf
-
-from lattice_adapters.kube import resource_path
-from lattice_operator.api.v1alpha1 import Intent
+from lattice_operator.api.object_ref import ObjectRef
+from lattice_operator.api.v1alpha1 import API_VERSION, Intent
 from lattice_operator.api.v1alpha1.intent import IntentResult
 from lattice_operator.api.v1alpha1.resources import INTENTS, SPRITES
 from lattice_operator.errors import LatticeError
@@ -26,7 +24,7 @@ log = logging.getLogger(__name__)
 
 async def remediate(
     ctx: OperatorContext, intent: Intent, work: RemediationWork
-) -> kopf.Body | None:
+) -> dict[str, Any] | None:
     """Carry the work out and record its outcome; the Intent as stored afterwards (None when
     nothing was done: no backend yet, the next pass tries again). A crash between the
     remediation and its record repeats it on the next pass (both are safe to repeat)."""
@@ -50,11 +48,12 @@ async def remediate(
         what = work.action.replace("_", " ")
         result = IntentResult(status="failure", summary=f"{what} failed: {exc}"[:1024])
     log.info("remediation %s: %s", intent.metadata.name, result.summary)
-    path = resource_path(*INTENTS.gvp, intent.metadata.namespace or "", intent.metadata.name)
-    stored = await ctx.require_kube().merge_patch(
-        f"{path}/status", {"status": {"result": result.to_wire()}}
+    return await ctx.require_writer().patch_status(
+        INTENTS.gvp,
+        intent.metadata.namespace or "",
+        intent.metadata.name,
+        {"result": result.to_wire()},
     )
-    return kopf.Body(cast(kopf.RawBody, stored))
 
 
 async def _recreate(ctx: OperatorContext, work: RemediationWork) -> IntentResult:
@@ -77,21 +76,17 @@ async def _recreate(ctx: OperatorContext, work: RemediationWork) -> IntentResult
             default_policy=ctx.settings.sprites.default_network_policy,
         )
     status: dict[str, Any] = outcome.status.to_patch()
-    await ctx.require_kube().merge_patch(
-        resource_path(*SPRITES.gvp, namespace, sprite.metadata.name, "status"), {"status": status}
-    )
+    await ctx.require_writer().patch_status(SPRITES.gvp, namespace, sprite.metadata.name, status)
     summary = (
         f"Sprite {sprite.metadata.name} recreated: backend sprite {name} "
         f"{before or '?'} -> {outcome.status.sprite_id or '?'}"
     )
-    body = {
-        "apiVersion": "lattice.dev/v1alpha1",
-        "kind": "Sprite",
-        "metadata": {
-            "name": sprite.metadata.name,
-            "namespace": namespace,
-            "uid": sprite.metadata.uid,
-        },
-    }
-    kopf.info(kopf.Body(cast(kopf.RawBody, body)), reason="Recreated", message=summary)
+    regarding = ObjectRef(
+        api_version=API_VERSION,
+        kind="Sprite",
+        namespace=namespace,
+        name=sprite.metadata.name,
+        uid=sprite.metadata.uid or "",
+    )
+    await ctx.require_writer().post_event(regarding, reason="Recreated", note=summary)
     return IntentResult(status="success", summary=summary[:1024])

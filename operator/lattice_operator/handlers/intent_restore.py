@@ -1,14 +1,12 @@
-"""checkpoint_restore Intents: who holds the Sprite, the restore at the backend, and its
-Lifeloop receipts (published once the outcome is stored in the Intent's status)."""
+"""checkpoint_restore Intents: the restore at the backend, and its Lifeloop receipts
+(published once the outcome is stored in the Intent's status)."""
 
 from __future__ import annotations
 
 import logging
-from typing import cast
+from typing import Any
 
-import kopf
-
-from lattice_adapters.kube import KubeApiError, resource_path
+from lattice_adapters.kube import NotFound as ObjectNotFound
 from lattice_operator.api.object_ref import ObjectRef
 from lattice_operator.api.v1alpha1 import Intent
 from lattice_operator.api.v1alpha1.intent import IntentResult
@@ -21,28 +19,11 @@ from lattice_operator.lifeloop.operations import operation_receipts
 from lattice_operator.lifeloop.receipts import LifecycleReceipt
 from lattice_operator.ports.errors import AdapterError
 from lattice_operator.reconcilers.intent_pass import RestoreWork
-from lattice_operator.reconcilers.sprite_claims import DONE, RunClaim
 
 log = logging.getLogger(__name__)
 
 
-def sprite_holder(
-    intent: Intent,
-    namespace: str,
-    sprite: str | None,
-    claims: kopf.Index[tuple[str, str], RunClaim] | None,
-) -> str | None:
-    """The Run that holds (or waits in line for) the Sprite of a checkpoint_restore Intent."""
-    if intent.spec.kind != "checkpoint_restore" or sprite is None or claims is None:
-        return None
-    active = sorted(
-        (c for c in claims.get((namespace, sprite), []) if c.phase not in DONE),
-        key=lambda c: c.name,
-    )
-    return active[0].name if active else None
-
-
-async def restore(ctx: OperatorContext, intent: Intent, work: RestoreWork) -> kopf.Body | None:
+async def restore(ctx: OperatorContext, intent: Intent, work: RestoreWork) -> dict[str, Any] | None:
     """Restore the checkpoint and record the outcome, then publish its receipts; the Intent
     as stored afterwards (None when nothing was done: no backend yet, the next pass tries
     again)."""
@@ -52,22 +33,27 @@ async def restore(ctx: OperatorContext, intent: Intent, work: RestoreWork) -> ko
     namespace = intent.metadata.namespace or ""
     result, checkpoint_id, failure = await _restore(ctx, namespace, work)
     log.info("restore %s: %s", intent.metadata.name, result.summary)
-    path = resource_path(*INTENTS.gvp, namespace, intent.metadata.name, "status")
-    stored = await ctx.require_kube().merge_patch(path, {"status": {"result": result.to_wire()}})
+    stored = await ctx.require_writer().patch_status(
+        INTENTS.gvp, namespace, intent.metadata.name, {"result": result.to_wire()}
+    )
     # Status before receipts: the outcome is stored, whatever happens to its receipts.
-    regarding = ObjectRef(
+    receipts = restore_receipts(ctx, intent, work, result, checkpoint_id, failure)
+    try:
+        await ctx.require_writer().publish_receipts(intent_ref(intent), receipts)
+    except Exception as exc:  # evidence only: the restore and its status stand
+        log.warning("restore %s: its receipts were not posted: %s", intent.metadata.name, exc)
+    return stored
+
+
+def intent_ref(intent: Intent) -> ObjectRef:
+    """What an Event regarding the Intent points at (its receipts keyed by its uid)."""
+    return ObjectRef(
         api_version=intent.api_version,
         kind="Intent",
-        namespace=namespace,
+        namespace=intent.metadata.namespace or "",
         name=intent.metadata.name,
         uid=intent.metadata.uid or intent.metadata.name,
     )
-    receipts = restore_receipts(ctx, intent, work, result, checkpoint_id, failure)
-    try:
-        await ctx.require_events().publish(regarding, receipts)
-    except Exception as exc:  # evidence only: the restore and its status stand
-        log.warning("restore %s: its receipts were not posted: %s", intent.metadata.name, exc)
-    return kopf.Body(cast(kopf.RawBody, stored))
 
 
 def restore_receipts(
@@ -126,13 +112,11 @@ async def _restore(
 async def _held_by(ctx: OperatorContext, namespace: str, work: RestoreWork) -> str | IntentResult:
     """The backend id a SpriteCheckpoint holds, or why it cannot be restored."""
     name = work.checkpoint or ""
-    path = resource_path(*SPRITE_CHECKPOINTS.gvp, namespace, name)
     try:
-        checkpoint = SpriteCheckpoint.model_validate(await ctx.require_kube().get(path))
-    except KubeApiError as exc:
-        if not exc.not_found:
-            raise
+        stored = await ctx.require_writer().read(SPRITE_CHECKPOINTS.gvp, namespace, name)
+    except ObjectNotFound:
         return IntentResult(status="failure", summary=f"no SpriteCheckpoint {name}")
+    checkpoint = SpriteCheckpoint.model_validate(stored)
     if checkpoint.status.sprite_name != work.sprite or not checkpoint.status.checkpoint_id:
         return IntentResult(
             status="failure",
@@ -142,4 +126,4 @@ async def _held_by(ctx: OperatorContext, namespace: str, work: RestoreWork) -> s
     return checkpoint.status.checkpoint_id
 
 
-__all__ = ["restore", "sprite_holder"]
+__all__ = ["intent_ref", "restore"]

@@ -15,10 +15,9 @@ from lattice_adapters.kube import KubeApiError, resource_path
 from lattice_operator.api.object_ref import ObjectRef
 from lattice_operator.api.v1alpha1 import API_VERSION, TERMINAL_RUN_PHASES, Sprite
 from lattice_operator.api.v1alpha1.resources import INTENTS, RUNS
-from lattice_operator.builders import REPORTING_CONTROLLER, notice_event
 from lattice_operator.handlers._context import OperatorContext, context_of
 from lattice_operator.handlers._parsed import indexed_run, parse_run, run_view
-from lattice_operator.handlers._writes import create_or_exists, delete_if_present, deleted_under
+from lattice_operator.handlers._writes import deleted_under
 from lattice_operator.handlers.environment import ClusterSteps
 from lattice_operator.handlers.sprite import IndexedSprites
 from lattice_operator.metrics import RUN_OLDEST_ACTIVITY, RUNS_BY_PHASE, reconcile_timer
@@ -96,15 +95,9 @@ async def _retention(ctx: OperatorContext, claims: kopf.Index[tuple[str, str], R
 
 
 async def _delete_expired(ctx: OperatorContext, run: Expired) -> None:
-    path = resource_path(*RUNS.gvp, run.namespace, run.name)
-    options = {
-        "apiVersion": "v1",
-        "kind": "DeleteOptions",
-        "preconditions": {"uid": run.uid},  # never a newer Run of the same name
-        "propagationPolicy": "Background",
-    }
     try:
-        if await delete_if_present(ctx.require_kube(), path, options):
+        # By uid: never a newer Run of the same name.
+        if await ctx.require_writer().delete(RUNS.gvp, run.namespace, run.name, uid=run.uid):
             log.info("deleted Run %s/%s: %s", run.namespace, run.name, run.why)
     except KubeApiError as exc:
         log.warning("could not delete Run %s/%s: %s", run.namespace, run.name, exc)
@@ -143,21 +136,12 @@ class KubeActions:
             )
         else:
             regarding = ObjectRef(API_VERSION, "Run", namespace, run, "")
-        body = notice_event(
-            regarding,
-            reason="NotifyUser",
-            note=f"sprite of Run {run}: {message}",
-            now=self._ctx.clock.now(),
-            controller=REPORTING_CONTROLLER,
-            instance=self._ctx.settings.component,
-        )
-        path = resource_path("events.k8s.io", "v1", "events", namespace)
-        with contextlib.suppress(KubeApiError):  # a notification is evidence, not state
-            await self._ctx.require_kube().create(path, body)
+        note = f"sprite of Run {run}: {message}"
+        await self._ctx.require_writer().post_event(regarding, reason="NotifyUser", note=note)
 
     async def propose(self, manifest: dict[str, Any]) -> None:
-        collection = resource_path(*INTENTS.gvp, manifest["metadata"]["namespace"])
-        await create_or_exists(self._ctx.require_kube(), collection, manifest)
+        namespace = manifest["metadata"]["namespace"]
+        await self._ctx.require_writer().create(INTENTS.gvp, namespace, manifest)
 
     def forge(self) -> ForgeAccess | None:
         return self._ctx.forge
@@ -170,8 +154,7 @@ class KubeRunStatus:
         self._ctx = ctx
 
     async def write_run_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        path = resource_path(*RUNS.gvp, namespace, name, "status")
-        await self._ctx.require_kube().merge_patch(path, {"status": status})
+        await self._ctx.require_writer().patch_status(RUNS.gvp, namespace, name, status)
 
 
 # When a Run ends, kopf stops its daemon: the stop flag first, then (after the backoff) a
@@ -195,8 +178,10 @@ async def run_daemon(
             await _drive_run(ctx, body, stopped, kwargs)
     except Exception as exc:
         namespace, name = body.metadata.namespace, body.metadata.name
-        path = resource_path(*RUNS.gvp, namespace, name)
-        if await deleted_under(ctx.require_kube(), exc, path, body.metadata.uid):
+        gone = await deleted_under(
+            ctx.require_writer(), exc, RUNS.gvp, namespace or "", name or "", body.metadata.uid
+        )
+        if gone:
             log.info("Run %s/%s is gone; its daemon ends", namespace, name)
             return
         raise

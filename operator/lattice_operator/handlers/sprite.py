@@ -13,10 +13,11 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from lattice_adapters.kube import KubeApiError, resource_path
+from lattice_adapters.kube import KubeApiError
 from lattice_operator.api.v1alpha1 import Sprite
 from lattice_operator.api.v1alpha1.resources import SPRITES
 from lattice_operator.handlers._context import OperatorContext, context_of
+from lattice_operator.handlers._parsed import object_ref
 from lattice_operator.handlers._registry import SERVING
 from lattice_operator.handlers.environment import ClusterSteps, cluster_steps
 from lattice_operator.metrics import (
@@ -231,7 +232,9 @@ async def sprite_delete(
         await _patch_status(
             ctx, sprite, deletion_blocked_status(sprite, message, ctx.clock.now()).to_patch()
         )
-        kopf.warn(body, reason="DeletionBlocked", message=message[:1000])
+        await ctx.require_writer().post_event(
+            object_ref(body), reason="DeletionBlocked", note=message[:1000], warning=True
+        )
         logger.warning(message)
         raise kopf.TemporaryError(message, delay=timings.blocked_recheck) from exc
 
@@ -241,14 +244,13 @@ async def _patch_status(ctx: OperatorContext, sprite: Sprite, status: dict[str, 
     object. The view can be older than a handler's write (the watch lags): the view's
     resourceVersion is a precondition, so such a write fails with 409 instead of putting old
     values (observedGeneration, conditions, the sprite's id) back; the next pass sees the new."""
-    path = resource_path(*SPRITES.gvp, sprite.metadata.namespace, sprite.metadata.name, "status")
-    body: dict[str, Any] = {"status": status}
-    if sprite.metadata.resource_version:
-        body["metadata"] = {"resourceVersion": sprite.metadata.resource_version}
+    namespace, name = sprite.metadata.namespace or "", sprite.metadata.name
     try:
-        await ctx.require_kube().merge_patch(path, body)
+        await ctx.require_writer().patch_status(
+            SPRITES.gvp, namespace, name, status, resource_version=sprite.metadata.resource_version
+        )
     except KubeApiError as exc:
-        log.debug("status of %s not written (%s): the next pass decides again", path, exc)
+        log.debug("status of %s/%s not written (%s): the next pass decides", namespace, name, exc)
         return
     STATUS_PATCHES.labels(kind="Sprite").inc()
 

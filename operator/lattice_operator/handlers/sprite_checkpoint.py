@@ -17,12 +17,13 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from lattice_adapters.kube import KubeApiError, resource_path
+from lattice_adapters.kube import KubeApiError
+from lattice_adapters.kube import NotFound as ObjectNotFound
 from lattice_operator.api.v1alpha1 import Sprite, set_condition
 from lattice_operator.api.v1alpha1.resources import RUNS, SPRITE_CHECKPOINTS, SPRITES
 from lattice_operator.api.v1alpha1.spritecheckpoint import SpriteCheckpoint
 from lattice_operator.handlers._context import OperatorContext, context_of
-from lattice_operator.handlers._writes import delete_if_present
+from lattice_operator.handlers._parsed import object_ref
 from lattice_operator.modeling import first_error
 from lattice_operator.ports.errors import AdapterError, Conflict, NotFound
 from lattice_operator.reconcilers.sprite_checkpoint import (
@@ -37,12 +38,8 @@ from lattice_operator.reconcilers.sprite_checkpoint import (
 
 log = logging.getLogger(__name__)
 RETRY = 5.0
-SEEN_WAITS = 1024
-"""Run checkpoints remembered as listed (a restarted operator lists each once more)."""
-
 # One listing and write at a time per Sprite: a slower, older listing never lands last.
 _listing: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = weakref.WeakValueDictionary()
-_listed_waits: dict[tuple[str, str, str], None] = {}
 
 
 @kopf.on.resume(*SPRITE_CHECKPOINTS.gvp)
@@ -98,7 +95,9 @@ async def take_checkpoint(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
         sprite=backend_sprite,
     )
     await _write(ctx, checkpoint, status.to_patch())
-    kopf.info(body, reason="Taken", message=f"checkpoint {taken.id} of {backend_sprite}")
+    await ctx.require_writer().post_event(
+        object_ref(body), reason="Taken", note=f"checkpoint {taken.id} of {backend_sprite}"
+    )
     if sprite is not None:
         await _prune_and_list(ctx, sprite)
 
@@ -128,7 +127,12 @@ async def delete_checkpoint(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     except Conflict as exc:
         # The checkpoint the sprite's files are on now: the backend keeps it; holding the
         # object for ever would not free it.
-        kopf.warn(body, reason="BackendKept", message=f"{checkpoint_id}: {exc}"[:1024])
+        await ctx.require_writer().post_event(
+            object_ref(body),
+            reason="BackendKept",
+            note=f"{checkpoint_id}: {exc}"[:1024],
+            warning=True,
+        )
     except AdapterError as exc:
         raise kopf.TemporaryError(f"deleting {checkpoint_id}: {exc}", delay=RETRY) from exc
     if sprite is not None:
@@ -147,16 +151,14 @@ async def list_run_checkpoint(body: kopf.Body, memo: kopf.Memo, **_: Any) -> Non
     if not checkpoint or not sprite_name:
         return
     key = (namespace, str(sprite_name), str(checkpoint))
-    if key in _listed_waits:
+    if key in ctx.listed_waits:
         return
     sprite = await _sprite_named(ctx, namespace, str(sprite_name))
     if sprite is None:
         return
     if all(entry.id != checkpoint for entry in sprite.status.checkpoints):
         await _list_into_sprite(ctx, sprite)
-    _listed_waits[key] = None
-    while len(_listed_waits) > SEEN_WAITS:
-        del _listed_waits[next(iter(_listed_waits))]
+    ctx.listed_waits.first(key)
 
 
 async def _sprite(ctx: OperatorContext, checkpoint: SpriteCheckpoint) -> Sprite | None:
@@ -166,13 +168,10 @@ async def _sprite(ctx: OperatorContext, checkpoint: SpriteCheckpoint) -> Sprite 
 
 
 async def _sprite_named(ctx: OperatorContext, namespace: str, name: str) -> Sprite | None:
-    path = resource_path(*SPRITES.gvp, namespace, name)
     try:
-        return Sprite.model_validate(await ctx.require_kube().get(path))
-    except KubeApiError as exc:
-        if exc.not_found:
-            return None
-        raise
+        return Sprite.model_validate(await ctx.require_writer().read(SPRITES.gvp, namespace, name))
+    except ObjectNotFound:
+        return None
     except ValidationError:
         return None
 
@@ -180,9 +179,8 @@ async def _sprite_named(ctx: OperatorContext, namespace: str, name: str) -> Spri
 async def _objects(ctx: OperatorContext, sprite: Sprite) -> list[SpriteCheckpoint]:
     """The SpriteCheckpoints of a Sprite."""
     namespace = sprite.metadata.namespace or ""
-    listed = await ctx.require_kube().get(resource_path(*SPRITE_CHECKPOINTS.gvp, namespace))
     found = []
-    for item in listed.get("items") or []:
+    for item in await ctx.require_writer().list(SPRITE_CHECKPOINTS.gvp, namespace):
         try:
             parsed = SpriteCheckpoint.model_validate(item)
         except ValidationError:
@@ -201,9 +199,7 @@ async def _prune_and_list(ctx: OperatorContext, sprite: Sprite) -> None:
     pruned = to_prune(objects, retention)
     for name in pruned:
         log.info("SpriteCheckpoint %s/%s is past its Sprite's retention", namespace, name)
-        await delete_if_present(
-            ctx.require_kube(), resource_path(*SPRITE_CHECKPOINTS.gvp, namespace, name)
-        )
+        await ctx.require_writer().delete(SPRITE_CHECKPOINTS.gvp, namespace, name)
     await _list_into_sprite(
         ctx, sprite, objects=[o for o in objects if o.metadata.name not in pruned]
     )
@@ -245,26 +241,25 @@ async def _list_now(
         log.warning("listing the checkpoints of %s: %s", backend_name, exc)
         return
     entries = [e.to_wire() for e in sprite_entries(listed, objects)]
-    path = resource_path(
-        *SPRITES.gvp, sprite.metadata.namespace or "", sprite.metadata.name, "status"
-    )
-    try:
-        await ctx.require_kube().merge_patch(path, {"status": {"checkpoints": entries}})
-    except KubeApiError as exc:
-        if not exc.not_found:
-            raise
+    # The Sprite deleted meanwhile: nothing to list into.
+    with contextlib.suppress(ObjectNotFound):
+        await ctx.require_writer().patch_status(
+            SPRITES.gvp,
+            sprite.metadata.namespace or "",
+            sprite.metadata.name,
+            {"checkpoints": entries},
+        )
 
 
 async def _write(
     ctx: OperatorContext, checkpoint: SpriteCheckpoint, status: dict[str, Any]
 ) -> None:
-    path = resource_path(
-        *SPRITE_CHECKPOINTS.gvp,
+    await ctx.require_writer().patch_status(
+        SPRITE_CHECKPOINTS.gvp,
         checkpoint.metadata.namespace or "",
         checkpoint.metadata.name,
-        "status",
+        status,
     )
-    await ctx.require_kube().merge_patch(path, {"status": status})
 
 
 async def _fail_spec(ctx: OperatorContext, body: kopf.Body, message: str) -> None:
@@ -278,12 +273,16 @@ async def _fail_spec(ctx: OperatorContext, body: kopf.Body, message: str) -> Non
         observed_generation=body.metadata.get("generation"),
         now=ctx.clock.now(),
     )
-    path = resource_path(
-        *SPRITE_CHECKPOINTS.gvp, body.metadata.namespace or "", body.metadata.name or "", "status"
-    )
     wire = [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in conditions]
-    await ctx.require_kube().merge_patch(path, {"status": {"phase": "Failed", "conditions": wire}})
-    kopf.warn(body, reason="InvalidSpec", message=message[:1024])
+    await ctx.require_writer().patch_status(
+        SPRITE_CHECKPOINTS.gvp,
+        body.metadata.namespace or "",
+        body.metadata.name or "",
+        {"phase": "Failed", "conditions": wire},
+    )
+    await ctx.require_writer().post_event(
+        object_ref(body), reason="InvalidSpec", note=message[:1024], warning=True
+    )
 
 
 __all__ = ["delete_checkpoint", "take_checkpoint"]

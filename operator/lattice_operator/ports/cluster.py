@@ -126,8 +126,8 @@ Resource = tuple[str, str, str]
 
 
 class ClusterWriter(Protocol):
-    """The writes a handler hands its reconciler's plan to (implemented once over the API
-    client in the adapters, faked once in tests/support). Errors other than the answers
+    """The writes and Events a handler hands its reconciler's plan to (implemented once over
+    the API client in the adapters, faked once in tests/support). Errors other than the answers
     named here are the adapter's (`KubeApiError` and its types)."""
 
     async def create(self, resource: Resource, namespace: str, manifest: dict[str, Any]) -> bool:
@@ -146,6 +146,17 @@ class ClusterWriter(Protocol):
         """The object as stored now."""
         ...
 
+    async def list(self, resource: Resource, namespace: str) -> list[dict[str, Any]]:
+        """The objects of that type in the namespace, as stored now."""
+        ...
+
+    async def delete(
+        self, resource: Resource, namespace: str, name: str, *, uid: str | None = None
+    ) -> bool:
+        """Delete the object; False if it was already gone (not an error). With `uid`, only
+        that object: False too when the name is another object's now."""
+        ...
+
     async def patch(
         self, resource: Resource, namespace: str, name: str, patch: dict[str, Any]
     ) -> dict[str, Any]:
@@ -153,9 +164,17 @@ class ClusterWriter(Protocol):
         ...
 
     async def patch_status(
-        self, resource: Resource, namespace: str, name: str, status: dict[str, Any]
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        status: dict[str, Any],
+        *,
+        resource_version: str | None = None,
     ) -> dict[str, Any]:
-        """Merge `status` into the status subresource; the object as stored afterwards."""
+        """Merge `status` into the status subresource; the object as stored afterwards. With
+        `resource_version`, only onto that version of the object (the adapter's Conflict
+        otherwise: a view older than the stored object writes nothing)."""
         ...
 
     async def replace_status_if(
@@ -170,6 +189,20 @@ class ClusterWriter(Protocol):
         """Replace the whole status only if the object's metadata.generation is still
         `generation` (its spec unchanged since it was read); None: it is not, nothing was
         written."""
+        ...
+
+    async def post_event(
+        self, regarding: ObjectRef, *, reason: str, note: str, warning: bool = False
+    ) -> None:
+        """An Event regarding the object (a notice for people: evidence, not state, so a
+        refused post is logged, never raised)."""
+        ...
+
+    async def publish_receipts(
+        self, regarding: ObjectRef, receipts: Iterable[LifecycleReceipt]
+    ) -> None:
+        """Lifeloop receipts as Events regarding the object, rate-limited per object (the
+        Run driver's publisher: a receipt over the limit is counted as dropped)."""
         ...
 
 

@@ -17,34 +17,22 @@ from lattice_adapters.kube import Conflict, KubeApiError, NotFound
 from lattice_operator.handlers._context import OperatorContext
 from lattice_operator.handlers._writes import not_found_in
 from lattice_operator.handlers.intent import intent_daemon
+from tests.support.cluster_writer import FakeClusterWriter
 from tests.support.intent_world import intent, policy
 
 
-def _not_found(path: str) -> KubeApiError:
-    return NotFound(404, "NotFound", f"{path} not found", None)
+def _not_found(what: str) -> KubeApiError:
+    return NotFound(404, "NotFound", f"{what} not found", None)
 
 
-class GoneKube:
-    """Every write is refused with 404; a GET finds the object only if `stored` says so."""
-
-    def __init__(self, stored: dict[str, Any] | None) -> None:
-        self.stored = stored
-        self.gets: list[str] = []
-
-    async def json_patch(self, path: str, ops: list[dict[str, Any]]) -> dict[str, Any]:
-        raise _not_found(path)
-
-    async def merge_patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        raise _not_found(path)
-
-    async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        raise _not_found(path)
-
-    async def get(self, path: str, params: Any = None) -> dict[str, Any]:
-        self.gets.append(path)
-        if self.stored is None:
-            raise _not_found(path)
-        return self.stored
+def _gone(stored: dict[str, Any] | None) -> FakeClusterWriter:
+    """The Intent's write is refused with 404; a read finds `stored` (None: nothing)."""
+    writer = FakeClusterWriter()
+    writer.fail("patch_status", _not_found("intents/i"))
+    writer.fail("replace_status_if", _not_found("intents/i"))
+    if stored is not None:
+        writer.put("intents", stored)
+    return writer
 
 
 class Flag:
@@ -52,10 +40,10 @@ class Flag:
         return False
 
 
-async def _daemon(kube: GoneKube) -> None:
+async def _daemon(writer: FakeClusterWriter) -> None:
     it = intent()
     memo = kopf.Memo()
-    memo.lattice = OperatorContext(kube=kube)  # type: ignore[arg-type]
+    memo.lattice = OperatorContext(writer=writer)
     body = kopf.Body(it.model_dump(mode="json", by_alias=True, exclude_none=True))  # type: ignore[arg-type]
     await intent_daemon(
         body=body,
@@ -67,23 +55,27 @@ async def _daemon(kube: GoneKube) -> None:
     )
 
 
+def _reads(writer: FakeClusterWriter) -> list[tuple[str, str]]:
+    return [(c.plural, c.name) for c in writer.calls if c.verb == "read"]
+
+
 async def test_an_intent_deleted_under_its_daemon_ends_it() -> None:
-    kube = GoneKube(stored=None)
-    await _daemon(kube)  # returns: no exception for kopf to retry
-    assert kube.gets == ["/apis/lattice.dev/v1alpha1/namespaces/ns/intents/i"]
+    writer = _gone(stored=None)
+    await _daemon(writer)  # returns: no exception for kopf to retry
+    assert _reads(writer) == [("intents", "i")]
 
 
 async def test_a_recreated_intent_of_the_same_name_is_not_taken_for_gone() -> None:
     # A 404 while another object of that name exists now: also gone (another uid).
-    kube = GoneKube(stored={"metadata": {"name": "i", "uid": "another"}})
-    await _daemon(kube)
-    assert len(kube.gets) == 1
+    writer = _gone(stored={"metadata": {"name": "i", "namespace": "ns", "uid": "another"}})
+    await _daemon(writer)
+    assert _reads(writer) == [("intents", "i")]
 
 
 async def test_a_404_of_something_else_is_still_an_error() -> None:
-    kube = GoneKube(stored={"metadata": {"name": "i", "uid": "u"}})  # the Intent is there
+    stored = {"metadata": {"name": "i", "namespace": "ns", "uid": "u"}}  # the Intent is there
     with pytest.raises(KubeApiError, match="404"):
-        await _daemon(kube)
+        await _daemon(_gone(stored=stored))
 
 
 def test_a_404_is_found_behind_the_errors_that_wrap_it() -> None:

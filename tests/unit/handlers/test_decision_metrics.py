@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 # The Intent daemon's counting step (_count_decision), driven without running kopf.
 from lattice_operator.handlers._context import OperatorContext
-from lattice_operator.handlers.intent import _count_decision
+from lattice_operator.handlers.intent_effects import count_decision
 from lattice_operator.metrics import REGISTRY
 from lattice_operator.policy.classify import Decision
 from lattice_operator.reconcilers.intent import reconcile_intent
@@ -35,9 +35,9 @@ def test_a_decision_is_counted_once_per_generation() -> None:
     assert isinstance(decision, Decision)
     ctx = OperatorContext()
     before = _counts()
-    _count_decision(ctx, it, decision)
-    _count_decision(ctx, it, decision)  # the same decision written again
+    count_decision(ctx, it, decision)
+    count_decision(ctx, it, decision)  # the same decision written again
     assert _counts() == (before[0] + 1, before[1] + 1)
     edited = it.model_copy(update={"metadata": it.metadata.model_copy(update={"generation": 2})})
-    _count_decision(ctx, edited, decision)  # a new spec: decided again
+    count_decision(ctx, edited, decision)  # a new spec: decided again
     assert _counts() == (before[0] + 2, before[1] + 2)

@@ -8,16 +8,19 @@ from typing import Any
 
 import kopf
 
+from lattice_operator.api.object_ref import ObjectRef
 from lattice_operator.handlers import intent as intent_handlers
 
 # The Intent daemon's write step (_apply) and its plumbing, driven without running kopf.
 from lattice_operator.handlers._context import OperatorContext
-from lattice_operator.handlers._created_runs import INDEX_PATIENCE, CreatedRuns
-from lattice_operator.handlers.intent import _apply, intent_daemon
+from lattice_operator.handlers.intent import intent_daemon
+from lattice_operator.handlers.intent_effects import apply_plan
 from lattice_operator.metrics import AWAITING_APPROVAL_SECONDS
-from lattice_operator.reconcilers.intent import reconcile_intent
+from lattice_operator.reconcilers import intent_loop
+from lattice_operator.reconcilers.intent import Notice, reconcile_intent
+from lattice_operator.reconcilers.intent_created_runs import INDEX_PATIENCE, CreatedRuns
 from tests.support.clock import FakeClock
-from tests.support.cluster_writer import FakeClusterWriter
+from tests.support.cluster_writer import FakeClusterWriter, Posted
 from tests.support.intent_world import approval, intent, policy, world
 
 
@@ -47,7 +50,7 @@ async def test_an_edit_after_the_decision_writes_and_creates_nothing() -> None:
     writer = writer_for(it, stored_generation=8)  # someone edited the spec meanwhile
     ctx = OperatorContext(writer=writer)
     created = CreatedRuns()
-    assert await _apply(ctx, it, plan, kopf.Body({"metadata": {"name": "i"}}), created) is False
+    assert await apply_plan(ctx, it, plan, created) is False
     assert len(created) == 0
     [call] = writer.calls
     assert (call.verb, call.plural, call.name, call.generation) == (
@@ -64,7 +67,7 @@ async def test_the_decided_version_gets_its_status_first_then_the_run() -> None:
     writer = writer_for(it, stored_generation=7)
     ctx = OperatorContext(writer=writer, clock=FakeClock())
     created = CreatedRuns()
-    assert await _apply(ctx, it, plan, kopf.Body({"metadata": {"name": "i"}}), created) is True
+    assert await apply_plan(ctx, it, plan, created) is True
     assert writer.verbs() == ["replace_status_if", "create_or_read"]
     status, run_manifest = writer.calls[0].body, writer.calls[1].body
     assert status is not None
@@ -93,7 +96,7 @@ async def test_a_run_found_already_there_is_read_and_decided_on() -> None:
     writer.put("runs", theirs)
     ctx = OperatorContext(writer=writer, clock=FakeClock())
     created = CreatedRuns()
-    assert await _apply(ctx, it, plan, kopf.Body({"metadata": {"name": "i"}}), created) is True
+    assert await apply_plan(ctx, it, plan, created) is True
     assert writer.verbs() == ["replace_status_if", "create_or_read"]  # told it is there
     run = created.view(name, None, ctx.clock.monotonic())
     assert run is not None
@@ -129,7 +132,7 @@ async def test_a_run_is_created_once_while_the_index_lags_for_minutes(monkeypatc
     between decide on the Run the create answered and create nothing more. A fixed wait
     before creating again (10 s, then 60 s) still left 2,398 refused creates for 6,057
     Intents at 100/s offered."""
-    monkeypatch.setattr(intent_handlers, "SAFETY_POLL", 0.001)
+    monkeypatch.setattr(intent_loop, "SAFETY_POLL", 0.001)
     raw = intent().model_dump(mode="json", by_alias=True, exclude_none=True)
     writer = FakeClusterWriter()
     writer.put("intents", raw)  # the same dict: the watch keeps up with the status writes
@@ -156,9 +159,7 @@ async def test_a_pass_without_a_phase_change_is_not_guarded() -> None:
     assert plan.phase == "AwaitingApproval"
     writer = writer_for(it, stored_generation=8)
     ctx = OperatorContext(writer=writer)
-    assert (
-        await _apply(ctx, it, plan, kopf.Body({"metadata": {"name": "i"}}), CreatedRuns()) is True
-    )
+    assert await apply_plan(ctx, it, plan, CreatedRuns()) is True
     # A plain merge patch: nothing decided that an edit could undo.
     assert writer.verbs() == ["patch_status"]
 
@@ -181,7 +182,7 @@ async def test_leaving_approval_is_observed_once_when_a_stale_pass_sees_the_note
     ctx = OperatorContext(writer=writer_for(it, stored_generation=7), clock=FakeClock())
     created = CreatedRuns()
     before = _observed()
-    assert await _apply(ctx, it, plan, kopf.Body({"metadata": {"name": "i"}}), created)
+    assert await apply_plan(ctx, it, plan, created)
     name = plan.create[0]["metadata"]["name"]
     noted = created.view(name, None, ctx.clock.monotonic())
     assert noted is not None
@@ -191,5 +192,20 @@ async def test_leaving_approval_is_observed_once_when_a_stale_pass_sees_the_note
     assert stale.phase == "Executing"
     assert not stale.create
     stale.left_approval_after = 31.0
-    assert await _apply(ctx, it, stale, kopf.Body({"metadata": {"name": "i"}}), created)
+    assert await apply_plan(ctx, it, stale, created)
     assert _observed() == before + 1
+
+
+async def test_a_pass_posts_its_notices_on_the_intent_after_its_writes() -> None:
+    it, plan = _approved_pass()
+    plan.notices.append(Notice("Noted", "something to say", warning=True))
+    writer = writer_for(it, stored_generation=7)
+    ctx = OperatorContext(writer=writer, clock=FakeClock())
+    assert await apply_plan(ctx, it, plan, CreatedRuns())
+    assert writer.posted[-1] == Posted(
+        ObjectRef("lattice.dev/v1alpha1", "Intent", "ns", "i", "u"),
+        "Noted",
+        "something to say",
+        warning=True,
+    )
+    assert writer.verbs() == ["replace_status_if", "create_or_read"]  # Events are no writes

@@ -1,4 +1,4 @@
-"""The Runs an Intent's daemon created (or found already there), as the API server answered,
+"""The Runs an Intent's work loop created (or found already there), as the API server answered,
 until the Run index shows them.
 
 Under a load the operator cannot keep up with, the Run index is minutes behind the API
@@ -47,3 +47,6 @@ class CreatedRuns:
 
     def __len__(self) -> int:
         return len(self._runs)
+
+
+__all__ = ["INDEX_PATIENCE", "CreatedRuns"]

@@ -1,0 +1,122 @@
+"""The Intent work loop without kopf or a cluster: a plan written onto a changed spec is
+decided again at once on the stored Intent, a bounded number of times in a row; a terminal
+Intent ends the loop; the world a pass reads comes from the reads and the injected clock."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lattice_operator.api.v1alpha1 import Intent
+from lattice_operator.policy import CompiledPolicy, Decision
+from lattice_operator.reconcilers.intent import IntentPlan
+from lattice_operator.reconcilers.intent_created_runs import CreatedRuns
+from lattice_operator.reconcilers.intent_loop import (
+    MAX_QUICK_REDECISIONS,
+    drive_intent,
+    observe,
+)
+from tests.support.clock import FakeClock
+from tests.support.intent_world import intent, policy
+
+
+@dataclass
+class Reads:
+    policies: Mapping[str, Any] = field(default_factory=lambda: {"ns": [("p", policy("allow"))]})
+    runs: Mapping[Any, Any] = field(default_factory=dict)
+    sprites: Mapping[Any, Any] = field(default_factory=dict)
+    claims: Mapping[Any, Any] | None = None
+    default_policy: CompiledPolicy | None = None
+    forge_ready: bool = False
+    fly_ready: bool = False
+
+
+class Effects:
+    """Every write refused as decided on an outdated spec (or all accepted)."""
+
+    def __init__(self, stored: dict[str, Any], *, accept: bool) -> None:
+        self.stored, self.accept = stored, accept
+        self.applied: list[str] = []
+        self.reads = 0
+        self.decisions: list[Decision] = []
+
+    async def apply(self, intent: Intent, plan: IntentPlan, created: CreatedRuns) -> bool:
+        self.applied.append(plan.phase)
+        if self.accept:
+            self.stored["status"] = plan.status.to_wire()
+        return self.accept
+
+    def decided(self, intent: Intent, decision: Decision) -> None:
+        self.decisions.append(decision)
+
+    async def read(self, intent: Intent) -> Mapping[str, Any]:
+        self.reads += 1
+        return self.stored
+
+    async def fileops(self, *_: Any) -> None:
+        raise AssertionError("no work in these passes")
+
+    forge = remediate = fly = restore = fileops
+
+
+class Passes:
+    def __init__(self, count: int) -> None:
+        self.left = count
+
+    def __bool__(self) -> bool:
+        self.left -= 1
+        return self.left < 0
+
+
+def _doc() -> dict[str, Any]:
+    return intent().model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+async def test_a_conflict_is_decided_again_at_once_a_bounded_number_of_times() -> None:
+    doc = _doc()
+    effects = Effects(doc, accept=False)
+    passes = MAX_QUICK_REDECISIONS + 2
+    await drive_intent(
+        doc,
+        Intent.model_validate,
+        Passes(passes),
+        asyncio.Event(),
+        Reads(),
+        effects,
+        FakeClock(),
+        safety_poll=0.001,
+    )
+    assert len(effects.applied) == passes  # every pass decided and tried to write
+    assert effects.reads == MAX_QUICK_REDECISIONS  # then it waits for a change instead
+    assert effects.decisions == []  # nothing written: nothing counted
+
+
+async def test_a_written_decision_is_counted_and_the_same_status_not_written_twice() -> None:
+    doc = _doc()
+    effects = Effects(doc, accept=True)
+    await drive_intent(
+        doc,
+        Intent.model_validate,
+        Passes(3),
+        asyncio.Event(),
+        Reads(),
+        effects,
+        FakeClock(),
+        safety_poll=0.001,
+    )
+    assert effects.applied[0] == "Executing"
+    assert len(effects.decisions) == 1
+    assert effects.decisions[0].outcome == "allow"
+
+
+async def test_a_pass_reads_its_world_at_the_injected_clock() -> None:
+    clock = FakeClock()
+    it = intent()
+    reads = Reads()
+    world = await observe(it, _doc(), reads, CreatedRuns(), clock)
+    assert world.now == clock.now()
+    assert list(world.policies) == [reads.policies["ns"][0][1]]
+    assert world.decision is not None  # classified off the loop: due on a new Intent
+    assert world.run is None
