@@ -32,7 +32,7 @@ from tests.support.e2e_intents import (
     quiet_cluster,
     setup_namespace,
 )
-from tests.support.e2e_runs import lattice
+from tests.support.e2e_runs import lattice, lattice_in_process
 from tests.support.helm import RELEASE, find, render
 from tests.support.stack import Stack
 
@@ -309,7 +309,7 @@ def test_a_refused_non_blocking_request_is_answered_on_the_next_resume(
         "refused",
         False,
     )
-    lattice(stack, "resume", "asker-run", "-n", namespace, "-i", "go=true")
+    lattice_in_process(stack, "resume", "asker-run", "-n", namespace, "-i", "go=true")
     done = stack.wait_phase(namespace, "runs", "asker-run", {"Succeeded", "Failed"})
     assert done["status"]["phase"] == "Succeeded", done["status"]
     assert done["status"]["events"]["completion"]["summary"] == "LABEL_ISSUE:refused"
@@ -465,11 +465,11 @@ def _promoted_to_the_cluster_environment(stack: Stack, namespace: str, everywher
     bind_role(stack, namespace, "carol", APPROVER_ROLE)
     patch = json.dumps({"spec": {"steps": []}})
     assert lattice(stack, "env", "show").stdout == ""  # none yet
-    out = lattice(stack, "env", "promote", everywhere, "-n", namespace).stdout
+    out = lattice_in_process(stack, "env", "promote", everywhere, "-n", namespace).stdout
     assert out.strip() == f"Environment default: promoted {everywhere} (add_preinstall_step)"
-    again = lattice(stack, "env", "promote", everywhere, "-n", namespace).stdout
+    again = lattice_in_process(stack, "env", "promote", everywhere, "-n", namespace).stdout
     assert again.strip() == f"Environment default: step {everywhere} is there already"
-    shown = lattice(stack, "env", "show").stdout.splitlines()
+    shown = lattice_in_process(stack, "env", "show").stdout.splitlines()
     assert shown == [f"{everywhere}\tadd_preinstall_step\ttouch /workspace/env-everywhere"]
     refused = kubectl_as(stack, "carol", "patch", "environment", "default", "--type=merge",
                          "-p", patch)  # fmt: skip
@@ -679,7 +679,7 @@ def test_a_delivered_credential_is_removed_when_the_run_is_canceled(
 
     wait_for(working, timeout=60, what="the agent got its credential and works")
     assert delivered.read_text() == SECRET
-    lattice(stack, "cancel", "intent/worker", "-n", namespace)
+    lattice_in_process(stack, "cancel", "intent/worker", "-n", namespace)
     run = stack.wait_phase(namespace, "runs", "worker-run", {"Canceled", "Failed", "Succeeded"})
     assert run["status"]["phase"] == "Canceled", run["status"]
     assert not delivered.exists()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ import yaml
 
 from tests.support.admission_cases import build
 from tests.support.cluster import Cluster, wait_for
-from tests.support.operator import operator_process
+from tests.support.operator import OperatorProcess, operator_process
 from tests.support.sprites_server import LocalSprites
 
 pytestmark = pytest.mark.e2e
@@ -26,32 +27,57 @@ def _ready_condition(cluster: Cluster, namespace: str, name: str) -> dict[str, o
     return None
 
 
-def test_new_sprite_without_backend_is_reported_unknown(
-    cluster: Cluster, namespace: str, tmp_path: Path
-) -> None:
+@pytest.fixture(scope="module")
+def bare(
+    cluster: Cluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[OperatorProcess, str]]:
+    """`lattice run` with no configuration and no Sprites backend, in a namespace of its own:
+    one start for the two tests below (an operator start is seconds of CPU), the second of
+    which stops it."""
+    namespace = cluster.create_namespace("operator-boot-bare")
     no_backend = {"SPRITES_TOKEN": "", "SPRITE_TOKEN": ""}
     with operator_process(
         cluster.kubeconfig,
-        tmp_path,
+        tmp_path_factory.mktemp("bare"),
         "--namespace",
         namespace,
         "--metrics-port",
         "0",
         env=no_backend,
     ) as op:
-        cluster.kubectl(
-            "apply", "-n", namespace, "-f", "-", input=json.dumps(build("sprite.yaml", "boot", {}))
-        )
-        cond = wait_for(
-            lambda: _ready_condition(cluster, namespace, "boot"),
-            timeout=60,
-            what="the Ready condition",
-        )
-        assert op.alive()
+        yield op, namespace
+    cluster.delete_namespace(namespace)
+
+
+def test_new_sprite_without_backend_is_reported_unknown(
+    cluster: Cluster, bare: tuple[OperatorProcess, str]
+) -> None:
+    op, namespace = bare
+    cluster.kubectl(
+        "apply", "-n", namespace, "-f", "-", input=json.dumps(build("sprite.yaml", "boot", {}))
+    )
+    cond = wait_for(
+        lambda: _ready_condition(cluster, namespace, "boot"),
+        timeout=60,
+        what="the Ready condition",
+    )
+    assert op.alive()
     # No Sprites backend is configured for this operator: it says so instead of guessing.
     assert cond["status"] == "Unknown"
     assert cond["reason"] == "BackendNotConfigured"
     assert cond["observedGeneration"] == cond["generation"]
+
+
+def test_the_throwaway_webhook_key_is_removed_when_the_operator_stops(
+    bare: tuple[OperatorProcess, str],
+) -> None:
+    # The last test of `bare`'s operator: it stops it.
+    op, _ = bare
+    assert op.tmpdir is not None
+    keys = list(op.tmpdir.glob("lattice-webhook-*/tls.key"))
+    assert len(keys) == 1  # a self-signed serving key, made at start-up
+    assert op.stop() == 0
+    assert list(op.tmpdir.glob("lattice-webhook-*")) == []
 
 
 def test_the_backend_token_comes_from_a_secret(
@@ -97,17 +123,6 @@ def test_the_backend_token_comes_from_a_secret(
 
         cond = wait_for(ready, timeout=60, what="the Sprite to be Ready with the Secret's token")
     assert cond["observedGeneration"] == cond["generation"]
-
-
-def test_the_throwaway_webhook_key_is_removed_when_the_operator_stops(
-    cluster: Cluster, tmp_path: Path
-) -> None:
-    with operator_process(cluster.kubeconfig, tmp_path, "--metrics-port", "0") as op:
-        assert op.tmpdir is not None
-        keys = list(op.tmpdir.glob("lattice-webhook-*/tls.key"))
-        assert len(keys) == 1  # a self-signed serving key, made at start-up
-        assert op.stop() == 0
-    assert list(op.tmpdir.glob("lattice-webhook-*")) == []
 
 
 def test_a_missing_token_secret_leaves_the_operator_running_and_says_so(

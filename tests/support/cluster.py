@@ -9,7 +9,7 @@ import secrets
 import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +32,25 @@ class Cluster:
     bin_dir: Path
     local: LocalControlPlane | None
 
+    _client: k8s.ApiClient | None = field(default=None, init=False, repr=False, compare=False)
+
     def api_client(self, kubeconfig: Path | None = None) -> k8s.ApiClient:
+        """A client for `kubeconfig`; the session's own one client for the cluster's kubeconfig.
+
+        Built once: a client per call re-read the kubeconfig and opened a TLS connection for
+        every read (8.6 ms of CPU against 0.7 ms, and the API server's handshake too), ten
+        times a second in every wait. Another kubeconfig (another user's) gets a new client,
+        as its file may be written again."""
+        if kubeconfig is None or kubeconfig == self.kubeconfig:
+            if self._client is None:
+                self._client = self._new_client(self.kubeconfig)
+            return self._client
+        return self._new_client(kubeconfig)
+
+    @staticmethod
+    def _new_client(kubeconfig: Path) -> k8s.ApiClient:
         client: k8s.ApiClient = k8s_config.new_client_from_config(  # type: ignore[no-untyped-call]
-            config_file=str(kubeconfig or self.kubeconfig)
+            config_file=str(kubeconfig)
         )
         return client
 

@@ -12,6 +12,7 @@ from typing import Any, cast
 
 from lattice_operator.receipt_reader import receipt_event_params, receipts_from_events
 from tests.support.admission_cases import build
+from tests.support.cli_in_process import run_lattice
 from tests.support.cluster import wait_for
 from tests.support.stack import Stack
 
@@ -45,6 +46,18 @@ def lattice(stack: Stack, *args: str, check: bool = True) -> subprocess.Complete
     if check and proc.returncode != 0:
         raise AssertionError(f"lattice {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+def lattice_in_process(
+    stack: Stack, *args: str, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """`lattice(stack, *args)` without the interpreter start (tests/support/cli_in_process), for
+    a command whose process start another call or module already covers."""
+    env = {**os.environ, "KUBECONFIG": str(stack.cluster.kubeconfig)}
+    done = run_lattice(list(args), env, REPO)
+    if check and done.returncode != 0:
+        raise AssertionError(f"lattice {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
+    return done
 
 
 def session_ids(stack: Stack, sprite: str) -> set[str]:

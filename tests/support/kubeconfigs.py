@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from tests.support.cli_in_process import run_lattice
 from tests.support.cluster import Cluster
 
 EXEC_V1 = "client.authentication.k8s.io/v1"
@@ -157,33 +158,12 @@ def lattice_reads(env: dict[str, str], args: list[str], cwd: Path) -> Reading:
 
 def lattice_reads_in_process(env: dict[str, str], args: list[str], cwd: Path) -> Reading:
     """What `lattice_reads` gets, without starting an interpreter (half a second of CPU each):
-    the console script's own function (`lattice_operator.cli.main`, its one-line error edge
-    included) runs `lattice whoami --json ARGS` here, with ENV as the whole environment, CWD
-    as the working directory and no terminal on stdin, for the call only. Exec plugins still
-    run as processes, and the API server answers as it does to the subprocess."""
-    from typer.testing import CliRunner
-
-    from lattice_operator.cli import main
-
-    environment: dict[str, str | None] = {**dict.fromkeys(os.environ), **env}  # None: unset
-    before, argv = Path.cwd(), sys.argv
-    with CliRunner().isolation(env=environment) as (out, err, _):
-        sys.argv = ["lattice", "whoami", "--json", *args]
-        os.chdir(cwd)
-        try:
-            main()
-            code: object = 0
-        except SystemExit as done:
-            code = done.code
-        finally:
-            os.chdir(before)
-            sys.argv = argv
-            sys.stdout.flush()
-            sys.stderr.flush()
-        stdout, stderr = out.getvalue().decode(), err.getvalue().decode()
-    if code not in (0, None):
-        return Reading(ok=False, error=stderr.strip())
-    shown = json.loads(stdout)
+    `lattice whoami --json ARGS` through tests/support/cli_in_process.run_lattice. Exec plugins
+    still run as processes, and the API server answers as it does to the subprocess."""
+    done = run_lattice(["whoami", "--json", *args], env, cwd)
+    if done.returncode != 0:
+        return Reading(ok=False, error=done.stderr.strip())
+    shown = json.loads(done.stdout)
     return Reading(ok=True, username=shown["username"], namespace=shown["namespace"])
 
 

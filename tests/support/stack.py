@@ -13,6 +13,7 @@ from typing import Any, cast
 from urllib.parse import urlsplit
 
 import yaml
+from kubernetes.client import AdmissionregistrationV1Api
 from kubernetes.client.exceptions import ApiException
 
 from lattice_devtools.localcluster.controlplane import free_port
@@ -178,5 +179,19 @@ def operator_stack(
         stack.operator.stop()
         # The webhook configurations point at this operator: an Intent written after it is
         # gone would otherwise be refused (failurePolicy Fail) until another one starts.
-        for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
-            cluster.kubectl("delete", kind, "lattice.dev", "--ignore-not-found", check=False)
+        remove_webhook_configurations(cluster)
+
+
+def remove_webhook_configurations(cluster: Cluster) -> None:
+    """Both of the operator's webhook configurations gone (absent already is fine); through
+    the API client, not a kubectl process each."""
+    hooks = AdmissionregistrationV1Api(cluster.api_client())
+    for delete in (
+        hooks.delete_mutating_webhook_configuration,
+        hooks.delete_validating_webhook_configuration,
+    ):
+        try:
+            delete("lattice.dev")
+        except ApiException as err:
+            if err.status != 404:
+                raise

@@ -1,0 +1,47 @@
+"""`lattice ARGS` in the test process: the console script's own function, no interpreter start.
+
+A `lattice` process costs half a second of CPU (1-2 s of wall on a loaded machine) before it
+does anything a test checks. Where the process start is not what a test is about, the test
+runs `lattice_operator.cli.main` (its one-line error edge included) here instead, with the
+given environment as the whole environment, the given working directory and no terminal on
+stdin, for the call only. The API server answers as it does to the process; a test whose
+subject is the entry point itself keeps a real process (tests/support/e2e_runs.lattice).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+def run_lattice(
+    args: list[str], env: dict[str, str], cwd: Path
+) -> subprocess.CompletedProcess[str]:
+    """What `subprocess.run([lattice, *args], env=env, cwd=cwd, capture_output=True,
+    text=True)` returns, run in this process."""
+    from typer.testing import CliRunner
+
+    from lattice_operator.cli import main
+
+    environment: dict[str, str | None] = {**dict.fromkeys(os.environ), **env}  # None: unset
+    before, argv = Path.cwd(), sys.argv
+    with CliRunner().isolation(env=environment) as (out, err, _):
+        sys.argv = ["lattice", *args]
+        os.chdir(cwd)
+        try:
+            main()
+            code: object = 0
+        except SystemExit as done:
+            code = done.code
+        finally:
+            os.chdir(before)
+            sys.argv = argv
+            sys.stdout.flush()
+            sys.stderr.flush()
+        stdout, stderr = out.getvalue().decode(), err.getvalue().decode()
+    if isinstance(code, str):  # what the interpreter does with SystemExit("message")
+        stderr, code = f"{stderr}{code}\n", 1
+    returncode = code if isinstance(code, int) else 0 if code is None else 1
+    return subprocess.CompletedProcess(["lattice", *args], returncode, stdout, stderr)
