@@ -102,9 +102,10 @@ for i in range(10**6):
 )
 
 # Loaded into the memory bench's operator only (PYTHONPATH): on SIGUSR2 it writes a census of
-# live objects by type to $LATTICE_BENCH_CENSUS (with LATTICE_BENCH_TRACEMALLOC=1 also
-# tracemalloc's largest allocation sites, traced from the start). Nothing of it is in the
-# operator's code.
+# live objects by type to $LATTICE_BENCH_CENSUS (with LATTICE_BENCH_TRACEMALLOC=N also
+# tracemalloc's largest allocation sites, traced from the start with N frames, and grouped by
+# owner: the most recent frame in our packages or kopf, else the allocating package; at scale
+# 0.1 and N=8 the census takes ~10 minutes). Nothing of it is in the operator's code.
 CENSUS_HOOK = r"""
 import os, signal
 def _census(signum, frame):
@@ -112,7 +113,7 @@ def _census(signum, frame):
     gc.collect()
     rows = {}
     for obj in gc.get_objects():
-        name = type(obj).__module__ + "." + type(obj).__qualname__
+        name = f"{type(obj).__module__}.{type(obj).__qualname__}"
         count, size = rows.get(name, (0, 0))
         rows[name] = (count + 1, size + sys.getsizeof(obj))
     top = sorted(rows.items(), key=lambda kv: -kv[1][1])[:25]
@@ -162,18 +163,75 @@ def _census(signum, frame):
     out["python_allocated_blocks"] = sys.getallocatedblocks()
     if tracemalloc.is_tracing():
         snapshot = tracemalloc.take_snapshot()
+        by_traceback = snapshot.statistics("traceback")  # grouped once: minutes at 10^6 blocks
         out["tracemalloc_by_traceback"] = [
             {"where": [str(f) for f in s.traceback if "json" not in f.filename][:4],
              "bytes": s.size, "blocks": s.count}
-            for s in snapshot.statistics("traceback")[:12]
+            for s in by_traceback[:12]
         ]
         out["tracemalloc_total_bytes"] = sum(s.size for s in snapshot.statistics("filename"))
         out["tracemalloc_by_line"] = [
             {"where": str(s.traceback), "bytes": s.size, "blocks": s.count}
             for s in snapshot.statistics("lineno")[:25]
         ]
+        out.update(_by_owner(by_traceback))
     with open(os.environ["LATTICE_BENCH_CENSUS"], "w") as f:
         json.dump(out, f)
+_packages = {}
+def _package(filename):
+    # "lattice_operator/handlers/runs.py", "kopf/_core/...", a site-package's name, or the
+    # standard library's module (memoized: a snapshot has ~10^5 tracebacks of N frames).
+    if filename not in _packages:
+        _packages[filename] = _package_of(filename)
+    return _packages[filename]
+def _package_of(filename):
+    f = filename.replace("\\", "/")
+    for ours in ("lattice_operator/", "lattice_adapters/", "kopf/"):
+        at = f.rfind("/" + ours)
+        if at >= 0:
+            return f[at + 1:]
+    if "site-packages/" in f:
+        return f.split("site-packages/", 1)[1].split("/", 1)[0]
+    if f.startswith("<"):
+        return f
+    return "stdlib:" + f.rsplit("/", 1)[-1]
+def _by_owner(stats):
+    # Each traced block's owner: the most recent frame in our packages or kopf (what asked
+    # for it: a kopf watch stream's JSON, our model), else the most recent frame's package.
+    owners, sites, total = {}, {}, 0
+    for s in stats:
+        frames = list(s.traceback)[::-1]  # most recent first
+        owner_frame = next((fr for fr in frames if _package(fr.filename).startswith(
+            ("lattice_operator/", "lattice_adapters/", "kopf/"))), None)
+        pkgs = [_package(fr.filename) for fr in frames]
+        if any("importlib" in p for p in pkgs):
+            owner_frame = None  # code and module-level objects: loaded, not held per object
+        if owner_frame is None:
+            owner = next((p for p in pkgs if not p.startswith(("stdlib:", "<"))), pkgs[0])
+            if any("importlib" in p for p in pkgs):
+                owner = "imports (code, module-level objects)"
+            site = owner
+        else:
+            pkg = _package(owner_frame.filename)
+            top = pkg.split("/")
+            owner = "/".join(top[:2]) if top[0] != "kopf" else "kopf/" + top[-1]
+            site = f"{pkg}:{owner_frame.lineno}"
+        total += s.size
+        b, n = owners.get(owner, (0, 0))
+        owners[owner] = (b + s.size, n + s.count)
+        b, n, where = sites.get(site, (0, 0, None))
+        sites[site] = (b + s.size, n + s.count, where or [
+            f"{_package(fr.filename)}:{fr.lineno}" for fr in frames[:6]])
+    return {
+        "tracemalloc_by_owner": [
+            {"owner": k, "bytes": b, "blocks": n, "share": round(b / max(total, 1), 3)}
+            for k, (b, n) in sorted(owners.items(), key=lambda kv: -kv[1][0])[:25]
+        ],
+        "tracemalloc_by_owner_site": [
+            {"site": k, "bytes": b, "blocks": n, "most_recent_frames": w}
+            for k, (b, n, w) in sorted(sites.items(), key=lambda kv: -kv[1][0])[:25]
+        ],
+    }
 if os.environ.get("LATTICE_BENCH_CENSUS"):
     signal.signal(signal.SIGUSR2, _census)
     if os.environ.get("LATTICE_BENCH_TRACEMALLOC"):
@@ -505,7 +563,7 @@ def memory(
                 1024 * (row["rss_kib"] - row["rss_1000_sprites_kib"]) / MEMORY_RUNS
             )
             os.kill(pid, signal.SIGUSR2)
-            wait_for(census_file.exists, timeout=120, interval=0.5, what="the census")
+            wait_for(census_file.exists, timeout=900, interval=0.5, what="the census")
             time.sleep(1)
             row["census"] = json.loads(census_file.read_text())
             row["tracemalloc"] = bool(os.environ.get("LATTICE_BENCH_TRACEMALLOC"))
