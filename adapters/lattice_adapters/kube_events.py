@@ -1,12 +1,13 @@
-"""Receipts → Kubernetes Events, rate-limited per regarded object."""
+"""Receipts → Kubernetes Events, rate-limited per regarded object, through the cluster port
+(`EventStore`: the operator's `KubeClusterWriter`)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
 
-from lattice_adapters.kube import KubeApiError, KubeClient, resource_path
-from lattice_adapters.kube.events import post_notice
+from lattice_adapters.kube import KubeApiError
+from lattice_adapters.kube.events import EVENTS, post_notice
 from lattice_operator.api.object_ref import ObjectRef
 from lattice_operator.builders import (
     REPORTING_CONTROLLER,
@@ -17,6 +18,7 @@ from lattice_operator.clock import Clock
 from lattice_operator.lifeloop.receipts import LifecycleReceipt
 from lattice_operator.metrics import K8S_EVENTS_DROPPED, RECEIPT_POST_FAILURES, RECEIPTS
 from lattice_operator.pacing import TokenBucket
+from lattice_operator.ports.cluster import EventStore
 
 log = logging.getLogger(__name__)
 DROP_NOTICE_INTERVAL = 60.0
@@ -28,7 +30,7 @@ class ReceiptEvents:
 
     def __init__(
         self,
-        kube: KubeClient,
+        store: EventStore,
         clock: Clock,
         *,
         rate: float,
@@ -36,7 +38,7 @@ class ReceiptEvents:
         controller: str = REPORTING_CONTROLLER,
         instance: str = "lattice-operator",
     ) -> None:
-        self._kube = kube
+        self._store = store
         self._clock = clock
         self._rate = rate
         self._burst = burst
@@ -68,10 +70,11 @@ class ReceiptEvents:
 
     async def published_sequences(self, regarding: ObjectRef) -> set[int]:
         """Sequence numbers of the receipts posted as Events regarding the object (still kept)."""
-        path = resource_path("events.k8s.io", "v1", "events", regarding.namespace)
-        listing = await self._kube.get(path, {"labelSelector": f"{RUN_UID_LABEL}={regarding.uid}"})
+        listing = await self._store.list(
+            EVENTS, regarding.namespace, label_selector=f"{RUN_UID_LABEL}={regarding.uid}"
+        )
         found: set[int] = set()
-        for item in listing.get("items", []):
+        for item in listing:
             if item.get("reportingController") != self._controller:
                 continue  # anyone may post an Event with our annotations: count only ours
             value = (item.get("metadata", {}).get("annotations") or {}).get("lattice.dev/sequence")
@@ -85,7 +88,6 @@ class ReceiptEvents:
             bucket = self._buckets[regarding.uid] = TokenBucket(
                 self._clock, rate=self._rate, burst=self._burst
             )
-        path = resource_path("events.k8s.io", "v1", "events", regarding.namespace)
         dropped_now: list[int | None] = []
         for receipt in receipts:
             RECEIPTS.labels(event=receipt.event, status=receipt.status).inc()
@@ -104,9 +106,10 @@ class ReceiptEvents:
                 instance=self._instance,
             )
             try:
-                await self._kube.create(path, body)
+                # False: the same receipt was posted before a restart (its name is its own).
+                await self._store.create(EVENTS, regarding.namespace, body)
             except KubeApiError as exc:
-                if exc.conflict:  # the same receipt posted before a restart
+                if exc.conflict:  # a 409 other than AlreadyExists: there all the same
                     continue
                 # Events are evidence, not state: a failed post is logged, never fatal.
                 RECEIPT_POST_FAILURES.inc()
@@ -131,7 +134,7 @@ class ReceiptEvents:
             "as dropped, not lost, and counted in status.receipts.eventsDropped"
         )
         await post_notice(
-            self._kube,
+            self._store,
             regarding,
             reason="ReceiptsDropped",
             note=note,

@@ -208,6 +208,11 @@ async def test_the_cluster_writer_against_the_api_server(cluster: Cluster, names
                 intents, namespace, "written", {"phase": "Approved"}, resource_version=version
             )
         assert [i["metadata"]["name"] for i in await writer.list(intents, namespace)] == ["written"]
+        # A label selector is the API server's to apply (ReceiptEvents lists a Run's this way).
+        await writer.patch(intents, namespace, "written", {"metadata": {"labels": {"t": "a"}}})
+        for selector, names in (("t=a", ["written"]), ("t=b", []), ("t!=a", [])):
+            listed = await writer.list(intents, namespace, label_selector=selector)
+            assert [i["metadata"]["name"] for i in listed] == names
         # A delete by uid of another object of that name, or of nothing, is no error.
         assert await writer.delete(intents, namespace, "written", uid="another") is False
         assert await writer.delete(intents, namespace, "missing") is False

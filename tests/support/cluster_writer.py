@@ -1,10 +1,13 @@
 """The one fake of the cluster writer port (`ports.cluster.ClusterWriter`): objects in
 memory, every call recorded, the port's answers as the adapter gives them (AlreadyExists is
 False or a read, a status decided on another generation is None, a read of nothing NotFound);
-Events and receipts posted are kept apart from the writes (`posted`, `receipts`)."""
+Events and receipts posted are kept apart from the writes (`posted`, `receipts`); a
+manifest with only `generateName` is named as the API server would, and a list's label
+selector is applied (equality terms only: any other form is refused, never ignored)."""
 
 from __future__ import annotations
 
+import builtins
 import copy
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -27,6 +30,8 @@ class Call:
     body: dict[str, Any] | None = None
     generation: int | None = None
     """replace_status_if: the generation the status was decided on."""
+    selector: str | None = None
+    """list: the label selector."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,7 @@ class FakeClusterWriter:
         self.posted: list[Posted] = []
         self.receipts: list[tuple[ObjectRef, LifecycleReceipt]] = []
         self._faults: dict[str, list[BaseException]] = {}
+        self._generated = 0
 
     def fail(self, verb: str, *errors: BaseException) -> None:
         """The next calls of `verb` raise these, in order (after being recorded)."""
@@ -72,6 +78,14 @@ class FakeClusterWriter:
         except KeyError:
             raise NotFound(404, "NotFound", f"{plural} {namespace}/{name} not found", {}) from None
 
+    def _name(self, manifest: dict[str, Any]) -> str:
+        meta = manifest["metadata"]
+        if "name" not in meta:  # the API server's generateName: a fresh name every time
+            self._generated += 1
+            meta["name"] = f"{meta['generateName']}{self._generated:05d}"
+        name: str = meta["name"]
+        return name
+
     def _create(self, plural: str, namespace: str, manifest: dict[str, Any]) -> bool:
         name = manifest["metadata"]["name"]
         if (plural, namespace, name) in self.objects:
@@ -82,7 +96,8 @@ class FakeClusterWriter:
         return True
 
     async def create(self, resource: Resource, namespace: str, manifest: dict[str, Any]) -> bool:
-        name = manifest["metadata"]["name"]
+        manifest = copy.deepcopy(manifest)
+        name = self._name(manifest)
         self.calls.append(Call("create", resource[2], namespace, name, manifest))
         self._fault("create")
         return self._create(resource[2], namespace, manifest)
@@ -90,7 +105,8 @@ class FakeClusterWriter:
     async def create_or_read(
         self, resource: Resource, namespace: str, manifest: dict[str, Any]
     ) -> tuple[dict[str, Any] | None, bool]:
-        name = manifest["metadata"]["name"]
+        manifest = copy.deepcopy(manifest)
+        name = self._name(manifest)
         self.calls.append(Call("create_or_read", resource[2], namespace, name, manifest))
         self._fault("create_or_read")
         created = self._create(resource[2], namespace, manifest)
@@ -111,14 +127,22 @@ class FakeClusterWriter:
             stored[key] = {**stored.get(key, {}), **value} if isinstance(value, dict) else value
         return copy.deepcopy(stored)
 
-    async def list(self, resource: Resource, namespace: str) -> list[dict[str, Any]]:
-        self.calls.append(Call("list", resource[2], namespace, ""))
+    async def list(
+        self, resource: Resource, namespace: str, *, label_selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        self.calls.append(Call("list", resource[2], namespace, "", selector=label_selector))
+        wanted = equality_selector(label_selector or "")
         self._fault("list")
         return [
             copy.deepcopy(obj)
             for (plural, ns, _), obj in self.objects.items()
             if (plural, ns) == (resource[2], namespace)
+            and wanted.items() <= (obj["metadata"].get("labels") or {}).items()
         ]
+
+    def created(self, plural: str) -> builtins.list[dict[str, Any]]:
+        """The bodies of the creates of that type, in order (made or found there)."""
+        return [c.body for c in self.calls if c.verb == "create" and c.plural == plural and c.body]
 
     async def delete(
         self, resource: Resource, namespace: str, name: str, *, uid: str | None = None
@@ -178,6 +202,23 @@ class FakeClusterWriter:
     ) -> None:
         self.receipts.extend((regarding, r) for r in receipts)
 
-    def reasons(self) -> list[str]:
+    def reasons(self) -> builtins.list[str]:
         """The reasons of the Events posted, in order."""
         return [p.reason for p in self.posted]
+
+
+def equality_selector(selector: str) -> dict[str, str]:
+    """A label selector of equality terms (`k=v` or `k==v`, comma-separated; "" selects
+    all) as the labels it requires; ValueError naming the term for any other form (`!=`,
+    `in`, `notin`, `k`, `!k`), which this fake does not apply."""
+    wanted: dict[str, str] = {}
+    for term in filter(None, (t.strip() for t in selector.split(","))):
+        key, sep, value = term.replace("==", "=", 1).partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not key or key.endswith("!") or "=" in value or " " in key:
+            raise ValueError(
+                f"label_selector term {term!r} of {selector!r}: FakeClusterWriter applies "
+                "equality terms only (k=v[,k2=v2])"
+            )
+        wanted[key] = value
+    return wanted

@@ -6,16 +6,19 @@ from __future__ import annotations
 import logging
 
 from lattice_adapters.kube.api_errors import KubeApiError
-from lattice_adapters.kube.client import KubeClient, resource_path
 from lattice_operator.api.object_ref import ObjectRef
 from lattice_operator.builders import notice_event
 from lattice_operator.clock import Clock
+from lattice_operator.ports.cluster import EventStore, Resource
 
 log = logging.getLogger(__name__)
 
+EVENTS: Resource = ("events.k8s.io", "v1", "events")
+"""events.k8s.io/v1 Events (core/v1 readers see them too)."""
+
 
 async def post_notice(
-    kube: KubeClient,
+    store: EventStore,
     regarding: ObjectRef,
     *,
     reason: str,
@@ -36,13 +39,12 @@ async def post_notice(
     )
     if warning:
         body["type"] = "Warning"
-    path = resource_path("events.k8s.io", "v1", "events", regarding.namespace)
     try:
-        await kube.create(path, body)
+        # A generated name: never one already there.
+        return await store.create(EVENTS, regarding.namespace, body)
     except KubeApiError as exc:
         log.warning("could not post %s for %s/%s: %s", reason, regarding.kind, regarding.name, exc)
         return False
-    return True
 
 
-__all__ = ["post_notice"]
+__all__ = ["EVENTS", "post_notice"]

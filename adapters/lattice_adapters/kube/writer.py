@@ -57,8 +57,12 @@ class KubeClusterWriter:
     async def read(self, resource: Resource, namespace: str, name: str) -> dict[str, Any]:
         return await self._kube.get(resource_path(*resource, namespace, name))
 
-    async def list(self, resource: Resource, namespace: str) -> list[dict[str, Any]]:
-        listed = await self._kube.get(resource_path(*resource, namespace))
+    async def list(
+        self, resource: Resource, namespace: str, *, label_selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        # The API server applies the selector (any of its forms): nothing else comes back.
+        params = {"labelSelector": label_selector} if label_selector else None
+        listed = await self._kube.get(resource_path(*resource, namespace), params)
         return list(listed.get("items") or [])
 
     async def delete(
@@ -127,7 +131,7 @@ class KubeClusterWriter:
         self, regarding: ObjectRef, *, reason: str, note: str, warning: bool = False
     ) -> None:
         await post_notice(
-            self._kube,
+            self,
             regarding,
             reason=reason,
             note=note,

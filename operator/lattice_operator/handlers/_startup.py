@@ -22,6 +22,7 @@ from lattice_adapters.kube import (
     NotFound,
     resource_path,
 )
+from lattice_adapters.kube.writer import KubeClusterWriter
 from lattice_adapters.kube_events import ReceiptEvents
 from lattice_adapters.sprites import SpritesAdapter, load_credentials
 from lattice_operator.handlers._context import OperatorContext, context_of
@@ -141,7 +142,8 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         ctx.backend_problem = f"no Sprites backend: {exc}"
     instance = os.environ.get("POD_NAME") or socket.gethostname()
     ctx.events = ReceiptEvents(
-        kube,
+        # A writer of its own: the handlers' writer publishes receipts through this publisher.
+        KubeClusterWriter(kube, clock=ctx.clock, instance=instance),
         ctx.clock,
         rate=ours.runs.events_per_second,
         burst=ours.runs.events_burst,

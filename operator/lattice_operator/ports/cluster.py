@@ -146,8 +146,11 @@ class ClusterWriter(Protocol):
         """The object as stored now."""
         ...
 
-    async def list(self, resource: Resource, namespace: str) -> list[dict[str, Any]]:
-        """The objects of that type in the namespace, as stored now."""
+    async def list(
+        self, resource: Resource, namespace: str, *, label_selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The objects of that type in the namespace, as stored now; with `label_selector`
+        (equality terms `k=v[,k2=v2]`), only those whose labels match every term."""
         ...
 
     async def delete(
@@ -206,6 +209,22 @@ class ClusterWriter(Protocol):
         ...
 
 
+class EventStore(Protocol):
+    """The part of `ClusterWriter` the receipt publisher needs: create an Event (one of that
+    name already there is False, not an error: a receipt posted before a restart) and list
+    Events by label. Any `ClusterWriter` is one."""
+
+    async def create(self, resource: Resource, namespace: str, manifest: dict[str, Any]) -> bool:
+        """As `ClusterWriter.create`."""
+        ...
+
+    async def list(
+        self, resource: Resource, namespace: str, *, label_selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        """As `ClusterWriter.list`."""
+        ...
+
+
 class ReceiptPublisher(Protocol):
     """Publishes receipts as Events regarding an object."""
 
@@ -227,6 +246,7 @@ class ReceiptPublisher(Protocol):
 __all__ = [
     "ActionServices",
     "ClusterWriter",
+    "EventStore",
     "ForgeAccess",
     "ForgeGrant",
     "Grants",

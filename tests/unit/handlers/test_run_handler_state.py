@@ -1,5 +1,6 @@
 """Run handlers: the per-Run Event rate-limit state lives only as long as the Run's daemon,
-and every daemon pass is one `kind="Run"` reconcile in the metrics."""
+and every daemon pass is one `kind="Run"` reconcile in the metrics. The receipt publisher
+posts through the cluster port, faked once (`tests/support/cluster_writer.py`)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from lattice_operator.lifeloop import LifecycleReceipt
 from lattice_operator.metrics import REGISTRY
 from tests.support.admission_cases import sample
 from tests.support.clock import FakeClock
+from tests.support.cluster_writer import FakeClusterWriter
 
 
 def _receipt(sequence: int) -> LifecycleReceipt:
@@ -40,18 +42,6 @@ def _receipt(sequence: int) -> LifecycleReceipt:
         failure_class=None,
         retry_class=None,
     )
-
-
-class FakeKube:
-    def __init__(self) -> None:
-        self.created = 0
-
-    async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        self.created += 1
-        return body
-
-    async def get(self, path: str, params: dict[str, str] | None = None) -> dict[str, Any]:
-        return {"items": []}
 
 
 class NeverStopped:
@@ -89,10 +79,10 @@ def _sample(name: str, **labels: str) -> float:
     return REGISTRY.get_sample_value(name, labels) or 0.0
 
 
-def _context(kube: FakeKube) -> tuple[kopf.Memo, ReceiptEvents]:
-    events = ReceiptEvents(kube, FakeClock(), rate=0.001, burst=2)  # type: ignore[arg-type]
+def _context(writer: FakeClusterWriter) -> tuple[kopf.Memo, ReceiptEvents]:
+    events = ReceiptEvents(writer, FakeClock(), rate=0.001, burst=2)
     memo = kopf.Memo()
-    memo.lattice = OperatorContext(backend=object(), kube=kube, events=events)  # type: ignore[arg-type]
+    memo.lattice = OperatorContext(backend=object(), writer=writer, events=events)  # type: ignore[arg-type]
     return memo, events
 
 
@@ -111,14 +101,18 @@ async def test_rate_limit_state_is_forgotten_when_each_run_daemon_ends(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(run_handlers, "RunDriver", ChattyDriver)
-    kube = FakeKube()
-    memo, events = _context(kube)
+    writer = FakeClusterWriter()
+    memo, events = _context(writer)
     ok_before = _sample("lattice_reconcile_total", kind="Run", outcome="ok")
     for i in range(200):
         await _pass(memo, i)
         assert events.tracked() == 0  # bounded: nothing outlives the Run's daemon
     # Each Run had a fresh bucket of its own: its burst of 2, and one ReceiptsDropped notice.
-    assert kube.created == 3 * 200
+    created = writer.created("events")
+    assert len(created) == 3 * 200
+    for i in range(200):
+        run = [e for e in created if e["regarding"]["uid"] == f"uid-{i}"]
+        assert [e["reason"] for e in run] == ["SessionStarted"] * 2 + ["ReceiptsDropped"]
     assert _sample("lattice_reconcile_total", kind="Run", outcome="ok") == ok_before + 200
 
 
@@ -127,7 +121,7 @@ async def test_a_failed_daemon_pass_forgets_too_and_counts_as_error(
 ) -> None:
     monkeypatch.setattr(ChattyDriver, "fail", True)
     monkeypatch.setattr(run_handlers, "RunDriver", ChattyDriver)
-    memo, events = _context(FakeKube())
+    memo, events = _context(FakeClusterWriter())
     errors_before = _sample("lattice_reconcile_total", kind="Run", outcome="error")
     durations_before = _sample("lattice_reconcile_duration_seconds_count", kind="Run")
     with pytest.raises(RuntimeError):
@@ -138,7 +132,7 @@ async def test_a_failed_daemon_pass_forgets_too_and_counts_as_error(
 
 
 async def test_an_invalid_run_is_a_blocked_reconcile() -> None:
-    memo, _ = _context(FakeKube())
+    memo, _ = _context(FakeClusterWriter())
     body = kopf.Body({"apiVersion": "lattice.dev/v1alpha1", "kind": "Run", "metadata": {}})
     blocked_before = _sample("lattice_reconcile_total", kind="Run", outcome="blocked")
     with pytest.raises(kopf.PermanentError):
