@@ -6,7 +6,6 @@ import asyncio
 import json
 import time
 from collections.abc import Iterator
-from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -16,7 +15,9 @@ from lattice_adapters.kube import KubeClient, KubeConfig
 from lattice_adapters.sprites import SpritesAdapter
 from lattice_operator.api.v1alpha1 import Sprite
 
-# The Sprite handler's status write, called directly to send a stale status to the server.
+# The Sprite handler's status write, called directly with an operator's context (both private
+# to handlers/) to send a stale status to the server.
+from lattice_operator.handlers._context import OperatorContext
 from lattice_operator.handlers.sprite import _patch_status
 from tests.support.admission_cases import build
 from tests.support.cluster import Cluster, wait_for
@@ -216,7 +217,8 @@ async def test_a_status_write_from_an_older_view_puts_nothing_back(
     assert new["metadata"]["generation"] > (old.metadata.generation or 0)
     stale_status = old.status.model_copy(update={"backend_status": "warm"}).to_patch()
     async with KubeClient(KubeConfig.load(stack.cluster.kubeconfig)) as kube:
-        await _patch_status(SimpleNamespace(require_kube=lambda: kube), old, stale_status)  # type: ignore[arg-type]
+        context = OperatorContext(backend=object(), kube=kube)  # type: ignore[arg-type]
+        await _patch_status(context, old, stale_status)
     after = stack.get(namespace, "sprites", "stale")
     assert after["status"]["observedGeneration"] == after["metadata"]["generation"]
 
