@@ -66,12 +66,12 @@ def _approve(stack: Stack, namespace: str, user: str, name: str) -> None:
 
 
 def test_an_edit_after_an_approval_resets_it(stack: Stack, namespace: str) -> None:
-    stack.apply(namespace, TWO_APPROVERS)
+    stack.create(namespace, TWO_APPROVERS)
     setup_namespace(stack, namespace)
     for user in ("alice", "bob"):
         bind_role(stack, namespace, user, APPROVER_ROLE)
     bind_role(stack, namespace, "mallory", EDITOR_ROLE)
-    stack.apply(namespace, intent_doc("bound", ["sh", "-c", "echo reviewed"]))
+    stack.create(namespace, intent_doc("bound", ["sh", "-c", "echo reviewed"]))
     intent = stack.wait_phase(namespace, "intents", "bound", {"AwaitingApproval"})
     assert intent["status"]["classification"]["rule"] == "exec-needs-two"
 
@@ -112,7 +112,7 @@ def test_an_edit_after_an_approval_resets_it(stack: Stack, namespace: str) -> No
 
 def test_lattice_approve_pins_the_spec_it_showed(stack: Stack, namespace: str) -> None:
     setup_namespace(stack, namespace)
-    stack.apply(namespace, intent_doc("pinned", ["sh", "-c", "echo pinned"]))
+    stack.create(namespace, intent_doc("pinned", ["sh", "-c", "echo pinned"]))
     stack.wait_phase(namespace, "intents", "pinned", {"AwaitingApproval"})
     # A decision made on a spec that is no longer the stored one is refused ...
     stale = json.dumps({"decision": "approve", "reason": "", "specDigest": "sha256:" + "0" * 64})

@@ -63,7 +63,7 @@ def test_without_an_operator_intents_are_written_but_approvals_fail_closed(
     assert code == 0, f"operator exited with {code}:\n{stack.operator.log()[-4000:]}"
     try:
         # Ordinary writes need no operator: no webhook is consulted for them.
-        stack.apply(namespace, intent_doc("offline", ["sh", "-c", "echo offline"]))
+        stack.create(namespace, intent_doc("offline", ["sh", "-c", "echo offline"]))
         stack.cluster.kubectl("label", "intent", "offline", "-n", namespace, "team=a")
         # Approval writes are refused while nobody can check them, even an authorised one ...
         refused = kubectl_as(
@@ -91,7 +91,7 @@ def test_without_an_operator_intents_are_written_but_approvals_fail_closed(
         )  # fmt: skip
         assert grant.returncode != 0
         assert "spec.credentials[0] (gh): mallory may not read Secret tokens" in grant.stderr
-        stack.apply(namespace, intent_doc("granted-offline", ["true"], **GRANT))  # the admin may
+        stack.create(namespace, intent_doc("granted-offline", ["true"], **GRANT))  # the admin may
         bind_role(stack, namespace, "mallory", RUN_WRITER)
         intent = stack.get(namespace, "intents", "offline")
         forged = kubectl_as(

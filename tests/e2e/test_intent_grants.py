@@ -45,7 +45,7 @@ def _credentials_dir(stack: Stack, namespace: str) -> Path:
 
 def _refused_for_the_credential(stack: Stack, namespace: str, run: str) -> dict[str, Any]:
     done = stack.wait_phase(namespace, "runs", run, {"Succeeded", "Failed"})
-    status = done["status"]
+    status: dict[str, Any] = done["status"]
     assert status["phase"] == "Succeeded", status
     [result] = status["actionResults"]
     assert result["status"] == "refused", result
@@ -59,11 +59,11 @@ def test_intent_ref_alone_borrows_no_grants(stack: Stack, namespace: str) -> Non
     setup_namespace(stack, namespace)
     apply_secret(stack, namespace)
     # An Intent granting the credential, still awaiting approval.
-    stack.apply(namespace, intent_doc("vault", ["sh", "-c", "echo approved work"], **GRANT))
+    stack.create(namespace, intent_doc("vault", ["sh", "-c", "echo approved work"], **GRANT))
     stack.wait_phase(namespace, "intents", "vault", {"AwaitingApproval"})
 
     # Someone who can create Runs points one at it.
-    stack.apply(namespace, _user_run("borrow", "vault"))
+    stack.create(namespace, _user_run("borrow", "vault"))
     status = _refused_for_the_credential(stack, namespace, "borrow")
     [result] = status["actionResults"]
     assert "the Run is not the one its Intent created" in result["reason"]
@@ -80,10 +80,10 @@ def test_a_run_made_under_the_intents_run_name_is_not_adopted(stack: Stack, name
     setup_namespace(stack, namespace)
     apply_secret(stack, namespace)
     # The attacker takes the name the Intent's Run will have, with their own command ...
-    stack.apply(namespace, _user_run("taken-run", "taken"))
+    stack.create(namespace, _user_run("taken-run", "taken"))
     stack.wait_phase(namespace, "runs", "taken-run", {"Running", "Waiting", "Succeeded"})
     # ... then an auto-approved Intent granting the credential arrives.
-    stack.apply(
+    stack.create(
         namespace, intent_doc("taken", ["sh", "-c", "echo the real work"], trusted=True, **GRANT)
     )
     intent = stack.wait_phase(namespace, "intents", "taken", {"Succeeded", "Failed"})
@@ -184,7 +184,7 @@ RUN_AUTHOR = {
 def test_only_the_operator_makes_an_intent_a_runs_controller(stack: Stack, namespace: str) -> None:
     setup_namespace(stack, namespace)
     bind_role(stack, namespace, "mallory", RUN_AUTHOR)
-    stack.apply(namespace, intent_doc("target", ["sh", "-c", "echo approved work"], **GRANT))
+    stack.create(namespace, intent_doc("target", ["sh", "-c", "echo approved work"], **GRANT))
     intent = stack.wait_phase(namespace, "intents", "target", {"AwaitingApproval"})
     owner = {
         "apiVersion": "lattice.dev/v1alpha1",

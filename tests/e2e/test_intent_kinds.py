@@ -83,9 +83,9 @@ def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
 
 
 def test_sprite_create_makes_a_sprite(stack: Stack, namespace: str) -> None:
-    stack.apply(namespace, ALLOW_ALL)
+    stack.create(namespace, ALLOW_ALL)
     doc = sample("intent-sprite-create.yaml")
-    stack.apply(namespace, doc)
+    stack.create(namespace, doc)
     intent = stack.wait_phase(
         namespace, "intents", doc["metadata"]["name"], {"Succeeded", "Failed"}
     )
@@ -99,9 +99,9 @@ def test_sprite_create_makes_a_sprite(stack: Stack, namespace: str) -> None:
 
 
 def test_a_forge_kind_waits_for_a_forge_and_never_succeeds(stack: Stack, namespace: str) -> None:
-    stack.apply(namespace, ALLOW_ALL)
+    stack.create(namespace, ALLOW_ALL)
     doc = sample("intent-issue-triage.yaml")
-    stack.apply(namespace, doc)
+    stack.create(namespace, doc)
     intent = stack.wait_phase(namespace, "intents", doc["metadata"]["name"], {"Waiting"})
     reasons = {c["reason"] for c in intent["status"]["conditions"]}
     assert "NoForgeConfigured" in reasons, intent["status"]["conditions"]
@@ -125,8 +125,8 @@ else:
 
 def test_forge_actions_queue_and_the_intent_resumes_its_run(stack: Stack, namespace: str) -> None:
     setup_namespace(stack, namespace)
-    stack.apply(namespace, ALLOW_ALL)
-    stack.apply(
+    stack.create(namespace, ALLOW_ALL)
+    stack.create(
         namespace,
         intent_doc("pr", ["python3", "-c", ASKS_FOR_A_PR], allowedActions=["OPEN_PR"]),
     )
@@ -169,7 +169,7 @@ def test_an_approved_fly_machines_intent_starts_the_machine(
     machine = fly.add_machine("preview-app", state="stopped")
     doc = sample("intent-fly-machines.yaml")
     doc["spec"]["params"]["flyMachines"]["machineId"] = machine
-    stack.apply(namespace, doc)
+    stack.create(namespace, doc)
     name = doc["metadata"]["name"]
     waiting = stack.wait_phase(namespace, "intents", name, {"AwaitingApproval"})
     assert waiting["status"]["classification"]["outcome"] == "require_approval"
@@ -270,7 +270,7 @@ async def test_checkpoints_taken_restored_through_an_intent_and_deleted(
     # Refused while a Run holds the Sprite.
     run = build("run.yaml", "holder", {"spec.spriteRef.name": "box"})
     run["spec"]["command"] = ["sleep", "120"]
-    stack.apply(namespace, run)
+    stack.create(namespace, run)
     stack.wait_phase(namespace, "runs", "holder", {"Running"})
     async with lattice_mcp("--cluster", env=env) as session:
         proposed = await call(session, "lattice_cluster_checkpoint_propose_restore",

@@ -6,15 +6,17 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
+from kubernetes.client.exceptions import ApiException
 
 from lattice_operator.builders import RUN_UID_LABEL
 from tests.support.admission_cases import build, sample
 from tests.support.agents import agent
-from tests.support.cluster import wait_for
+from tests.support.cluster import create_or_replace, wait_for
 from tests.support.e2e_intents import (
     AGENT,
     APPROVER_ROLE,
@@ -51,7 +53,7 @@ def test_auto_approved_intent_runs_to_success(stack: Stack, namespace: str) -> N
     setup_namespace(stack, namespace)
     quiet_cluster(stack)
     before = api_writes(stack)
-    stack.apply(namespace, intent_doc("auto", ["sh", "-c", "echo done"], trusted=True))
+    stack.create(namespace, intent_doc("auto", ["sh", "-c", "echo done"], trusted=True))
     intent = stack.wait_phase(namespace, "intents", "auto", {"Succeeded", "Failed"})
     status = intent["status"]
     run_uid = stack.get(namespace, "runs", status["runRef"]["name"])["metadata"]["uid"]
@@ -94,7 +96,7 @@ def test_approval_by_an_authorised_user_lets_it_run(stack: Stack, namespace: str
     setup_namespace(stack, namespace)
     bind_role(stack, namespace, "alice", APPROVER_ROLE)
     bind_role(stack, namespace, "mallory", EDITOR_ROLE)
-    stack.apply(namespace, intent_doc("gated", ["sh", "-c", "echo approved work"]))
+    stack.create(namespace, intent_doc("gated", ["sh", "-c", "echo approved work"]))
     intent = stack.wait_phase(namespace, "intents", "gated", {"AwaitingApproval"})
     assert intent["status"]["classification"]["rule"] == "default"
     assert not _exists(stack, namespace, "runs", "gated-run")
@@ -141,7 +143,7 @@ def test_approval_by_an_authorised_user_lets_it_run(stack: Stack, namespace: str
 
 def test_lattice_approve_records_the_caller(stack: Stack, namespace: str) -> None:
     setup_namespace(stack, namespace)
-    stack.apply(namespace, intent_doc("cli", ["sh", "-c", "echo via cli"]))
+    stack.create(namespace, intent_doc("cli", ["sh", "-c", "echo via cli"]))
     stack.wait_phase(namespace, "intents", "cli", {"AwaitingApproval"})
     out = lattice(stack, "approve", "cli", "-n", namespace, "--reason", "ok by me").stdout
     assert "approve recorded as" in out
@@ -151,7 +153,7 @@ def test_lattice_approve_records_the_caller(stack: Stack, namespace: str) -> Non
 
 def test_rejection_and_policy_denial(stack: Stack, namespace: str) -> None:
     setup_namespace(stack, namespace)
-    stack.apply(namespace, intent_doc("nope", ["true"]))
+    stack.create(namespace, intent_doc("nope", ["true"]))
     stack.wait_phase(namespace, "intents", "nope", {"AwaitingApproval"})
     lattice(stack, "reject", "nope", "-n", namespace, "--reason", "not now")
     intent = stack.wait_phase(namespace, "intents", "nope", {"Rejected"})
@@ -161,7 +163,7 @@ def test_rejection_and_policy_denial(stack: Stack, namespace: str) -> None:
 
     fileops = sample("intent-fileops.yaml")
     fileops["metadata"] = {"name": "files"}
-    stack.apply(namespace, fileops)
+    stack.create(namespace, fileops)
     intent = stack.wait_phase(namespace, "intents", "files", {"Rejected"})
     cond = next(c for c in intent["status"]["conditions"] if c["type"] == "Approved")
     assert cond["reason"] == "Denied"
@@ -171,7 +173,7 @@ def test_rejection_and_policy_denial(stack: Stack, namespace: str) -> None:
 
 def test_spec_is_frozen_after_approval_but_cancel_works(stack: Stack, namespace: str) -> None:
     setup_namespace(stack, namespace)
-    stack.apply(namespace, intent_doc("frozen", ["sleep", "600"], trusted=True))
+    stack.create(namespace, intent_doc("frozen", ["sleep", "600"], trusted=True))
     stack.wait_phase(namespace, "intents", "frozen", {"Executing"})
     changed = stack.cluster.kubectl(
         "patch",
@@ -216,7 +218,7 @@ def test_granted_credential_is_delivered_and_never_leaked(stack: Stack, namespac
         allowedActions=["FETCH_CREDENTIAL"],
         credentials=[{"name": "gh", "secretKeyRef": {"name": "tokens", "key": "gh"}}],
     )
-    stack.apply(namespace, intent)
+    stack.create(namespace, intent)
     done = stack.wait_phase(namespace, "intents", "cred", {"Succeeded", "Failed"})
     run_status = stack.get(namespace, "runs", "cred-run")["status"]
     assert done["status"]["phase"] == "Succeeded", (run_status["conditions"], run_status["logTail"])
@@ -262,7 +264,7 @@ def _written_by_the_operator(stack: Stack, namespace: str) -> dict[str, str]:
 def test_ungranted_action_is_refused_and_answered(stack: Stack, namespace: str) -> None:
     setup_namespace(stack, namespace)
     apply_secret(stack, namespace)
-    stack.apply(
+    stack.create(
         namespace,
         intent_doc(
             "greedy", ["python3", "-c", AGENT], trusted=True, allowedActions=["NOTIFY_USER"]
@@ -300,7 +302,7 @@ def test_a_refused_non_blocking_request_is_answered_on_the_next_resume(
     stack: Stack, namespace: str
 ) -> None:
     setup_namespace(stack, namespace)
-    stack.apply(namespace, intent_doc("asker", ["python3", "-c", ASKS_THEN_WAITS], trusted=True))
+    stack.create(namespace, intent_doc("asker", ["python3", "-c", ASKS_THEN_WAITS], trusted=True))
     stack.wait_phase(namespace, "intents", "asker", {"Waiting"})
     run = stack.wait_phase(namespace, "runs", "asker-run", {"Waiting"})
     [result] = run["status"]["actionResults"]
@@ -356,7 +358,7 @@ def test_environment_proposal_becomes_a_gated_intent_then_the_next_runs_environm
     setup_namespace(stack, namespace)
     for user in ("alice", "bob"):
         bind_role(stack, namespace, user, APPROVER_ROLE)
-    stack.apply(
+    stack.create(
         namespace,
         intent_doc(
             "proposer", ["python3", "-c", PROPOSER], trusted=True, allowedActions=["NOTIFY_USER"]
@@ -402,14 +404,14 @@ def test_environment_proposal_becomes_a_gated_intent_then_the_next_runs_environm
     assert done["status"]["phase"] == "Succeeded", done["status"]
     [step] = stack.get(namespace, "sprites", "box")["spec"]["environment"]
     assert (step["name"], step["command"]) == (prepare, "echo prepared >> /workspace/env-ready")
-    stack.apply(namespace, intent_doc("after", READS_THE_ENVIRONMENT, trusted=True))
+    stack.create(namespace, intent_doc("after", READS_THE_ENVIRONMENT, trusted=True))
     run = stack.wait_phase(namespace, "runs", "after-run", {"Succeeded", "Failed"})
     assert run["status"]["phase"] == "Succeeded", run["status"]
     applied = run["status"]["environment"]
     assert (applied["state"], [s["name"] for s in applied["steps"]]) == ("Applied", [prepare])
     assert run["status"]["logTail"] == ["prepared"]
     # The same environment again: nothing runs twice (the file still has one line).
-    stack.apply(namespace, intent_doc("again", READS_THE_ENVIRONMENT, trusted=True))
+    stack.create(namespace, intent_doc("again", READS_THE_ENVIRONMENT, trusted=True))
     run = stack.wait_phase(namespace, "runs", "again-run", {"Succeeded", "Failed"})
     assert run["status"]["environment"]["state"] == "AlreadyApplied", run["status"]
     assert run["status"]["logTail"] == ["prepared"]
@@ -417,7 +419,7 @@ def test_environment_proposal_becomes_a_gated_intent_then_the_next_runs_environm
     # A runtime that is not there: its check fails the next Run, with its own reason.
     done = _approve_by_two(stack, namespace, runtime)
     assert done["status"]["phase"] == "Succeeded", done["status"]
-    stack.apply(namespace, intent_doc("broken", READS_THE_ENVIRONMENT, trusted=True))
+    stack.create(namespace, intent_doc("broken", READS_THE_ENVIRONMENT, trusted=True))
     run = stack.wait_phase(namespace, "runs", "broken-run", {"Succeeded", "Failed"})
     failed = next(c for c in run["status"]["conditions"] if c["type"] == "Succeeded")
     assert failed["reason"] == "EnvironmentFailed", run["status"]
@@ -447,16 +449,30 @@ def test_environment_proposal_becomes_a_gated_intent_then_the_next_runs_environm
     try:
         _promoted_to_the_cluster_environment(stack, namespace, everywhere)
     finally:
-        stack.cluster.kubectl("delete", "environment", "default", "--ignore-not-found")
-        stack.cluster.kubectl(
-            "delete", "clusterrolebinding", f"carol-{PROMOTER}", "--ignore-not-found"
-        )
-        stack.cluster.kubectl("delete", "clusterrole", PROMOTER, "--ignore-not-found")
+        _delete_promoted(stack)
 
 
 PROMOTER = f"{RELEASE}-lattice-operator-environment-promoter"
 RBAC = "rbac.authorization.k8s.io"
 READS_EVERYWHERE = ["sh", "-c", "test -f /workspace/env-everywhere && echo everywhere"]
+
+
+def _delete_promoted(stack: Stack) -> None:
+    """The cluster-wide objects this test made, gone for the next module (API deletes)."""
+    rbac = stack.cluster.rbac
+    deletes: tuple[Callable[[], object], ...] = (
+        lambda: stack.cluster.custom.delete_cluster_custom_object(
+            "lattice.dev", "v1alpha1", "environments", "default"
+        ),
+        lambda: rbac.delete_cluster_role_binding(f"carol-{PROMOTER}"),
+        lambda: rbac.delete_cluster_role(PROMOTER),
+    )
+    for delete in deletes:
+        try:
+            delete()
+        except ApiException as err:
+            if err.status != 404:
+                raise
 
 
 def _promoted_to_the_cluster_environment(stack: Stack, namespace: str, everywhere: str) -> None:
@@ -476,25 +492,36 @@ def _promoted_to_the_cluster_environment(stack: Stack, namespace: str, everywher
     assert refused.returncode != 0
     assert "forbidden" in refused.stderr.lower(), refused.stderr
     role = find(render(), "ClusterRole", PROMOTER)
-    stack.cluster.kubectl("apply", "-f", "-", input=json.dumps(role))
-    binding = {
+    rbac = stack.cluster.rbac
+    create_or_replace(
+        lambda body: rbac.create_cluster_role(body),
+        lambda: rbac.read_cluster_role(PROMOTER),
+        lambda body: rbac.replace_cluster_role(PROMOTER, body),
+        role,
+    )
+    binding: dict[str, Any] = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRoleBinding",
         "metadata": {"name": f"carol-{PROMOTER}"},
         "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": PROMOTER},
         "subjects": [{"apiGroup": RBAC, "kind": "User", "name": "carol"}],
     }
-    stack.cluster.kubectl("apply", "-f", "-", input=json.dumps(binding))
+    create_or_replace(
+        lambda body: rbac.create_cluster_role_binding(body),
+        lambda: rbac.read_cluster_role_binding(binding["metadata"]["name"]),
+        lambda body: rbac.replace_cluster_role_binding(binding["metadata"]["name"], body),
+        binding,
+    )
     dry = kubectl_as(stack, "carol", "patch", "environment", "default", "--type=merge",
                      "-p", patch, "--dry-run=server")  # fmt: skip
     assert dry.returncode == 0, dry.stderr
 
     # A Sprite with no environment of its own: its next Run runs the cluster-wide step first.
-    stack.apply(namespace, build("sprite.yaml", "plain", {"spec.networkPolicy": {"rules": []}}))
+    stack.create(namespace, build("sprite.yaml", "plain", {"spec.networkPolicy": {"rules": []}}))
     stack.wait_sprite_ready(namespace, "plain")
     run_doc = build("run.yaml", "everywhere", {"spec.spriteRef.name": "plain"})
     run_doc["spec"]["command"] = READS_EVERYWHERE
-    stack.apply(namespace, run_doc)
+    stack.create(namespace, run_doc)
     run = stack.wait_phase(namespace, "runs", "everywhere", {"Succeeded", "Failed"})
     assert run["status"]["phase"] == "Succeeded", run["status"]
     applied = run["status"]["environment"]
@@ -595,7 +622,7 @@ def test_a_secret_the_sprite_echoes_is_redacted_and_removed_at_the_end(
 
     setup_namespace(stack, namespace)
     apply_secret(stack, namespace)
-    stack.apply(
+    stack.create(
         namespace,
         intent_doc(
             "echo",
@@ -624,7 +651,7 @@ def test_a_secret_the_sprite_echoes_is_redacted_and_removed_at_the_end(
     assert "psst [redacted]" in notes.stdout
 
     # The credential file did not outlive the Run: a later Run on the Sprite finds nothing.
-    stack.apply(
+    stack.create(
         namespace,
         build(
             "run.yaml",
@@ -658,7 +685,7 @@ def test_a_delivered_credential_is_removed_when_the_run_is_canceled(
 ) -> None:
     setup_namespace(stack, namespace)
     apply_secret(stack, namespace)
-    stack.apply(
+    stack.create(
         namespace,
         intent_doc(
             "worker",
@@ -675,7 +702,7 @@ def test_a_delivered_credential_is_removed_when_the_run_is_canceled(
         run = stack.find(namespace, "runs", "worker-run")
         if run is None:  # not created yet
             return False
-        return (run.get("status") or {}).get("events", {}).get("eventCount", 0) >= 2
+        return bool((run.get("status") or {}).get("events", {}).get("eventCount", 0) >= 2)
 
     wait_for(working, timeout=60, what="the agent got its credential and works")
     assert delivered.read_text() == SECRET
@@ -703,7 +730,7 @@ sys.exit(3)
 def test_a_delivered_credential_is_removed_when_the_run_fails(stack: Stack, namespace: str) -> None:
     setup_namespace(stack, namespace)
     apply_secret(stack, namespace)
-    stack.apply(
+    stack.create(
         namespace,
         intent_doc(
             "failing",

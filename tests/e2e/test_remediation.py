@@ -50,15 +50,15 @@ def succeeded(intent: dict[str, Any]) -> dict[str, Any]:
 
 
 async def test_recreate_sprite_makes_a_fresh_backend_sprite(stack: Stack, namespace: str) -> None:
-    stack.apply(namespace, ALLOW_ALL)
+    stack.create(namespace, ALLOW_ALL)
     # spec.recreate false: the remediation recreates it all the same (it was asked for).
-    stack.apply(namespace, build("sprite.yaml", "sick", {"spec.recreate": False}))
+    stack.create(namespace, build("sprite.yaml", "sick", {"spec.recreate": False}))
     first = stack.wait_sprite_ready(namespace, "sick")["status"]
     name = first["spriteName"]
     async with SpritesAdapter(stack.sprites.credentials) as backend:
         await backend.write_file(name, "/workspace/marker", b"before")
         rules = await backend.get_network_policy(name)
-    stack.apply(namespace, remedy("recreate", "recreate_sprite", "sick"))
+    stack.create(namespace, remedy("recreate", "recreate_sprite", "sick"))
     intent = stack.wait_phase(namespace, "intents", "recreate", {"Succeeded", "Failed"})
     assert intent["status"]["phase"] == "Succeeded", json.dumps(intent["status"])
     assert succeeded(intent)["reason"] == "Remediated"
@@ -101,8 +101,8 @@ SERVICE = {
 
 
 async def test_restart_service_stops_and_starts_the_service(stack: Stack, namespace: str) -> None:
-    stack.apply(namespace, ALLOW_ALL)
-    stack.apply(namespace, build("sprite.yaml", "served", {"spec.services": [SERVICE]}))
+    stack.create(namespace, ALLOW_ALL)
+    stack.create(namespace, build("sprite.yaml", "served", {"spec.services": [SERVICE]}))
     name = stack.wait_sprite_ready(namespace, "served")["status"]["spriteName"]
 
     async def starts() -> int:
@@ -125,7 +125,7 @@ async def test_restart_service_stops_and_starts_the_service(stack: Stack, namesp
     assert await starts() == 1
     before = await service_pid()
     assert before
-    stack.apply(namespace, remedy("restart", "restart_service", "served", service="ticker"))
+    stack.create(namespace, remedy("restart", "restart_service", "served", service="ticker"))
     intent = stack.wait_phase(namespace, "intents", "restart", {"Succeeded", "Failed"})
     assert intent["status"]["phase"] == "Succeeded", json.dumps(intent["status"])
     assert intent["status"]["result"]["summary"] == "service ticker of Sprite served restarted"
@@ -138,10 +138,10 @@ async def test_restart_service_stops_and_starts_the_service(stack: Stack, namesp
 async def test_restart_service_of_a_service_the_sprite_lacks_fails_with_the_reason(
     stack: Stack, namespace: str
 ) -> None:
-    stack.apply(namespace, ALLOW_ALL)
-    stack.apply(namespace, build("sprite.yaml", "plain", {}))
+    stack.create(namespace, ALLOW_ALL)
+    stack.create(namespace, build("sprite.yaml", "plain", {}))
     stack.wait_sprite_ready(namespace, "plain")
-    stack.apply(namespace, remedy("nosvc", "restart_service", "plain", service="nope"))
+    stack.create(namespace, remedy("nosvc", "restart_service", "plain", service="nope"))
     intent = stack.wait_phase(namespace, "intents", "nosvc", {"Succeeded", "Failed"})
     assert intent["status"]["phase"] == "Failed"
     assert succeeded(intent)["reason"] == "RemediationFailed"

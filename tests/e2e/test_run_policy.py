@@ -14,7 +14,7 @@ pytestmark = pytest.mark.e2e
 
 
 def _guarded_sprite(stack: Stack, namespace: str) -> None:
-    stack.apply(
+    stack.create(
         namespace,
         build(
             "sprite.yaml",
@@ -44,7 +44,7 @@ def _assert_refused_by_the_operator(stack: Stack, namespace: str, name: str) -> 
 
 
 def test_intent_only_refuses_a_hand_made_run_at_admission(stack: Stack, namespace: str) -> None:
-    stack.apply(namespace, POLICY)
+    stack.create(namespace, POLICY)
     _guarded_sprite(stack, namespace)
     stack.wait_sprite_ready(namespace, "box")
     out = stack.cluster.kubectl(
@@ -54,7 +54,7 @@ def test_intent_only_refuses_a_hand_made_run_at_admission(stack: Stack, namespac
     assert "spec.spriteRef.name: Sprite box admits only Runs created by an Intent" in out.stderr
     assert "spec.runPolicy: IntentOnly" in out.stderr
     # Through an Intent (policy, approval), the same command runs.
-    stack.apply(namespace, intent_doc("governed", ["sh", "-c", "echo hi"], trusted=True))
+    stack.create(namespace, intent_doc("governed", ["sh", "-c", "echo hi"], trusted=True))
     done = stack.wait_phase(namespace, "intents", "governed", {"Succeeded", "Failed"})
     assert done["status"]["phase"] == "Succeeded", done["status"]
 
@@ -63,7 +63,7 @@ def test_intent_only_is_enforced_by_the_operator_when_admission_could_not(
     stack: Stack, namespace: str
 ) -> None:
     # The Run exists before its Sprite does, so admission had nothing to check against.
-    stack.apply(namespace, _hand_made_run("early"))
+    stack.create(namespace, _hand_made_run("early"))
     _guarded_sprite(stack, namespace)
     _assert_refused_by_the_operator(stack, namespace, "early")
 
@@ -113,9 +113,9 @@ def test_the_operator_refuses_a_run_claiming_an_intent_of_another_group(
 ) -> None:
     # The Run exists before its Sprite, so admission had nothing to check against; the
     # reference names a real Intent's uid, but in another group.
-    stack.apply(namespace, POLICY)
-    stack.apply(namespace, intent_doc("governed", ["sh", "-c", "echo hi"], trusted=True))
+    stack.create(namespace, POLICY)
+    stack.create(namespace, intent_doc("governed", ["sh", "-c", "echo hi"], trusted=True))
     real = stack.get(namespace, "intents", "governed")
-    stack.apply(namespace, _claiming_run("early", "evil.example/v1", real["metadata"]["uid"]))
+    stack.create(namespace, _claiming_run("early", "evil.example/v1", real["metadata"]["uid"]))
     _guarded_sprite(stack, namespace)
     _assert_refused_by_the_operator(stack, namespace, "early")

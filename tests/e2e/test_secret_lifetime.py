@@ -46,7 +46,7 @@ def test_a_credential_is_removed_by_the_operator_that_finishes_the_run(
             credentials=[{"name": "gh", "secretKeyRef": {"name": "tokens", "key": "gh"}}],
         )
         intent["spec"]["params"]["spriteTaskExec"]["timeoutSeconds"] = 120
-        stack.apply(namespace, intent)
+        stack.create(namespace, intent)
         delivered = stack.sprites.host_shm(sprite) / "lattice" / "credentials" / "gh"
         wait_for(delivered.exists, timeout=60, what="the credential delivered")
         assert delivered.read_text() == SECRET

@@ -63,7 +63,7 @@ def _conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 async def test_sprite_is_created_and_converged(stack: Stack, namespace: str) -> None:
-    stack.apply(namespace, build("sprite.yaml", "conv", {}))
+    stack.create(namespace, build("sprite.yaml", "conv", {}))
     obj = stack.wait_sprite_ready(namespace, "conv")
     status = obj["status"]
     name = status["spriteName"]
@@ -96,7 +96,7 @@ async def test_sprite_is_created_and_converged(stack: Stack, namespace: str) -> 
 
     def converged() -> bool:
         obj = stack.get(namespace, "sprites", "conv")
-        return obj["status"].get("observedGeneration") == obj["metadata"]["generation"]
+        return bool(obj["status"].get("observedGeneration") == obj["metadata"]["generation"])
 
     wait_for(converged, timeout=60, what="the new generation to be reconciled")
     async with SpritesAdapter(stack.sprites.credentials) as backend:
@@ -108,7 +108,7 @@ async def test_sprite_is_created_and_converged(stack: Stack, namespace: str) -> 
 async def test_existing_sprite_is_adopted_only_when_allowed(stack: Stack, namespace: str) -> None:
     async with SpritesAdapter(stack.sprites.credentials) as backend:
         await backend.create_sprite(f"{namespace}-taken")
-    stack.apply(namespace, build("sprite.yaml", "taken", {}))
+    stack.create(namespace, build("sprite.yaml", "taken", {}))
 
     def refused() -> dict[str, Any] | None:
         cond = _conditions(stack.get(namespace, "sprites", "taken")).get("Ready")
@@ -132,7 +132,7 @@ async def test_existing_sprite_is_adopted_only_when_allowed(stack: Stack, namesp
 
 
 async def test_sprite_deleted_behind_our_back_is_recreated(stack: Stack, namespace: str) -> None:
-    stack.apply(namespace, build("sprite.yaml", "phoenix", {}))
+    stack.create(namespace, build("sprite.yaml", "phoenix", {}))
     first = stack.wait_sprite_ready(namespace, "phoenix")["status"]["spriteId"]
     name = f"{namespace}-phoenix"
     async with SpritesAdapter(stack.sprites.credentials) as backend:
@@ -150,7 +150,7 @@ async def test_sprite_deleted_behind_our_back_is_recreated(stack: Stack, namespa
 async def test_a_network_policy_changed_behind_our_back_is_put_back(
     stack: Stack, namespace: str
 ) -> None:
-    stack.apply(namespace, build("sprite.yaml", "drift", {}))
+    stack.create(namespace, build("sprite.yaml", "drift", {}))
     name = stack.wait_sprite_ready(namespace, "drift")["status"]["spriteName"]
     async with SpritesAdapter(stack.sprites.credentials) as backend:
         wanted = await backend.get_network_policy(name)
@@ -168,7 +168,7 @@ async def test_a_network_policy_changed_behind_our_back_is_put_back(
 
 
 async def test_missing_sprite_without_recreate_is_reported(stack: Stack, namespace: str) -> None:
-    stack.apply(namespace, build("sprite.yaml", "gone", {"spec.recreate": False}))
+    stack.create(namespace, build("sprite.yaml", "gone", {"spec.recreate": False}))
     stack.wait_sprite_ready(namespace, "gone")
     async with SpritesAdapter(stack.sprites.credentials) as backend:
         await backend.delete_sprite(f"{namespace}-gone")
@@ -185,8 +185,8 @@ async def test_missing_sprite_without_recreate_is_reported(stack: Stack, namespa
 async def test_delete_removes_the_backend_sprite_unless_orphaned(
     stack: Stack, namespace: str
 ) -> None:
-    stack.apply(namespace, build("sprite.yaml", "doomed", {}))
-    stack.apply(namespace, build("sprite.yaml", "kept", {"spec.deletionPolicy": "Orphan"}))
+    stack.create(namespace, build("sprite.yaml", "doomed", {}))
+    stack.create(namespace, build("sprite.yaml", "kept", {"spec.deletionPolicy": "Orphan"}))
     stack.wait_sprite_ready(namespace, "doomed")
     stack.wait_sprite_ready(namespace, "kept")
     stack.cluster.kubectl("delete", "sprite", "doomed", "kept", "-n", namespace, "--wait=true")
@@ -201,7 +201,7 @@ async def test_a_status_write_from_an_older_view_puts_nothing_back(
     """The fleet observer writes a Sprite's whole status from its view of the object, which
     can be older than the handler's last write. Such a write must not put old values back (it
     once set observedGeneration back under load, and the Sprite looked unconverged forever)."""
-    stack.apply(namespace, build("sprite.yaml", "stale", {}))
+    stack.create(namespace, build("sprite.yaml", "stale", {}))
     old = Sprite.model_validate(stack.wait_sprite_ready(namespace, "stale"))
     stack.cluster.kubectl(
         "patch", "sprite", "stale", "-n", namespace, "--type", "merge",
@@ -232,8 +232,8 @@ def _cold_starts(stack: Stack) -> float:
 async def test_a_sprite_kept_warm_never_goes_cold_and_one_left_does(
     stack: Stack, namespace: str
 ) -> None:
-    stack.apply(namespace, build("sprite.yaml", "hot", {"spec.keepWarm": True}))
-    stack.apply(namespace, build("sprite.yaml", "cool", {"spec.keepWarm": False}))
+    stack.create(namespace, build("sprite.yaml", "hot", {"spec.keepWarm": True}))
+    stack.create(namespace, build("sprite.yaml", "cool", {"spec.keepWarm": False}))
     hot = stack.wait_sprite_ready(namespace, "hot")["status"]["spriteName"]
     cool = stack.wait_sprite_ready(namespace, "cool")["status"]["spriteName"]
     started = time.monotonic()
@@ -273,7 +273,7 @@ async def test_a_sprite_kept_warm_never_goes_cold_and_one_left_does(
     # A Run on the cold one meets a cold start, and the metric counts it.
     before = _cold_starts(stack)
     run = build("run.yaml", "after-cold", {"spec.spriteRef.name": "cool"})
-    stack.apply(namespace, run)
+    stack.create(namespace, run)
     done = stack.wait_phase(namespace, "runs", "after-cold", {"Succeeded", "Failed"})
     assert done["status"]["phase"] == "Succeeded", done["status"]
     assert _cold_starts(stack) - before == 1

@@ -8,7 +8,7 @@ import re
 import secrets
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,6 +62,10 @@ class Cluster:
     def custom(self) -> k8s.CustomObjectsApi:
         return k8s.CustomObjectsApi(self.api_client())
 
+    @property
+    def rbac(self) -> k8s.RbacAuthorizationV1Api:
+        return k8s.RbacAuthorizationV1Api(self.api_client())
+
     def kubectl(
         self,
         *args: str,
@@ -94,11 +98,14 @@ class Cluster:
         may still be terminating, and creating it then does nothing until it is gone."""
 
         def active() -> bool:
-            self.kubectl("create", "namespace", name, check=False)
-            got = self.kubectl(
-                "get", "namespace", name, "-o", "jsonpath={.status.phase}", check=False
-            )
-            return got.returncode == 0 and got.stdout.strip() == "Active"
+            # Through the API client, not two kubectl processes a poll (~136 ms of CPU each).
+            with contextlib.suppress(k8s.ApiException):
+                self.core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name)))
+            try:
+                status = self.core.read_namespace(name).status
+            except k8s.ApiException:
+                return False
+            return status is not None and status.phase == "Active"
 
         wait_for(active, timeout=timeout, interval=1.0, what=f"namespace {name} to be Active")
 
@@ -115,6 +122,31 @@ class Cluster:
     def apply_crds(self) -> None:
         self.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_DIR))
         self.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRD_DIR))
+
+
+def create_or_replace(
+    create: Callable[[Any], object],
+    read: Callable[[], Any],
+    replace: Callable[[Any], object],
+    doc: dict[str, Any],
+) -> None:
+    """Create `doc`; if it exists, replace it with `doc` at the stored resourceVersion.
+
+    The set-up helpers' API stand-in for `kubectl apply` where the object is the helper's own
+    (a second call writes the same document, so replacing it loses nothing)."""
+    try:
+        create(doc)
+    except k8s.ApiException as err:
+        if err.status != 409:
+            raise
+        stored = read()
+        version = (
+            stored["metadata"]["resourceVersion"]
+            if isinstance(stored, dict)
+            else stored.metadata.resource_version
+        )
+        body = {**doc, "metadata": {**doc["metadata"], "resourceVersion": version}}
+        replace(body)
 
 
 def wait_for(

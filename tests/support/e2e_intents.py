@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from kubernetes import client as k8s
 
 from lattice_adapters.kube import KubeConfig
 from tests.support.admission_cases import build, sample
 from tests.support.agents import agent
-from tests.support.cluster import wait_for
+from tests.support.cluster import create_or_replace, wait_for
 from tests.support.loadgen import apiserver_metrics, requests_between
 from tests.support.stack import Stack
 
@@ -70,8 +71,9 @@ EDITOR_ROLE = {
 
 
 def setup_namespace(stack: Stack, namespace: str, sprite: str = "box") -> None:
-    stack.apply(namespace, POLICY)
-    stack.apply(namespace, build("sprite.yaml", sprite, {"spec.networkPolicy": {"rules": []}}))
+    # API creates: no caller re-applies the policy or the Sprite nor reads them through kubectl.
+    stack.create(namespace, POLICY)
+    stack.create(namespace, build("sprite.yaml", sprite, {"spec.networkPolicy": {"rules": []}}))
     stack.wait_sprite_ready(namespace, sprite)
 
 
@@ -87,8 +89,18 @@ def intent_doc(
 
 
 def bind_role(stack: Stack, namespace: str, user: str, role: dict[str, Any]) -> None:
-    stack.cluster.kubectl("apply", "-f", "-", input=json.dumps(role))
-    binding = {
+    """`role` (a ClusterRole) bound to `user` in `namespace`, through the API client.
+
+    Create-or-replace: the same ClusterRole is bound again for every user and module."""
+    rbac = stack.cluster.rbac
+    role_name = role["metadata"]["name"]
+    create_or_replace(
+        lambda body: rbac.create_cluster_role(body),
+        lambda: rbac.read_cluster_role(role_name),
+        lambda body: rbac.replace_cluster_role(role_name, body),
+        role,
+    )
+    binding: dict[str, Any] = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "RoleBinding",
         "metadata": {"name": f"{user}-{role['metadata']['name']}", "namespace": namespace},
@@ -99,7 +111,13 @@ def bind_role(stack: Stack, namespace: str, user: str, role: dict[str, Any]) -> 
         },
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
     }
-    stack.cluster.kubectl("apply", "-f", "-", input=json.dumps(binding))
+    binding_name = binding["metadata"]["name"]
+    create_or_replace(
+        lambda body: rbac.create_namespaced_role_binding(namespace, body),
+        lambda: rbac.read_namespaced_role_binding(binding_name, namespace),
+        lambda body: rbac.replace_namespaced_role_binding(binding_name, namespace, body),
+        binding,
+    )
 
 
 def kubectl_as(
@@ -117,8 +135,9 @@ SECRET = "s3cr3t-Value-0f-the-token-9d1c7"
 
 
 def apply_secret(stack: Stack, namespace: str) -> None:
-    stack.cluster.kubectl(
-        "create", "secret", "generic", "tokens", "-n", namespace, f"--from-literal=gh={SECRET}"
+    stack.cluster.core.create_namespaced_secret(
+        namespace,
+        k8s.V1Secret(metadata=k8s.V1ObjectMeta(name="tokens"), string_data={"gh": SECRET}),
     )
 
 
