@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -40,6 +39,7 @@ import yaml
 
 from lattice_devtools.localcluster.node import NodeCluster, start_node_cluster, stop_node_cluster
 from tests.support.admission_cases import build
+from tests.support.capacity import commit, load
 from tests.support.cluster import wait_for
 from tests.support.node_image import build_image
 from tests.support.node_runpod import (
@@ -66,20 +66,6 @@ NAMESPACE, SPRITE = "rvp", "rvp"
 SPRITES_PORT, LIVENESS_PORT, METRICS_PORT = 8480, 18081, 18090
 SPRITES_TOKEN = "node-bench-token"
 WARM_AFTER = 5.0
-
-
-def load() -> float:
-    return round(os.getloadavg()[0], 1)
-
-
-def commit() -> str:
-    """The commit measured (LATTICE_BENCH_COMMIT when the tree is an export, not a clone)."""
-    if os.environ.get("LATTICE_BENCH_COMMIT"):
-        return os.environ["LATTICE_BENCH_COMMIT"]
-    out = subprocess.run(
-        ["git", "describe", "--always", "--dirty"], cwd=REPO, capture_output=True, text=True
-    )
-    return out.stdout.strip() or "unknown"
 
 
 def python_env() -> dict[str, str]:

@@ -116,3 +116,26 @@ PRODUCED = every_receipt()
 
 
 PRODUCED_EVENTS = {r.event for r in PRODUCED}
+
+
+def observed_receipt(sequence: int) -> LifecycleReceipt:
+    """A `session.started` receipt numbered `sequence` (for the Event publisher's tests)."""
+    return LifecycleReceipt(
+        receipt_id=f"lfr-{sequence}",
+        idempotency_key=None,
+        client_id="lattice",
+        adapter_id="sprites",
+        invocation_id="inv-1",
+        event="session.started",
+        event_id=f"evt-{sequence}",
+        sequence=sequence,
+        parent_receipt_id=None,
+        integration_mode="launcher_wrapper",
+        status="observed",
+        at_epoch_s=1778100000,
+        harness_session_id=None,
+        harness_run_id=None,
+        harness_task_id=None,
+        failure_class=None,
+        retry_class=None,
+    )

@@ -15,33 +15,11 @@ from lattice_operator.api.object_ref import ObjectRef
 
 # The per-Run state under test lives in the handlers' private context (boot builds it).
 from lattice_operator.handlers._context import OperatorContext
-from lattice_operator.lifeloop import LifecycleReceipt
 from lattice_operator.metrics import REGISTRY
 from tests.support.admission_cases import sample
 from tests.support.clock import FakeClock
 from tests.support.cluster_writer import FakeClusterWriter
-
-
-def _receipt(sequence: int) -> LifecycleReceipt:
-    return LifecycleReceipt(
-        receipt_id=f"lfr-{sequence}",
-        idempotency_key=None,
-        client_id="lattice",
-        adapter_id="sprites",
-        invocation_id="inv-1",
-        event="session.started",
-        event_id=f"evt-{sequence}",
-        sequence=sequence,
-        parent_receipt_id=None,
-        integration_mode="launcher_wrapper",
-        status="observed",
-        at_epoch_s=1778100000,
-        harness_session_id=None,
-        harness_run_id=None,
-        harness_task_id=None,
-        failure_class=None,
-        retry_class=None,
-    )
+from tests.support.lifeloop import observed_receipt
 
 
 class NeverStopped:
@@ -63,7 +41,7 @@ class ChattyDriver:
         self.publisher: ReceiptEvents = kwargs["publisher"]
 
     async def drive(self) -> None:
-        await self.publisher.publish(self.ref, [_receipt(i) for i in range(1, 6)])
+        await self.publisher.publish(self.ref, [observed_receipt(i) for i in range(1, 6)])
         assert self.publisher.dropped(self.ref.uid) == 3  # burst 2: the other 3 were dropped
         if self.fail:
             raise RuntimeError("backend went away")

@@ -7,35 +7,13 @@ from lattice_adapters.kube import Forbidden
 from lattice_adapters.kube_events import ReceiptEvents
 from lattice_operator.api.object_ref import ObjectRef
 from lattice_operator.builders import RUN_UID_LABEL
-from lattice_operator.lifeloop import LifecycleReceipt
 from lattice_operator.metrics import REGISTRY
 from tests.support.clock import FakeClock
 from tests.support.cluster_writer import FakeClusterWriter
+from tests.support.lifeloop import observed_receipt
 
 RUN = ObjectRef("lattice.dev/v1alpha1", "Run", "ns", "run-1", "uid-1")
 OTHER = ObjectRef("lattice.dev/v1alpha1", "Run", "ns", "run-2", "uid-2")
-
-
-def _receipt(sequence: int) -> LifecycleReceipt:
-    return LifecycleReceipt(
-        receipt_id=f"lfr-{sequence}",
-        idempotency_key=None,
-        client_id="lattice",
-        adapter_id="sprites",
-        invocation_id="inv-1",
-        event="session.started",
-        event_id=f"evt-{sequence}",
-        sequence=sequence,
-        parent_receipt_id=None,
-        integration_mode="launcher_wrapper",
-        status="observed",
-        at_epoch_s=1778100000,
-        harness_session_id=None,
-        harness_run_id=None,
-        harness_task_id=None,
-        failure_class=None,
-        retry_class=None,
-    )
 
 
 def _failures() -> float:
@@ -45,8 +23,8 @@ def _failures() -> float:
 async def test_published_sequences_are_this_runs_events_posted_by_us() -> None:
     writer = FakeClusterWriter()
     events = ReceiptEvents(writer, FakeClock(), rate=1.0, burst=10)
-    await events.publish(RUN, [_receipt(1), _receipt(2)])
-    await events.publish(OTHER, [_receipt(3)])
+    await events.publish(RUN, [observed_receipt(1), observed_receipt(2)])
+    await events.publish(OTHER, [observed_receipt(3)])
     # Someone else's Event with our label and annotations is not counted as published.
     writer.put(
         "events",
@@ -68,10 +46,10 @@ async def test_published_sequences_are_this_runs_events_posted_by_us() -> None:
 
 async def test_a_receipt_posted_before_a_restart_is_no_failure() -> None:
     writer = FakeClusterWriter()
-    await ReceiptEvents(writer, FakeClock(), rate=1.0, burst=10).publish(RUN, [_receipt(1)])
+    await ReceiptEvents(writer, FakeClock(), rate=1.0, burst=10).publish(RUN, [observed_receipt(1)])
     before = _failures()
     # A new process (new buckets) posts the same receipt again: the Event is there already.
-    await ReceiptEvents(writer, FakeClock(), rate=1.0, burst=10).publish(RUN, [_receipt(1)])
+    await ReceiptEvents(writer, FakeClock(), rate=1.0, burst=10).publish(RUN, [observed_receipt(1)])
     assert _failures() == before
     assert len(writer.objects) == 1
 
@@ -81,7 +59,7 @@ async def test_a_refused_post_is_counted_and_the_rest_still_posted() -> None:
     writer.fail("create", Forbidden(403, "Forbidden", "events is forbidden", {}))
     before = _failures()
     await ReceiptEvents(writer, FakeClock(), rate=1.0, burst=10).publish(
-        RUN, [_receipt(1), _receipt(2)]
+        RUN, [observed_receipt(1), observed_receipt(2)]
     )
     assert _failures() == before + 1
     assert await ReceiptEvents(writer, FakeClock(), rate=1.0, burst=10).published_sequences(
@@ -92,8 +70,10 @@ async def test_a_refused_post_is_counted_and_the_rest_still_posted() -> None:
 async def test_drops_are_noticed_once_through_the_port_with_a_generated_name() -> None:
     writer = FakeClusterWriter()
     events = ReceiptEvents(writer, FakeClock(), rate=0.001, burst=1)
-    await events.publish(RUN, [_receipt(1), _receipt(2), _receipt(3)])
-    await events.publish(RUN, [_receipt(4)])  # within DROP_NOTICE_INTERVAL: no second notice
+    await events.publish(RUN, [observed_receipt(1), observed_receipt(2), observed_receipt(3)])
+    await events.publish(
+        RUN, [observed_receipt(4)]
+    )  # within DROP_NOTICE_INTERVAL: no second notice
     reasons = [e["reason"] for e in writer.created("events")]
     assert reasons == ["SessionStarted", "ReceiptsDropped"]
     [notice] = [o for o in writer.objects.values() if o["reason"] == "ReceiptsDropped"]
