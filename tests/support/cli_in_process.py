@@ -13,7 +13,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 
 def run_lattice(
@@ -45,3 +48,28 @@ def run_lattice(
         stderr, code = f"{stderr}{code}\n", 1
     returncode = code if isinstance(code, int) else 0 if code is None else 1
     return subprocess.CompletedProcess(["lattice", *args], returncode, stdout, stderr)
+
+
+@dataclass
+class Outcome:
+    code: int
+    out: str
+    err: str
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> Outcome:
+    """`lattice ARGS` through `main` in this process, its output taken from pytest's capture
+    (unit tests: the environment and working directory as they are)."""
+    from lattice_operator.cli import main
+
+    argv = sys.argv
+    sys.argv = ["lattice", *args]
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        sys.argv = argv
+    captured = capsys.readouterr()
+    return Outcome(code, captured.out, captured.err)

@@ -10,38 +10,15 @@ from __future__ import annotations
 import json
 import os
 import socket
-import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from lattice_operator.cli import main
+from tests.support.cli_in_process import Outcome, run_cli
 from tests.support.fake_api import FakeApi, fake_api, kubeconfig
-
-
-@dataclass
-class Outcome:
-    code: int
-    out: str
-    err: str
-
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> Outcome:
-    argv = sys.argv
-    sys.argv = ["lattice", *args]
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    finally:
-        sys.argv = argv
-    captured = capsys.readouterr()
-    return Outcome(code, captured.out, captured.err)
 
 
 def assert_refused(outcome: Outcome, *words: str) -> None:

@@ -5,35 +5,13 @@ commands never scan the installed distributions for it."""
 
 from __future__ import annotations
 
-import sys
-from dataclasses import dataclass
 from importlib.metadata import EntryPoint
 
 import pytest
 
 # The extension loader is private to the CLI; its entry-point lookup is swapped to fake an install.
-from lattice_operator.cli import _extensions, main
-
-
-@dataclass
-class Outcome:
-    code: int
-    out: str
-    err: str
-
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> Outcome:
-    argv = sys.argv
-    sys.argv = ["lattice", *args]
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    finally:
-        sys.argv = argv
-    captured = capsys.readouterr()
-    return Outcome(code, captured.out, captured.err)
+from lattice_operator.cli import _extensions
+from tests.support.cli_in_process import run_cli
 
 
 def installed(entries: dict[str, EntryPoint], calls: list[str]) -> object:
