@@ -17,6 +17,7 @@ from lattice_operator.api.v1alpha1 import API_VERSION, TERMINAL_RUN_PHASES, Spri
 from lattice_operator.api.v1alpha1.resources import INTENTS, RUNS
 from lattice_operator.handlers._context import OperatorContext, context_of
 from lattice_operator.handlers._parsed import indexed_run, parse_run, run_view
+from lattice_operator.handlers._tasks import stop_task
 from lattice_operator.handlers._writes import deleted_under
 from lattice_operator.handlers.environment import ClusterSteps
 from lattice_operator.handlers.sprite import IndexedSprites
@@ -73,11 +74,7 @@ async def start_run_retention(memo: kopf.Memo, **kwargs: Any) -> None:
 
 @kopf.on.cleanup()
 async def stop_run_retention(memo: kopf.Memo, **_: Any) -> None:
-    task = getattr(memo, "retention_task", None)
-    if isinstance(task, asyncio.Task):
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+    await stop_task(getattr(memo, "retention_task", None))
 
 
 async def _retention(ctx: OperatorContext, claims: kopf.Index[tuple[str, str], RunClaim]) -> None:

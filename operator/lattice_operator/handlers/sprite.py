@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import weakref
@@ -19,6 +18,7 @@ from lattice_operator.api.v1alpha1.resources import SPRITES
 from lattice_operator.handlers._context import OperatorContext, context_of
 from lattice_operator.handlers._parsed import object_ref
 from lattice_operator.handlers._registry import SERVING
+from lattice_operator.handlers._tasks import stop_task
 from lattice_operator.handlers.environment import ClusterSteps, cluster_steps
 from lattice_operator.metrics import (
     RECONCILE_SECONDS,
@@ -285,8 +285,4 @@ async def start_fleet_observer(memo: kopf.Memo, **kwargs: Any) -> None:
 
 @kopf.on.cleanup()
 async def stop_fleet_observer(memo: kopf.Memo, **_: Any) -> None:
-    task = getattr(memo, "fleet_task", None)
-    if isinstance(task, asyncio.Task):
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+    await stop_task(getattr(memo, "fleet_task", None))

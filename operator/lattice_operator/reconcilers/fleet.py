@@ -95,6 +95,8 @@ class FleetObserver:
                 log.debug("fleet pass: %s", result)
             except AdapterError as exc:
                 log.warning("fleet observation failed: %s", exc)
+            except Exception:  # an API server gone mid-write, say: the next pass tries again
+                log.exception("fleet pass failed")
             await asyncio.sleep(self._settings.observe_interval)
 
     async def list_fleet(self, result: FleetObservation) -> dict[str, SpriteInfo]:

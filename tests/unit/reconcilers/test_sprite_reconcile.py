@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
 
+import aiohttp
 import pytest
 
 from lattice_operator.api.v1alpha1 import Sprite
@@ -678,3 +679,38 @@ async def test_the_resync_wakes_no_sprite_left_to_go_cold() -> None:
     fake.calls.clear()
     await observer.observe_once()
     assert reread() == {cool.backend_name(), plain.backend_name()}
+
+
+async def test_a_fleet_pass_that_fails_outside_the_backend_does_not_end_the_observer() -> None:
+    # An API server gone mid-write (a restart, a proxy): the status patch raises a transport
+    # error of the Kubernetes client, not an AdapterError. The next pass must still come.
+    fake = FakeBackend()
+    sprite, error = await _reconcile(_sprite(), fake)
+    assert error is None
+    name = next(iter(fake.sprites))
+    fake.sprites[name] = fake.sprites[name].model_copy(update={"status": "running"})
+    patches: list[dict[str, Any]] = []
+    second = asyncio.Event()
+
+    async def patch(_: Sprite, status: dict[str, Any]) -> None:
+        if not patches:
+            patches.append({})
+            raise aiohttp.ServerDisconnectedError()
+        patches.append(status)
+        second.set()
+
+    observer = FleetObserver(
+        backend=_backend(fake),
+        sprites=lambda: [sprite],
+        patch_status=patch,
+        clock=FakeClock(NOW),
+        settings=BackendSettings(observe_interval=0.001, resync_per_pass=0),
+    )
+    task = asyncio.create_task(observer.run_forever())
+    try:
+        async with asyncio.timeout(10):
+            await second.wait()
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert patches[1]["backendStatus"] == "running"
