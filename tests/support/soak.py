@@ -5,7 +5,8 @@ chance. Each round starts `--hogs` busy-looping processes (each stops by itself 
 round's time limit, and is ended by its pid when the round ends), runs pytest with a JUnit
 report, samples the load average, and stops the hogs. Failures are reported per test across
 rounds, with each failure's text, in `soak-results/summary.json` and on stdout; the JUnit
-files and pytest's output of each round are kept beside it.
+files and pytest's output of each round are kept beside it, and a round with failures keeps
+its temporary files (the operators' and control planes' logs) in `round-N-tmp/`.
 
     python -m tests.support.soak --rounds 5 --hogs 4 [pytest paths and options...]
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -95,6 +97,9 @@ def run_round(number: int, args: argparse.Namespace, out: Path) -> tuple[Round, 
     done = threading.Event()
     sampler = threading.Thread(target=sample_load, args=(loads, done), daemon=True)
     sampler.start()
+    # The round's temporary files (operator and control-plane logs) in a place of its own:
+    # pytest keeps only its last three, and other runs on the machine rotate them away.
+    basetemp = (out / f"round-{number}-tmp").resolve()
     command = [
         sys.executable,
         "-m",
@@ -104,6 +109,7 @@ def run_round(number: int, args: argparse.Namespace, out: Path) -> tuple[Round, 
         "-p",
         "no:cacheprovider",
         f"--junitxml={junit}",
+        f"--basetemp={basetemp}",
         *args.pytest,
         *(() if any(Path(a).exists() for a in args.pytest) else DEFAULT_PATHS),
     ]
@@ -128,6 +134,10 @@ def run_round(number: int, args: argparse.Namespace, out: Path) -> tuple[Round, 
         done.set()
         stop(hogs)  # never left spinning after an interrupted round
     passed, failed = failures(junit)
+    if failed:
+        print(f"soak: round {number}: its logs are kept in {basetemp}", flush=True)
+    else:  # bounded disk: a clean round's files are of no use
+        shutil.rmtree(basetemp, ignore_errors=True)
     result = Round(
         number, round(time.monotonic() - started, 1), code, passed, sorted(failed), loads
     )
@@ -140,14 +150,23 @@ def run_round(number: int, args: argparse.Namespace, out: Path) -> tuple[Round, 
     return result, failed
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
+    # Stopped by Ctrl-C or `kill`, a round ends its suite and hogs the same way; also when it
+    # was started in the background by a shell, which leaves SIGINT ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _interrupt)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--hogs", type=int, default=4, help="busy processes during each round")
     parser.add_argument("--round-timeout", type=float, default=3600.0, help="seconds per round")
     parser.add_argument("--out", type=Path, default=Path("soak-results"))
     # Everything else goes to pytest (default: the contract and e2e suites).
-    args, args.pytest = parser.parse_known_args(argv)
+    args, rest = parser.parse_known_args(argv)
+    args.pytest = rest
     args.out.mkdir(parents=True, exist_ok=True)
     rounds: list[Round] = []
     by_test: dict[str, list[dict[str, object]]] = defaultdict(list)

@@ -108,17 +108,23 @@ class Stack:
     def wait_phase(
         self, namespace: str, plural: str, name: str, phases: set[str], timeout: float = 120.0
     ) -> dict[str, Any]:
+        last: list[dict[str, Any] | None] = [None]
+
         def reached() -> dict[str, Any] | None:
-            obj = self.find(namespace, plural, name)
+            obj = last[0] = self.find(namespace, plural, name)
             return (
                 obj
                 if obj is not None and (obj.get("status") or {}).get("phase") in phases
                 else None
             )
 
-        found: dict[str, Any] = wait_for(
-            reached, timeout=timeout, what=f"{plural}/{name} to reach {sorted(phases)}"
-        )
+        try:
+            found: dict[str, Any] = wait_for(
+                reached, timeout=timeout, what=f"{plural}/{name} to reach {sorted(phases)}"
+            )
+        except AssertionError as exc:
+            # Where it stood instead: a soak failure is read from this text alone.
+            raise AssertionError(f"{exc}; its status then: {seen_status(last[0])}") from None
         return found
 
     def wait_sprite_ready(self, namespace: str, name: str, timeout: float = 60.0) -> dict[str, Any]:
@@ -145,6 +151,18 @@ class Stack:
         """Kill the operator (no graceful shutdown) and start a new one with the same arguments."""
         self.operator.kill()
         return self.start()
+
+
+def seen_status(obj: dict[str, Any] | None) -> str:
+    """An object's phase and conditions in one line (absent: "no such object")."""
+    if obj is None:
+        return "no such object"
+    status = obj.get("status") or {}
+    conditions = [
+        f"{c.get('type')}={c.get('status')}/{c.get('reason')}: {str(c.get('message'))[:160]}"
+        for c in status.get("conditions") or []
+    ]
+    return f"phase {status.get('phase')!r}, conditions {conditions}"
 
 
 def wait_webhooks_served(cluster: Cluster, timeout: float = 60.0) -> None:

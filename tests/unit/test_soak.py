@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.support.soak import failures, start_hogs, stop
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,9 +72,13 @@ def _alive(pid: int) -> bool:
     return stat[stat.rindex(")") + 2] != "Z"
 
 
-def test_an_interrupted_round_stops_its_suite_and_its_hogs(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop_with", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_round_stops_its_suite_and_its_hogs(
+    tmp_path: Path, stop_with: signal.Signals
+) -> None:
     # Found when a soak was stopped by a SIGINT to its runner: the suite (a session of its
-    # own) and the hogs kept running, the hogs for up to an hour.
+    # own) and the hogs kept running, the hogs for up to an hour. A `kill` (SIGTERM) and a
+    # runner started with SIGINT ignored (a shell's background job) left them too.
     slow = tmp_path / "test_slow.py"
     slow.write_text("import time\n\n\ndef test_slow():\n    time.sleep(120)\n")
     runner = subprocess.Popen(
@@ -83,7 +89,8 @@ def test_an_interrupted_round_stops_its_suite_and_its_hogs(tmp_path: Path) -> No
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        # As a shell starts a background job: SIGINT ignored.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
     try:
         assert runner.stdout is not None
@@ -94,7 +101,7 @@ def test_an_interrupted_round_stops_its_suite_and_its_hogs(tmp_path: Path) -> No
             children = _children(runner.pid)
             time.sleep(0.1)
         assert len(children) == 3, children
-        runner.send_signal(signal.SIGINT)
+        runner.send_signal(stop_with)
         assert runner.wait(timeout=90) != 0
         deadline = time.monotonic() + 30
         while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
@@ -106,3 +113,28 @@ def test_an_interrupted_round_stops_its_suite_and_its_hogs(tmp_path: Path) -> No
             runner.wait()
         if runner.stdout is not None:
             runner.stdout.close()
+
+
+@pytest.mark.parametrize(("body", "kept"), [("assert False", True), ("pass", False)])
+def test_a_round_with_failures_keeps_its_temporary_files(
+    tmp_path: Path, body: str, kept: bool
+) -> None:
+    # The operators' logs of a failed e2e test live there; pytest's own rotation (three
+    # sessions) lost them while other runs shared the machine.
+    case = tmp_path / "test_case.py"
+    case.write_text(
+        f"def test_case(tmp_path):\n    (tmp_path / 'operator.log').write_text('x')\n    {body}\n"
+    )
+    out = tmp_path / "out"
+    subprocess.run(
+        [
+            *(sys.executable, "-m", "tests.support.soak", "--rounds", "1", "--hogs", "0"),
+            *("--out", str(out), "-p", "no:cacheprovider", str(case)),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        check=False,
+        timeout=120,
+    )
+    assert (out / "round-1.xml").exists()
+    assert bool(list((out / "round-1-tmp").glob("**/operator.log"))) is kept
