@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests.support import file_costs
+from tests.support import file_costs, operator_slot
 from tests.support.cluster import Cluster, cluster_session
 from tests.support.sprites_server import LocalSprites, sprites_server
 
@@ -42,10 +42,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    shared = {str(item.path) for item in items if operator_slot.uses_shared_operator(item)}
+    operator_slot.note_shared_files(shared)
     if os.environ.get("PYTEST_XDIST_WORKER"):
         # The workers' collection is the order xdist hands files out in (make test passes
-        # --no-loadscope-reorder): longest first, so both workers end together.
-        file_costs.order_items(items, file_costs.ROOT, file_costs.load_costs())
+        # --no-loadscope-reorder): longest first, so both workers end together, with the
+        # files sharing the operator together so it starts few times.
+        together = {file_costs.relative(Path(path), file_costs.ROOT) for path in shared}
+        file_costs.order_items(items, file_costs.ROOT, file_costs.load_costs(), together)
     # Every coroutine test gets the leak check, set up first so it is torn down last.
     for item in items:
         fn = getattr(item, "function", None)
@@ -53,6 +57,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.fixturenames.insert(0, "no_leaked_tasks")
         if "tests/bench/" in str(item.path).replace("\\", "/"):
             item.add_marker(pytest.mark.bench)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_operator_at_a_time(request: pytest.FixtureRequest) -> None:
+    """A module that does not share the worker's operator runs without it: it may start its
+    own, or write objects no operator is to act on (tests/support/operator_slot.py)."""
+    if not operator_slot.is_shared_file(request.path):
+        operator_slot.release_shared()
 
 
 @pytest.fixture

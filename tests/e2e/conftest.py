@@ -10,20 +10,30 @@ import pytest
 
 from lattice_adapters.sprites import SpritesAdapter
 from tests.support.cluster import Cluster
+from tests.support.operator_slot import OperatorSlot
 from tests.support.sprites_server import LocalSprites
-from tests.support.stack import Stack, operator_stack
+from tests.support.stack import Stack
+
+
+@pytest.fixture(scope="session")
+def operator_slot(
+    cluster: Cluster, local_sprites: LocalSprites, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OperatorSlot]:
+    """The worker's shared operator, started when a module first asks for `stack`."""
+    log_dir: Path = tmp_path_factory.mktemp("operator")
+    with OperatorSlot(cluster, local_sprites, log_dir) as slot:
+        yield slot
 
 
 @pytest.fixture(scope="module")
-def stack(
-    cluster: Cluster, local_sprites: LocalSprites, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Stack]:
-    """The operator (cluster-wide, standalone) against the local Sprites server."""
-    log_dir: Path = tmp_path_factory.mktemp("operator")
-    with operator_stack(cluster, local_sprites, log_dir) as s:
-        yield s
-        if not s.operator.alive():
-            raise AssertionError(f"the operator died:\n{s.operator.log()[-5000:]}")
+def stack(operator_slot: OperatorSlot) -> Iterator[Stack]:
+    """The operator (cluster-wide, standalone) against the local Sprites server, shared with
+    the worker's other modules that use it; its `log()` starts with this module."""
+    s = operator_slot.acquire()
+    yield s
+    # Per module: is it alive after this module? (A dead one is replaced for the next.)
+    if not s.operator.alive():
+        raise AssertionError(f"the operator died:\n{s.operator.log()[-5000:]}")
 
 
 @pytest.fixture

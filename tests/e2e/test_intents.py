@@ -262,6 +262,7 @@ def _written_by_the_operator(stack: Stack, namespace: str) -> dict[str, str]:
 
 
 def test_ungranted_action_is_refused_and_answered(stack: Stack, namespace: str) -> None:
+    before = _scrape(stack)
     setup_namespace(stack, namespace)
     apply_secret(stack, namespace)
     stack.create(
@@ -278,8 +279,8 @@ def test_ungranted_action_is_refused_and_answered(stack: Stack, namespace: str) 
     run = stack.get(namespace, "runs", "greedy-run")
     [request] = run["status"]["events"]["actionRequests"]
     assert request["state"] == "Refused"
-    text = httpx.get(f"http://127.0.0.1:{stack.metrics_port}/metrics", trust_env=False).text
-    assert 'lattice_refused_actions_total{reason="not_granted"}' in text
+    # The operator is shared with other modules: this refusal is counted on top of theirs.
+    assert _sample(_scrape(stack), REFUSED_NOT_GRANTED) > _sample(before, REFUSED_NOT_GRANTED)
 
 
 ASKS_THEN_WAITS = agent(
@@ -565,23 +566,51 @@ def _exists(stack: Stack, namespace: str, plural: str, name: str) -> bool:
     return True
 
 
-def test_intent_metrics(stack: Stack) -> None:
-    # Runs last in this module: the earlier tests produced every series below.
-    text = httpx.get(f"http://127.0.0.1:{stack.metrics_port}/metrics", trust_env=False).text
+REFUSED_NOT_GRANTED = 'lattice_refused_actions_total{reason="not_granted"}'
+
+
+@pytest.fixture(scope="module", autouse=True)
+def metrics_at_start(stack: Stack) -> str:
+    """The shared operator's metrics before this module's first test."""
+    return _scrape(stack)
+
+
+def _scrape(stack: Stack) -> str:
+    return httpx.get(f"http://127.0.0.1:{stack.metrics_port}/metrics", trust_env=False).text
+
+
+def _sample(text: str, series: str) -> float:
+    """The value of `name{label="value",...}` in an exposition (0 when absent)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    name, _, rest = series.partition("{")
+    labels = dict(re.findall(r'(\w+)="([^"]*)"', rest))
+    for family in text_string_to_metric_families(text):
+        for found in family.samples:
+            if found.name == name and found.labels == labels:
+                return float(found.value)
+    return 0.0
+
+
+def test_intent_metrics(stack: Stack, metrics_at_start: str) -> None:
+    # Runs after the tests that produced every series below. The operator is shared with
+    # other modules: each count grew during this module (the gauge, by phase, is present).
+    text = _scrape(stack)
+    assert 'lattice_intents{kind="sprite_task_exec",phase="Succeeded"}' in text
+    assert 'lattice_intents{kind="environment_change",phase="Succeeded"}' in text
     for series in (
-        'lattice_intents{kind="sprite_task_exec",phase="Succeeded"}',
-        'lattice_intents{kind="environment_change",phase="Succeeded"}',
         'lattice_policy_decisions_total{outcome="allow",policy="team",rule="trusted-exec"}',
         'lattice_policy_decisions_total{outcome="deny",policy="team",rule="no-fileops"}',
         'lattice_approvals_total{outcome="approve"}',
         'lattice_approvals_total{outcome="reject"}',
         'lattice_approvals_total{outcome="unauthorized"}',
         "lattice_intent_awaiting_approval_seconds_count",
-        'lattice_refused_actions_total{reason="not_granted"}',
+        REFUSED_NOT_GRANTED,
         'lattice_reconcile_total{kind="Intent",outcome="ok"}',
         'lattice_reconcile_duration_seconds_count{kind="Intent"}',
     ):
         assert series in text, series
+        assert _sample(text, series) > _sample(metrics_at_start, series), series
 
 
 # A hostile agent: given the secret, it echoes it everywhere it can, plain and encoded.

@@ -8,6 +8,13 @@ of each other. The costs are seconds measured on the CI machine (tests/file-cost
 not listed there costs the median of its directory. Stale costs only worsen the balance, never
 what runs.
 
+One exception to longest first: the e2e files that share the worker's operator (the default
+`stack`, tests/support/operator_slot.py) run as one block, longest first within it, where the
+longest of them would run. Interleaved with files that start their own operator (or none),
+each of them would restart the shared one (seconds of CPU each); together, each worker starts
+it about once. The block sits early (its longest file is among the suite's longest), so the
+end of the run is still the short files and the balance is kept.
+
 Measuring: `pytest ... --timeline timeline.jsonl` has every worker append one line per test
 (file, worker, start, end); `python -m tests.support.file_costs timeline.jsonl` writes the
 costs file from it.
@@ -22,7 +29,7 @@ import statistics
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -48,19 +55,29 @@ def file_cost(rel: str, costs: Mapping[str, float]) -> float:
     return statistics.median(siblings) if siblings else DEFAULT_COST
 
 
-def longest_first(rels: Iterable[str], costs: Mapping[str, float]) -> list[str]:
-    """The files by cost, longest first; equal costs keep their collected order."""
-    ordered = list(dict.fromkeys(rels))
-    return sorted(ordered, key=lambda rel: -file_cost(rel, costs))
+def longest_first(
+    rels: Iterable[str], costs: Mapping[str, float], together: Collection[str] = ()
+) -> list[str]:
+    """The files by cost, longest first; equal costs keep their collected order. The files in
+    `together` form one block (longest first) at the place of the longest of them."""
+    ordered = sorted(dict.fromkeys(rels), key=lambda rel: -file_cost(rel, costs))
+    block = [rel for rel in ordered if rel in together]
+    if not block:
+        return ordered
+    at = ordered.index(block[0])
+    rest = [rel for rel in ordered if rel not in together]
+    return rest[:at] + block + rest[at:]
 
 
-def order_items(items: list[Any], root: Path, costs: Mapping[str, float]) -> None:
-    """Reorder pytest items in place: files longest first, each file's tests kept together
-    and in their own order."""
+def order_items(
+    items: list[Any], root: Path, costs: Mapping[str, float], together: Collection[str] = ()
+) -> None:
+    """Reorder pytest items in place: files longest first (`together`: see longest_first),
+    each file's tests kept together and in their own order."""
     by_file: dict[str, list[Any]] = defaultdict(list)
     for item in items:
         by_file[relative(Path(str(item.path)), root)].append(item)
-    items[:] = [item for rel in longest_first(by_file, costs) for item in by_file[rel]]
+    items[:] = [item for rel in longest_first(by_file, costs, together) for item in by_file[rel]]
 
 
 def relative(path: Path, root: Path) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -31,9 +32,17 @@ class OperatorProcess:
     liveness_url: str
     tmpdir: Path | None = None
     """The TMPDIR the operator runs with."""
+    log_start: int = 0
+    """Where `log()` begins: a module sharing this operator reads only what it wrote since."""
 
     def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
+        with self.log_path.open("rb") as log:
+            log.seek(self.log_start)
+            return log.read().decode(errors="replace")
+
+    def mark_log(self) -> None:
+        """From now on `log()` is what the operator writes after this call."""
+        self.log_start = self.log_path.stat().st_size
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -106,7 +115,28 @@ def spawn_operator(
             op.stop()
             raise AssertionError(f"operator not live in {ready_timeout}s:\n{op.log()[-5000:]}")
         time.sleep(0.1)
+    record_start(op)
     return op
+
+
+# Set by whoever counts the operators a test run starts: one JSON line per start is appended.
+STARTS_LOG = "LATTICE_TEST_OPERATOR_STARTS"
+
+
+def record_start(op: OperatorProcess) -> None:
+    """One line per operator started (which worker, during which test) when $STARTS_LOG is set:
+    starting one costs seconds of CPU, and the shared operator is there to start few."""
+    path = os.environ.get(STARTS_LOG)
+    if not path:
+        return
+    line = {
+        "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+        "test": os.environ.get("PYTEST_CURRENT_TEST", ""),
+        "pid": op.proc.pid,
+        "time": round(time.time(), 3),
+    }
+    with open(path, "a") as sink:
+        sink.write(json.dumps(line) + "\n")
 
 
 @contextlib.contextmanager

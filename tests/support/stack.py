@@ -211,7 +211,26 @@ def write_config(path: Path, metrics_port: int, **overrides: Any) -> Path:
 def operator_stack(
     cluster: Cluster, sprites: LocalSprites, log_dir: Path, *args: str, **overrides: Any
 ) -> Iterator[Stack]:
-    """The operator against `sprites`; stopped (whichever process is current) afterwards."""
+    """The operator against `sprites`; stopped (whichever process is current) afterwards.
+
+    The worker's shared operator (tests/support/operator_slot.py) is stopped first: two
+    operators must never reconcile one cluster at once."""
+    # Imported here: the slot builds its operator with this module's start_stack.
+    from tests.support.operator_slot import release_shared
+
+    release_shared()
+    stack = start_stack(cluster, sprites, log_dir, *args, **overrides)
+    try:
+        yield stack
+    finally:
+        stop_stack(stack)
+
+
+def start_stack(
+    cluster: Cluster, sprites: LocalSprites, log_dir: Path, *args: str, **overrides: Any
+) -> Stack:
+    """The operator started, its webhooks served (unless it manages none); stopped again if
+    they never are."""
     port = free_port()
     config = write_config(log_dir / f"operator-{port}.yaml", port, **overrides)
     env = {"SPRITES_TOKEN": sprites.token, "SPRITES_API_URL": sprites.base_url}
@@ -221,12 +240,18 @@ def operator_stack(
     try:
         if overrides.get("webhook", {}).get("managed", True) is not None:
             wait_webhooks_served(cluster)
-        yield stack
-    finally:
-        stack.operator.stop()
-        # The webhook configurations point at this operator: an Intent written after it is
-        # gone would otherwise be refused (failurePolicy Fail) until another one starts.
-        remove_webhook_configurations(cluster)
+    except BaseException:
+        stop_stack(stack)
+        raise
+    return stack
+
+
+def stop_stack(stack: Stack) -> None:
+    """Its current operator stopped and the cluster-wide webhook configurations removed."""
+    stack.operator.stop()
+    # The webhook configurations point at this operator: an Intent written after it is
+    # gone would otherwise be refused (failurePolicy Fail) until another one starts.
+    remove_webhook_configurations(stack.cluster)
 
 
 def remove_webhook_configurations(cluster: Cluster) -> None:

@@ -36,6 +36,21 @@ def test_longest_first_and_equal_costs_keep_their_order() -> None:
     ]
 
 
+def test_files_sharing_the_operator_run_together_where_the_longest_of_them_would() -> None:
+    rels = [*COSTS, "tests/e2e/test_d.py"]
+    costs = {**COSTS, "tests/e2e/test_d.py": 10.0}
+    together = {"tests/e2e/test_c.py", "tests/e2e/test_d.py"}
+    # Longest first is a, c, b, d, x: b no longer runs between c and d.
+    assert longest_first(rels, costs, together) == [
+        "tests/e2e/test_a.py",
+        "tests/e2e/test_c.py",
+        "tests/e2e/test_d.py",
+        "tests/e2e/test_b.py",
+        "tests/unit/test_x.py",
+    ]
+    assert longest_first(rels, costs, ()) == longest_first(rels, costs)
+
+
 def test_a_new_file_costs_the_median_of_its_directory() -> None:
     assert file_cost("tests/e2e/test_new.py", COSTS) == 30.0
     assert file_cost("tests/contract/test_new.py", COSTS) == 1.0  # nothing measured there
