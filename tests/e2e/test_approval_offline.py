@@ -8,13 +8,11 @@ process's metrics that `test_intents.test_intent_metrics` reads.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.support.admission_cases import build
-from tests.support.cluster import Cluster
 from tests.support.e2e_intents import (
     APPROVER_ROLE,
     EDITOR_ROLE,
@@ -25,25 +23,9 @@ from tests.support.e2e_intents import (
     kubectl_as,
     setup_namespace,
 )
-from tests.support.sprites_server import LocalSprites
-from tests.support.stack import Stack, operator_stack
+from tests.support.stack import Stack
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def stack(
-    cluster: Cluster, local_sprites: LocalSprites, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Stack]:
-    """An operator of this module's own, not the worker's shared one: the test stops it and
-    asserts a clean exit, which must not depend on what earlier modules left it working on
-    (the shared one, busy with their Sprites, has exited with -9: its clean-up can wait
-    60 s on the kube client it closed first)."""
-    with operator_stack(cluster, local_sprites, tmp_path_factory.mktemp("operator")) as s:
-        yield s
-        if not s.operator.alive():
-            raise AssertionError(f"the operator died:\n{s.operator.log()[-5000:]}")
-
 
 GRANT: dict[str, Any] = {
     "credentials": [{"name": "gh", "secretKeyRef": {"name": "tokens", "key": "gh"}}]
