@@ -5,7 +5,7 @@ per call: the place for a wake-up that needs nothing but the event (these index 
 function per kind, however many sleepers it wakes: each index function costs kopf a handler
 invocation on every event.
 
-- An open Intent's daemon sleeps until the Intent, its Run or its Sprite changes.
+- An open Intent's task sleeps until the Intent, its Run or its Sprite changes.
 - A Run waiting for its Sprite looks again when the Sprite changes (every Run on it), when a
   Run on it ends (the one next in line only) or when its own spec changes (a cancel).
 
@@ -29,9 +29,8 @@ from lattice_operator.reconcilers.sprite_claims import RunClaim, next_in_line
 
 
 def _wake_intent(ctx: OperatorContext, namespace: str | None, name: str | None) -> None:
-    event = ctx.intent_wakeups.get((namespace or "", name or ""))
-    if event is not None:
-        event.set()
+    if ctx.intent_workers is not None:
+        ctx.intent_workers.wake((namespace or "", name or ""))
 
 
 @kopf.index(*INTENTS.gvp)

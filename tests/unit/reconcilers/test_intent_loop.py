@@ -55,6 +55,9 @@ class Effects:
         self.reads += 1
         return self.stored
 
+    async def exists(self, intent: Intent) -> bool:
+        return True
+
     async def fileops(self, *_: Any) -> None:
         raise AssertionError("no work in these passes")
 
