@@ -119,10 +119,11 @@ class IntentWorkers:
                 self._cancel(key)
             return
         if worker is not None:
+            # The body first, then the wake-up: the pass it wakes reads this event's object.
             worker.work.body.replace(raw)
             if not open_:
                 worker.work.stopped.set()
-                worker.work.wakeup.set()
+            worker.work.wakeup.set()
             return
         if open_ and uid and uid not in self._ended:
             work = Work(key, uid, LiveBody(raw), StopFlag(), asyncio.Event())

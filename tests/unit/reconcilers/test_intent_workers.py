@@ -157,3 +157,23 @@ async def test_a_wake_up_reaches_the_intents_task_only() -> None:
     workers.wake(("ns", "i"))
     assert task_work.wakeup.is_set()
     await workers.stop_all()
+
+
+async def test_an_event_wakes_the_task_with_its_own_body_in_place() -> None:
+    """kopf calls index functions before event handlers: a wake-up from there let the pass
+    read the object before the event's; the event's own wake-up comes after its body."""
+    versions: list[str] = []
+
+    async def work(it: Work) -> None:
+        while not it.stopped:
+            it.wakeup.clear()
+            await it.wakeup.wait()
+            versions.append(it.body["metadata"]["resourceVersion"])
+
+    workers = IntentWorkers(work)
+    workers.seen(("ns", "i"), _raw(version="1"), deleted=False, open_=True)
+    await _settle()
+    workers.seen(("ns", "i"), _raw(version="2"), deleted=False, open_=True)
+    await _settle()
+    assert versions == ["2"]
+    await workers.stop_all()
