@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from lattice_operator.api.v1alpha1 import Intent, Run
+from lattice_operator.api.v1alpha1 import Intent, Run, Sprite
 from lattice_operator.api.v1alpha1.intent import ApprovalRecord
 from lattice_operator.api.v1alpha1.intentpolicy import IntentPolicySpec
 from lattice_operator.policy import compile_policy
@@ -74,3 +75,27 @@ def approval(user: str, decision: str = "approve", digest: str | None = None) ->
 
 def advance(it: Intent, plan: Any) -> Intent:
     return it.model_copy(update={"status": plan.status})
+
+
+BOX = Sprite.model_validate(
+    {
+        "apiVersion": "lattice.dev/v1alpha1",
+        "kind": "Sprite",
+        "metadata": {"name": "box", "namespace": "ns", "uid": "s"},
+        "spec": {},
+    }
+)
+"""The Sprite a remediation acts on (not Ready: no status)."""
+
+
+def remediation_world(remediation: str, *, forge_ready: bool = True, **params: Any) -> Any:
+    """A health_remediate Intent of `remediation` (its params), allowed by the policy."""
+    doc = intent().to_wire()
+    doc["spec"] = {
+        "kind": "health_remediate",
+        "summary": "remedy",
+        "params": {"healthRemediate": {"remediation": remediation, **params}},
+    }
+    doc["status"] = {}
+    base = world(Intent.model_validate(doc), policies=[policy("allow")])
+    return replace(base, forge_ready=forge_ready)

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from lattice_operator.ports.cluster import ClusterWriter, ForgeAccess
     from lattice_operator.ports.fly import FlyMachines
     from lattice_operator.ports.sprites import SpriteBackend
+    from lattice_operator.reconcilers.intent_workers import IntentWorkers
 
 
 SEEN_WAITS = 1024
@@ -54,8 +55,9 @@ class OperatorContext:
     """Throwaway directories of this process (the webhook's key files): removed at exit."""
     background: list[asyncio.Task[None]] = field(default_factory=list)
     """Loops started at start-up (certificate reload and rotation): cancelled at clean-up."""
-    intent_wakeups: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
-    """Open Intents' daemons, woken when what they read changes."""
+    intent_workers: IntentWorkers | None = None
+    """Open Intents' tasks (made on the first Intent event, with kopf's indexes), woken when
+    what they read changes; stopped at clean-up."""
     sprite_waiters: SpriteWaiters = field(default_factory=SpriteWaiters)
     """Runs' daemons by (namespace, Sprite): woken when the Sprite changes or, the one next in
     line, when a Run on it ends, so a Run waiting for its Sprite starts at once instead of at

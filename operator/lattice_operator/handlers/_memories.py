@@ -1,7 +1,7 @@
 """What kopf keeps per object, kept to what a running daemon needs.
 
-kopf keeps one `ResourceMemory` per object. For a kind with a daemon (Runs, Intents,
-HealthChecks) kopf 1.45 also keeps the object's last whole body in it
+kopf keeps one `ResourceMemory` per object. For a kind with a daemon (Runs, HealthChecks;
+Intents have the operator's own tasks) kopf 1.45 also keeps the object's last whole body in it
 (`daemons_memory.live_fresh_body`, what its daemons read) — set on every event of such a kind,
 before the daemons' filters are looked at, and kept for as long as the object exists, whether
 or not a daemon runs or ever will again. A finished Run's body is ~30 KB of parsed JSON

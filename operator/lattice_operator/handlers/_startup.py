@@ -167,6 +167,8 @@ async def start_cert_rotation(memo: kopf.Memo, **_: Any) -> None:
 @kopf.on.cleanup()
 async def close(memo: kopf.Memo, **_: Any) -> None:
     ctx = context_of(memo)
+    if ctx.intent_workers is not None:
+        await ctx.intent_workers.stop_all()  # before the clients they write through close
     for task in ctx.background:
         task.cancel()
     await asyncio.gather(*ctx.background, return_exceptions=True)

@@ -5,7 +5,9 @@ per call: the place for a wake-up that needs nothing but the event (these index 
 function per kind, however many sleepers it wakes: each index function costs kopf a handler
 invocation on every event.
 
-- An open Intent's daemon sleeps until the Intent, its Run or its Sprite changes.
+- An open Intent's task sleeps until the Intent, its Run or its Sprite changes (its own
+  events wake it from `handlers.intent.intent_event`, once its body is the event's: an index
+  function runs before that).
 - A Run waiting for its Sprite looks again when the Sprite changes (every Run on it), when a
   Run on it ends (the one next in line only) or when its own spec changes (a cancel).
 
@@ -22,22 +24,15 @@ from typing import Any
 import kopf
 
 from lattice_operator.api.v1alpha1 import TERMINAL_RUN_PHASES
-from lattice_operator.api.v1alpha1.resources import INTENTS, SPRITES
+from lattice_operator.api.v1alpha1.resources import SPRITES
 from lattice_operator.builders import INTENT_LABEL
 from lattice_operator.handlers._context import OperatorContext, context_of
 from lattice_operator.reconcilers.sprite_claims import RunClaim, next_in_line
 
 
 def _wake_intent(ctx: OperatorContext, namespace: str | None, name: str | None) -> None:
-    event = ctx.intent_wakeups.get((namespace or "", name or ""))
-    if event is not None:
-        event.set()
-
-
-@kopf.index(*INTENTS.gvp)
-async def wake_on_intent(body: kopf.Body, memo: kopf.Memo, **_: Any) -> dict[str, str]:
-    _wake_intent(context_of(memo), body.metadata.namespace, body.metadata.name)
-    return {}
+    if ctx.intent_workers is not None:
+        ctx.intent_workers.wake((namespace or "", name or ""))
 
 
 @kopf.index(*SPRITES.gvp)
@@ -70,4 +65,4 @@ def wake_for_run(
         ctx.sprite_waiters.wake(sprite, body.metadata.uid or "")
 
 
-__all__ = ["wake_for_run", "wake_on_intent", "wake_on_sprite"]
+__all__ = ["wake_for_run", "wake_on_sprite"]

@@ -1,8 +1,7 @@
-"""Intent handlers: a daemon per open Intent drives the pipeline; IntentPolicies are checked."""
+"""Intent handlers: a task per open Intent drives the pipeline; IntentPolicies are checked."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import Iterable, Mapping
@@ -27,6 +26,7 @@ from lattice_operator.policy import CompiledPolicy, PolicyInvalid, compile_polic
 from lattice_operator.ports import Grants
 from lattice_operator.reconcilers.intent import TERMINAL
 from lattice_operator.reconcilers.intent_loop import drive_intent
+from lattice_operator.reconcilers.intent_workers import IntentWorkers, Work, sleep_unless_stopped
 from lattice_operator.reconcilers.sprite_claims import RunClaim
 
 log = logging.getLogger(__name__)
@@ -132,8 +132,13 @@ async def register_intent_metrics(**kwargs: Any) -> None:
 # -- the pipeline ------------------------------------------------------------------------------
 
 
-def _open(body: kopf.Body, **_: Any) -> bool:
-    return body.get("status", {}).get("phase") not in TERMINAL
+def _open(raw: Mapping[str, Any]) -> bool:
+    return (raw.get("status") or {}).get("phase") not in TERMINAL
+
+
+RETRY_AFTER = 60.0
+"""Seconds before a pass that failed is tried again (kopf's default for a failed daemon),
+unless it asked for another delay (kopf.TemporaryError)."""
 
 
 @dataclass(frozen=True)
@@ -159,42 +164,78 @@ class _Reads:
         return self.ctx.fly is not None
 
 
-@kopf.daemon(*INTENTS.gvp, when=_open, cancellation_backoff=2.0, cancellation_timeout=10.0)
-async def intent_daemon(
-    body: kopf.Body, memo: kopf.Memo, stopped: kopf.DaemonStopped, **kwargs: Any
-) -> None:
-    """An open Intent's work loop, woken by its watch events (kopf gives every object its own
-    shallow copy of the memo: the wake-ups live in the operator-wide context)."""
-    ctx = context_of(memo)
-    reads = _Reads(
+def reads_of(ctx: OperatorContext, indexes: Mapping[str, Any]) -> _Reads:
+    """What a pass reads, over kopf's indexes (the same objects for the operator's life)."""
+    return _Reads(
         ctx,
-        policies=kwargs["compiled_policies"],
-        runs=kwargs["runs_by_name"],
-        sprites=kwargs["sprite_directory"],
-        claims=kwargs.get("run_claims"),
+        policies=indexes["compiled_policies"],
+        runs=indexes["runs_by_name"],
+        sprites=indexes["sprite_directory"],
+        claims=indexes.get("run_claims"),
     )
-    key = (body.metadata.namespace or "", body.metadata.name or "")
-    wakeup = ctx.intent_wakeups.setdefault(key, asyncio.Event())
-    try:
-        # Parsed again only when it changed: most passes are woken by its Run or its Sprite.
-        await drive_intent(
-            body,
-            per_version(parse_intent),
-            stopped,
-            wakeup,
-            reads,
-            ClusterEffects(ctx),
-            ctx.clock,
-            invalid=(kopf.PermanentError,),
-        )
-    except Exception as exc:
-        writer = ctx.require_writer()
-        if await deleted_under(writer, exc, INTENTS.gvp, key[0], key[1], body.metadata.uid):
-            log.info("Intent %s/%s is gone; its daemon ends", key[0], key[1])
+
+
+@kopf.on.event(*INTENTS.gvp)
+async def intent_event(event: kopf.RawEvent, memo: kopf.Memo, **kwargs: Any) -> None:
+    """Each watch event of an Intent (the first listing's included) starts its task if it is
+    open and has none, and a deletion ends it: the operator's own tasks, not a kopf daemon,
+    whose finalizer cost every Intent two writes (reconcilers.intent_workers). Registered
+    with the reconciling operator only: tasks run on the leader."""
+    ctx = context_of(memo)
+    if ctx.intent_workers is None:
+        reads = reads_of(ctx, kwargs)
+        ctx.intent_workers = IntentWorkers(lambda work: work_on_intent(ctx, reads, work))
+    raw: Mapping[str, Any] = event.get("object") or {}
+    meta = raw.get("metadata") or {}
+    ctx.intent_workers.seen(
+        (meta.get("namespace") or "", meta.get("name") or ""),
+        raw,
+        deleted=event.get("type") == "DELETED",
+        open_=_open(raw),
+    )
+
+
+async def work_on_intent(ctx: OperatorContext, reads: _Reads, work: Work) -> None:
+    """An open Intent's work loop, passes tried again after a failure, until the Intent is
+    finished, gone or refused for good, or the task is told to stop."""
+    namespace, name = work.key
+    parse = per_version(parse_intent)  # parsed again only when it changed
+    while not work.stopped:
+        try:
+            await drive_intent(
+                work.body,
+                parse,
+                work.stopped,
+                work.wakeup,
+                reads,
+                ClusterEffects(ctx),
+                ctx.clock,
+                invalid=(kopf.PermanentError,),
+            )
             return
-        raise
-    finally:
-        ctx.intent_wakeups.pop(key, None)
+        except kopf.PermanentError as exc:
+            log.error("Intent %s/%s is not worked on: %s", namespace, name, exc)
+            return
+        except Exception as exc:
+            if await _deleted(ctx, exc, work):
+                log.info("Intent %s/%s is gone; its work ends", namespace, name)
+                return
+            delay = RETRY_AFTER
+            if isinstance(exc, kopf.TemporaryError):
+                delay = RETRY_AFTER if exc.delay is None else exc.delay
+                log.warning("Intent %s/%s: %s; again in %.0f s", namespace, name, exc, delay)
+            else:
+                log.exception("Intent %s/%s failed; again in %.0f s", namespace, name, delay)
+        await sleep_unless_stopped(delay, work)
+
+
+async def _deleted(ctx: OperatorContext, exc: Exception, work: Work) -> bool:
+    try:
+        return await deleted_under(
+            ctx.require_writer(), exc, INTENTS.gvp, work.key[0], work.key[1], work.uid
+        )
+    except Exception:  # the read failed too: an error to try again, not a deletion
+        return False
 
 
 # -- IntentPolicy status --------------------------------------------------------------------
@@ -227,4 +268,4 @@ async def policy_status(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_
     patch.status["observedGeneration"] = policy.metadata.generation
 
 
-__all__ = ["intent_daemon"]
+__all__ = ["RETRY_AFTER", "intent_event", "reads_of", "work_on_intent"]

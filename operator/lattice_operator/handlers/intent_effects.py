@@ -19,6 +19,7 @@ from lattice_operator.fileops.executor import execute as execute_fileops
 from lattice_operator.fileops.executor import for_status as fileops_for_status
 from lattice_operator.handlers._context import OperatorContext
 from lattice_operator.handlers._parsed import parse_run
+from lattice_operator.handlers._writes import is_gone
 from lattice_operator.handlers.intent_fly import fly_step
 from lattice_operator.handlers.intent_forge import forge_step
 from lattice_operator.handlers.intent_remediation import remediate
@@ -35,6 +36,7 @@ from lattice_operator.ports.errors import AdapterError
 from lattice_operator.reconcilers.intent import IntentPlan, Notice
 from lattice_operator.reconcilers.intent_created_runs import CreatedRuns
 from lattice_operator.reconcilers.intent_forge import ForgeWork
+from lattice_operator.reconcilers.intent_loop import IntentGone
 from lattice_operator.reconcilers.intent_pass import FlyWork, RemediationWork, RestoreWork
 
 log = logging.getLogger(__name__)
@@ -56,6 +58,9 @@ class ClusterEffects:
     async def read(self, intent: Intent) -> Mapping[str, Any]:
         namespace = intent.metadata.namespace or ""
         return await self._ctx.require_writer().read(INTENTS.gvp, namespace, intent.metadata.name)
+
+    async def exists(self, intent: Intent) -> bool:
+        return not await _gone(self._ctx, intent)
 
     async def fileops(self, intent: Intent, plan: IntentPlan) -> Mapping[str, Any] | None:
         return await carry_out_fileops(self._ctx, intent, plan)
@@ -115,6 +120,10 @@ async def apply_plan(
             log.info("intent %s was edited while deciding; deciding again", name)
             return False
         status_written = True
+    elif plan.create and await _gone(ctx, intent):
+        # No Intent write goes before these creates (its Run deleted, say, and created again):
+        # a deleted Intent's loop, which no watch event stopped, must not create it again.
+        raise IntentGone(f"Intent {namespace}/{name} is gone; nothing is created for it")
     for manifest in plan.create:
         resource = resource_of_kind(manifest["kind"]).gvp
         if manifest["kind"] == "Run":
@@ -151,6 +160,13 @@ async def apply_plan(
         AWAITING_APPROVAL_SECONDS.observe(plan.left_approval_after)
     await post_notices(ctx, intent, plan.notices)
     return True
+
+
+async def _gone(ctx: OperatorContext, intent: Intent) -> bool:
+    namespace = intent.metadata.namespace or ""
+    return await is_gone(
+        ctx.require_writer(), INTENTS.gvp, namespace, intent.metadata.name, intent.metadata.uid
+    )
 
 
 async def post_notices(ctx: OperatorContext, intent: Intent, notices: Iterable[Notice]) -> None:

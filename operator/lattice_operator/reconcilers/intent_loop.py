@@ -1,11 +1,12 @@
 """An open Intent's work loop: decide a pass, hand its plan to the effects, sleep until what
 it reads changes.
 
-The Intent's handler runs it (one per open Intent, as kopf's daemon) and gives it the body
-kopf keeps current, its indexes as plain mappings, a wake-up the watch events set, and the
-effects that write the plan and carry out its work. Nothing here knows kopf or the API
-server: a pass reads the Intent (or the object the API server answered after a write), the
-policies, its Run and its Sprite, decides with `reconcile_intent`, and:
+The Intent's handler runs it (one task per open Intent, reconcilers.intent_workers) and gives
+it the body the watch events keep current, its indexes as plain mappings, a wake-up the
+watch events set, and the effects that write the plan and carry out its work. Nothing here
+knows kopf or the API server: a pass reads the Intent (or the object the API server
+answered after a write), the policies, its Run and its Sprite, decides with
+`reconcile_intent`, and:
 
 - writes the plan when its status differs from what is stored and from the last write; the
   work announced with it (FileOps, a forge step, a remediation, a Fly action, a restore) is
@@ -25,6 +26,7 @@ from typing import Any, Protocol
 from lattice_operator.api.v1alpha1 import Intent, Run, Sprite
 from lattice_operator.builders import run_name as run_name_of
 from lattice_operator.clock import Clock
+from lattice_operator.errors import LatticeError
 from lattice_operator.metrics import reconcile_timer
 from lattice_operator.policy import CompiledPolicy, Decision, classify_off_loop
 from lattice_operator.reconcilers.approvals import parse_records
@@ -46,6 +48,12 @@ SAFETY_POLL = 10.0
 """Seconds a pass sleeps at most: the watch events wake it; this is only a safety net."""
 MAX_QUICK_REDECISIONS = 5
 """Conflicts in a row decided again at once; after that, the pass waits for a change."""
+
+
+class IntentGone(LatticeError):
+    """The Intent is not there any more (found so before an effect no Intent write would
+    have refused): its loop ends."""
+
 
 Stored = Mapping[str, Any]
 """An Intent as the API server answered a write or a read (or as kopf's body has it)."""
@@ -104,6 +112,11 @@ class IntentEffects(Protocol):
 
     async def read(self, intent: Intent) -> Stored:
         """The Intent as the API server has it now."""
+        ...
+
+    async def exists(self, intent: Intent) -> bool:
+        """Whether the Intent (this object, by uid) is still there: asked before an effect
+        that no write of the Intent precedes, which a deleted Intent would refuse with 404."""
         ...
 
     async def fileops(self, intent: Intent, plan: IntentPlan) -> Stored | None: ...
@@ -187,9 +200,29 @@ async def drive_intent(
     invalid: tuple[type[BaseException], ...] = (),
     safety_poll: float | None = None,
 ) -> None:
-    """Passes over the Intent until it is terminal or `stopped`. `body` is the Intent as the
-    watch keeps it current; `parse` raises one of `invalid` for an Intent the models refuse
-    (a blocked pass in the metrics). It sleeps `safety_poll` (SAFETY_POLL) at most."""
+    """Passes over the Intent until it is terminal, gone or `stopped`. `body` is the Intent
+    as the watch keeps it current; `parse` raises one of `invalid` for an Intent the models
+    refuse (a blocked pass in the metrics). It sleeps `safety_poll` (SAFETY_POLL) at most.
+
+    A deleted Intent's loop may still be running (no watch event told it): `effects.apply`
+    raises IntentGone rather than create anything with no Intent write before it, and a
+    remediation or restore left from an earlier pass is carried out only while the Intent
+    exists (the garbage collector deleting its Run, say, wakes it)."""
+    with contextlib.suppress(IntentGone):
+        await _passes(body, parse, stopped, wakeup, reads, effects, clock, invalid, safety_poll)
+
+
+async def _passes(
+    body: Stored,
+    parse: Callable[[Stored], Intent],
+    stopped: Stopped,
+    wakeup: asyncio.Event,
+    reads: IntentReads,
+    effects: IntentEffects,
+    clock: Clock,
+    invalid: tuple[type[BaseException], ...],
+    safety_poll: float | None,
+) -> None:
     written: dict[str, Any] | None = None
     # After a write or a conflict, the object as the API server has it now (the watch may
     # lag behind).
@@ -243,12 +276,16 @@ async def drive_intent(
             elif plan.remediation is not None:
                 # Executing was written by an earlier pass, whose remediation was not
                 # carried out (no backend then, or a restart): do it now.
+                if not await effects.exists(intent):
+                    return
                 fresh = await effects.remediate(intent, plan.remediation)
                 if fresh is not None:
                     continue
             elif plan.restore is not None:
                 # Executing was written by an earlier pass, whose restore was not carried
                 # out (no backend then, or a restart): do it now.
+                if not await effects.exists(intent):
+                    return
                 fresh = await effects.restore(intent, plan.restore)
                 if fresh is not None:
                     continue
@@ -264,6 +301,7 @@ __all__ = [
     "MAX_QUICK_REDECISIONS",
     "SAFETY_POLL",
     "IntentEffects",
+    "IntentGone",
     "IntentReads",
     "Stopped",
     "drive_intent",

@@ -1,24 +1,30 @@
-"""A daemon whose own object was deleted under it ends quietly; any other 404 is an error.
+"""An Intent's work whose own object was deleted under it ends quietly; any other 404 is an
+error, tried again; a deleted Intent's work creates nothing for it.
 
 Deleting a namespace with thousands of open Intents and Runs made every daemon's next write
-fail with 404 and kopf retry each a minute later, for objects no longer there.
+fail with 404 and kopf retry each a minute later, for objects no longer there. The Intent's
+work is the operator's own task (no kopf daemon, no finalizer): a deletion no watch event
+reported (a watch re-listed after a 410) leaves it running until something wakes it, its
+Run's deletion by the garbage collector above all.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import kopf
-import pytest
 
 from lattice_adapters.kube import Conflict, KubeApiError, NotFound
+from lattice_operator.handlers import intent as intent_handlers
 
 # not_found_in (handlers/_writes) decides a daemon's quiet end; OperatorContext is its ctx.
-from lattice_operator.handlers._context import OperatorContext
 from lattice_operator.handlers._writes import not_found_in
-from lattice_operator.handlers.intent import intent_daemon
+from lattice_operator.handlers.intent import RETRY_AFTER
+from lattice_operator.reconcilers.intent_workers import StopFlag, Work
 from tests.support.cluster_writer import FakeClusterWriter
-from tests.support.intent_world import intent, policy
+from tests.support.intent_work import run_work
+from tests.support.intent_world import intent
 
 
 def _not_found(what: str) -> KubeApiError:
@@ -35,24 +41,8 @@ def _gone(stored: dict[str, Any] | None) -> FakeClusterWriter:
     return writer
 
 
-class Flag:
-    def __bool__(self) -> bool:
-        return False
-
-
 async def _daemon(writer: FakeClusterWriter) -> None:
-    it = intent()
-    memo = kopf.Memo()
-    memo.lattice = OperatorContext(writer=writer)
-    body = kopf.Body(it.model_dump(mode="json", by_alias=True, exclude_none=True))  # type: ignore[arg-type]
-    await intent_daemon(
-        body=body,
-        memo=memo,
-        stopped=Flag(),  # type: ignore[arg-type]
-        compiled_policies={"ns": [("p", policy("allow"))]},
-        runs_by_name={},
-        sprite_directory={},
-    )
+    await run_work(writer, intent().model_dump(mode="json", by_alias=True, exclude_none=True))
 
 
 def _reads(writer: FakeClusterWriter) -> list[tuple[str, str]]:
@@ -72,10 +62,53 @@ async def test_a_recreated_intent_of_the_same_name_is_not_taken_for_gone() -> No
     assert _reads(writer) == [("intents", "i")]
 
 
-async def test_a_404_of_something_else_is_still_an_error() -> None:
+async def test_a_404_of_something_else_is_still_an_error(monkeypatch: Any) -> None:
     stored = {"metadata": {"name": "i", "namespace": "ns", "uid": "u"}}  # the Intent is there
-    with pytest.raises(KubeApiError, match="404"):
-        await _daemon(_gone(stored=stored))
+    waits: list[float] = []
+
+    async def retried(seconds: float, work: Work) -> None:
+        waits.append(seconds)
+        work.stopped.set()  # the test's end: the operator stops
+
+    monkeypatch.setattr(intent_handlers, "sleep_unless_stopped", retried)
+    await _daemon(_gone(stored=stored))
+    assert waits == [RETRY_AFTER]  # logged and tried again, not taken for a deletion
+
+
+async def test_a_deleted_intents_work_woken_by_its_runs_deletion_creates_nothing() -> None:
+    """The Intent executes; it is deleted and no watch event says so; the garbage collector
+    deletes its Run, which wakes the work: the pass plans the Run again (no status change,
+    so no Intent write would refuse it with 404), and must not create it."""
+    raw = intent(phase="Executing", runRef={"name": "i-run"}, observedGeneration=1).model_dump(
+        mode="json", by_alias=True, exclude_none=True
+    )
+    writer = FakeClusterWriter()  # the Intent is not there: deleted
+    await run_work(writer, raw)
+    assert "create_or_read" not in writer.verbs(), writer.verbs()
+    assert _reads(writer) == [("intents", "i")]  # asked once, found gone, ended
+
+
+async def test_an_executing_intent_whose_run_was_deleted_gets_it_again() -> None:
+    """The same pass for an Intent still there: the Run is created again (the guard reads
+    the Intent, and only that)."""
+    it = intent(phase="Executing", runRef={"name": "i-run"}, observedGeneration=1)
+    raw = it.model_dump(mode="json", by_alias=True, exclude_none=True)
+    writer = FakeClusterWriter()
+    writer.put("intents", raw)
+    stopped = StopFlag()
+
+    async def one_pass() -> None:
+        await run_work(writer, raw, stopped)
+
+    task = asyncio.create_task(one_pass())
+    for _ in range(100):
+        await asyncio.sleep(0)
+        if "create_or_read" in writer.verbs():
+            break
+    stopped.set()
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert writer.verbs()[:2] == ["read", "create_or_read"], writer.verbs()
 
 
 def test_a_404_is_found_behind_the_errors_that_wrap_it() -> None:

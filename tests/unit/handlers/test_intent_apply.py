@@ -4,23 +4,24 @@ and before anything is created from it."""
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, cast
 
 import kopf
 
 from lattice_operator.api.object_ref import ObjectRef
 from lattice_operator.handlers import intent as intent_handlers
 
-# The Intent daemon's write step (_apply) and its plumbing, driven without running kopf.
+# The Intent work's write step (apply_plan) and its plumbing, driven without running kopf.
 from lattice_operator.handlers._context import OperatorContext
-from lattice_operator.handlers.intent import intent_daemon
 from lattice_operator.handlers.intent_effects import apply_plan
 from lattice_operator.metrics import AWAITING_APPROVAL_SECONDS
 from lattice_operator.reconcilers import intent_loop
 from lattice_operator.reconcilers.intent import Notice, reconcile_intent
 from lattice_operator.reconcilers.intent_created_runs import INDEX_PATIENCE, CreatedRuns
+from lattice_operator.reconcilers.intent_workers import StopFlag
 from tests.support.clock import FakeClock
 from tests.support.cluster_writer import FakeClusterWriter, Posted
+from tests.support.intent_work import run_work
 from tests.support.intent_world import approval, intent, policy, world
 
 
@@ -111,14 +112,15 @@ async def test_a_run_found_already_there_is_read_and_decided_on() -> None:
 
 def _body(writer: FakeClusterWriter) -> kopf.Body:
     """The Intent as stored (with the status its last guarded write put there)."""
-    return kopf.Body(copy.deepcopy(writer.objects[("intents", "ns", "i")]))
+    return kopf.Body(cast(kopf.RawBody, copy.deepcopy(writer.objects[("intents", "ns", "i")])))
 
 
-class Passes:
-    """A daemon's `stopped`: false for `count` passes; the clock moves `step` seconds
+class Passes(StopFlag):
+    """An Intent task's `stopped`: false for `count` passes; the clock moves `step` seconds
     between them."""
 
     def __init__(self, count: int, clock: FakeClock, step: float) -> None:
+        super().__init__()
         self.left, self.clock, self.step = count, clock, step
 
     def __bool__(self) -> bool:
@@ -137,19 +139,12 @@ async def test_a_run_is_created_once_while_the_index_lags_for_minutes(monkeypatc
     writer = FakeClusterWriter()
     writer.put("intents", raw)  # the same dict: the watch keeps up with the status writes
     clock = FakeClock()
-    memo = kopf.Memo()
-    memo.lattice = OperatorContext(writer=writer, clock=clock)
-    await intent_daemon(
-        body=kopf.Body(raw),
-        memo=memo,
-        stopped=Passes(20, clock, step=30.0),  # type: ignore[arg-type]
-        compiled_policies={"ns": [("p", policy("allow"))]},
-        runs_by_name={},  # the index never shows the Run within the test
-        sprite_directory={},
-    )
+    # The index never shows the Run within the test.
+    await run_work(writer, raw, Passes(20, clock, step=30.0), clock=clock)
     # 20 passes 30 s apart: the Run created once, then (past INDEX_PATIENCE, 300 s) created
-    # again, told it is there and read: one create per patience, not one per pass.
-    assert writer.verbs() == ["replace_status_if", "create_or_read", "create_or_read"]
+    # again, told it is there and read: one create per patience, not one per pass. The
+    # second create has no Intent write before it: the Intent is read first (still there).
+    assert writer.verbs() == ["replace_status_if", "create_or_read", "read", "create_or_read"]
 
 
 async def test_a_pass_without_a_phase_change_is_not_guarded() -> None:

@@ -11,6 +11,7 @@ import kopf
 # handlers/_wakeups (the Runs' event handler's logic) under test, without kopf's event loop.
 from lattice_operator.handlers._context import OperatorContext
 from lattice_operator.handlers._wakeups import wake_for_run
+from lattice_operator.reconcilers.intent_workers import IntentWorkers, Work
 from lattice_operator.reconcilers.sprite_claims import RunClaim
 from lattice_operator.reconcilers.sprite_waiters import SpriteWaiters
 
@@ -91,11 +92,22 @@ def test_a_change_of_its_own_spec_wakes_a_waiting_run() -> None:
     assert not events["b"].is_set()  # its own status write wakes nobody
 
 
-def test_a_run_event_wakes_its_intent() -> None:
+async def test_a_run_event_wakes_its_intent() -> None:
     ctx = OperatorContext()
-    intent = ctx.intent_wakeups[("ns", "task")] = asyncio.Event()
+    started: list[Work] = []
+
+    async def work(it: Work) -> None:
+        started.append(it)
+        await asyncio.Event().wait()  # until cancelled
+
+    ctx.intent_workers = IntentWorkers(work)
+    raw = {"metadata": {"name": "task", "namespace": "ns", "uid": "u"}}
+    ctx.intent_workers.seen(("ns", "task"), raw, deleted=False, open_=True)
+    await asyncio.sleep(0)
+    [intent] = started
     wake_for_run(ctx, "MODIFIED", run_body("a", "Running"), {})
-    assert intent.is_set()
+    assert intent.wakeup.is_set()
+    await ctx.intent_workers.stop_all()
 
 
 def test_a_sprite_change_wakes_every_run_waiting_for_it_and_no_other() -> None:

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lattice_operator.api.v1alpha1 import Intent
 from lattice_operator.policy import CompiledPolicy, Decision
-from lattice_operator.reconcilers.intent import IntentPlan
+from lattice_operator.reconcilers.intent import IntentPlan, reconcile_intent
 from lattice_operator.reconcilers.intent_created_runs import CreatedRuns
 from lattice_operator.reconcilers.intent_loop import (
     MAX_QUICK_REDECISIONS,
@@ -19,7 +19,7 @@ from lattice_operator.reconcilers.intent_loop import (
     observe,
 )
 from tests.support.clock import FakeClock
-from tests.support.intent_world import intent, policy
+from tests.support.intent_world import BOX, intent, policy, remediation_world
 
 
 @dataclass
@@ -54,6 +54,9 @@ class Effects:
     async def read(self, intent: Intent) -> Mapping[str, Any]:
         self.reads += 1
         return self.stored
+
+    async def exists(self, intent: Intent) -> bool:
+        return True
 
     async def fileops(self, *_: Any) -> None:
         raise AssertionError("no work in these passes")
@@ -120,3 +123,40 @@ async def test_a_pass_reads_its_world_at_the_injected_clock() -> None:
     assert list(world.policies) == [reads.policies["ns"][0][1]]
     assert world.decision is not None  # classified off the loop: due on a new Intent
     assert world.run is None
+
+
+class Gone(Effects):
+    """The Intent was deleted and no watch event said so: nothing is carried out."""
+
+    def __init__(self, stored: dict[str, Any]) -> None:
+        super().__init__(stored, accept=True)
+        self.asked: list[str] = []
+
+    async def exists(self, intent: Intent) -> bool:
+        self.asked.append(intent.metadata.name)
+        return False
+
+
+async def test_a_remediation_left_from_an_earlier_pass_waits_for_a_deleted_intent() -> None:
+    """Executing was written by an earlier pass whose remediation was not carried out; the
+    Intent is then deleted with no watch event to say so. Woken (its Sprite changed, say),
+    the pass plans the remediation again with no write before it: the loop asks whether the
+    Intent is still there and ends, the Sprite left alone."""
+    world = remediation_world("recreate_sprite", spriteRef={"name": "box"})
+    first = reconcile_intent(replace(world, sprite=BOX))
+    assert first.remediation is not None
+    doc = world.intent.to_wire()
+    doc["status"] = first.status.to_wire()  # the earlier pass's write
+    effects = Gone(doc)
+    await drive_intent(
+        doc,
+        Intent.model_validate,
+        Passes(3),
+        asyncio.Event(),
+        Reads(policies={"ns": [("p", policy("allow"))]}, sprites={("ns", "box"): [BOX]}),
+        effects,
+        FakeClock(),
+        safety_poll=0.001,
+    )
+    assert effects.asked == ["i"]  # asked once, found gone: no remediation (it would raise)
+    assert effects.applied == []

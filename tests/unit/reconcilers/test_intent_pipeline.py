@@ -6,12 +6,21 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from lattice_operator.api.v1alpha1 import Intent, Run, Sprite
+from lattice_operator.api.v1alpha1 import Run
 from lattice_operator.api.v1alpha1.intent import IntentResult
 from lattice_operator.api.v1alpha1.run import RunTemplate
 from lattice_operator.builders import run_for_intent
 from lattice_operator.reconcilers.intent import reconcile_intent
-from tests.support.intent_world import NOW, advance, approval, intent, policy, world
+from tests.support.intent_world import (
+    BOX,
+    NOW,
+    advance,
+    approval,
+    intent,
+    policy,
+    remediation_world,
+    world,
+)
 
 
 def test_allowed_intent_creates_its_run_in_one_pass() -> None:
@@ -155,36 +164,14 @@ def test_cancel_cancels_the_run() -> None:
     assert plan.run_patch == {"spec": {"cancel": True}}
 
 
-def _remediation_world(remediation: str, *, forge_ready: bool = True, **params: Any) -> Any:
-    doc = intent().to_wire()
-    doc["spec"] = {
-        "kind": "health_remediate",
-        "summary": "remedy",
-        "params": {"healthRemediate": {"remediation": remediation, **params}},
-    }
-    doc["status"] = {}
-    base = world(Intent.model_validate(doc), policies=[policy("allow")])
-    return replace(base, forge_ready=forge_ready)
-
-
 def _succeeded(plan: Any) -> tuple[str, str, str]:
     done = next(c for c in plan.status.conditions if c.type == "Succeeded")
     return done.status, done.reason, done.message
 
 
 def _remediation(remediation: str, *, forge_ready: bool) -> tuple[str, str, str]:
-    it = _remediation_world(remediation, forge_ready=forge_ready, spriteRef={"name": "box"})
+    it = remediation_world(remediation, forge_ready=forge_ready, spriteRef={"name": "box"})
     return _succeeded(reconcile_intent(it))
-
-
-BOX = Sprite.model_validate(
-    {
-        "apiVersion": "lattice.dev/v1alpha1",
-        "kind": "Sprite",
-        "metadata": {"name": "box", "namespace": "ns", "uid": "s"},
-        "spec": {},
-    }
-)
 
 
 def test_open_pr_remediation_without_a_forge_waits_for_one() -> None:
@@ -203,7 +190,7 @@ def test_open_pr_remediation_names_what_it_lacks() -> None:
 
 def test_open_pr_remediation_proposes_a_pr_intent_that_goes_through_the_pipeline() -> None:
     agent = {"spriteRef": {"name": "box"}, "command": ["python3", "/agent.py"]}
-    base = _remediation_world(
+    base = remediation_world(
         "open_pr", repo="octo/app", plan="Raise the pool size", run=agent, baseBranch="trunk"
     )
     first = reconcile_intent(base)
@@ -234,12 +221,12 @@ def test_open_pr_remediation_proposes_a_pr_intent_that_goes_through_the_pipeline
 
 
 def test_recreate_sprite_waits_for_its_sprite_then_hands_the_work_to_the_handler() -> None:
-    waiting = reconcile_intent(_remediation_world("recreate_sprite", spriteRef={"name": "box"}))
+    waiting = reconcile_intent(remediation_world("recreate_sprite", spriteRef={"name": "box"}))
     assert _succeeded(waiting)[:2] == ("Unknown", "SpriteNotReady")
     assert waiting.remediation is None
     assert waiting.status.sprite_ref is not None
     assert waiting.status.sprite_ref.name == "box"
-    base = _remediation_world("recreate_sprite", spriteRef={"name": "box"})
+    base = remediation_world("recreate_sprite", spriteRef={"name": "box"})
     plan = reconcile_intent(replace(base, sprite=BOX))  # not Ready: recreating is the cure
     assert plan.phase == "Executing"
     assert _succeeded(plan)[2] == "recreating Sprite box"
@@ -251,12 +238,12 @@ def test_recreate_sprite_waits_for_its_sprite_then_hands_the_work_to_the_handler
 
 
 def test_restart_service_names_the_service_and_needs_one() -> None:
-    base = _remediation_world("restart_service", spriteRef={"name": "box"}, service="web")
+    base = remediation_world("restart_service", spriteRef={"name": "box"}, service="web")
     plan = reconcile_intent(replace(base, sprite=BOX))
     assert plan.remediation is not None
     assert (plan.remediation.action, plan.remediation.service) == ("restart_service", "web")
     assert _succeeded(plan)[2] == "restarting service web of Sprite box"
-    refused = reconcile_intent(_remediation_world("restart_service", spriteRef={"name": "box"}))
+    refused = reconcile_intent(remediation_world("restart_service", spriteRef={"name": "box"}))
     assert _succeeded(refused) == (
         "False",
         "RemediationFailed",
@@ -267,7 +254,7 @@ def test_restart_service_names_the_service_and_needs_one() -> None:
 
 
 def test_a_recorded_remediation_outcome_decides_the_intent() -> None:
-    base = _remediation_world("recreate_sprite", spriteRef={"name": "box"})
+    base = remediation_world("recreate_sprite", spriteRef={"name": "box"})
     for outcome, expected in (
         ("success", ("True", "Remediated")),
         ("failure", ("False", "RemediationFailed")),
