@@ -40,8 +40,8 @@ def preflight(settings: OperatorSettings) -> None:
     kopf retries a failing start-up forever; a Pod that neither runs nor exits hides the
     reason, while an exit with it is a crash loop whose log line says what to fix."""
     from lattice_adapters.kube import KubeConfig, KubeConfigError
-    from lattice_operator.policy.cel import PolicyInvalid
     from lattice_operator.policy.classify import compile_policy
+    from lattice_operator.policy.rules import PolicyInvalid
 
     if settings.default_policy is not None:
         try:

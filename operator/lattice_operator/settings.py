@@ -10,7 +10,9 @@ from lattice_operator.leadership import ElectionTimings
 
 
 class _Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+    # No use_attribute_docstrings: no schema is made of these, and reading the docstrings
+    # when the class is defined is start-up CPU (see modeling.ApiModel).
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class LeaderElectionSettings(_Settings):

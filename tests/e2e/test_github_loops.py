@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client as k8s
 
 from lattice_adapters.sprites import SpritesAdapter
 from lattice_devtools.localcluster.controlplane import free_port
@@ -174,6 +175,11 @@ POLICY = {
 }
 
 
+def _secret(name: str, **data: str) -> k8s.V1Secret:
+    """A set-up Secret, written through the API client rather than a kubectl process."""
+    return k8s.V1Secret(metadata=k8s.V1ObjectMeta(name=name), string_data=data)
+
+
 @pytest.fixture(scope="module")
 def github(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GitHubDouble]:
     with github_double(tmp_path_factory.mktemp("github"), token=TOKEN) as gh:
@@ -188,9 +194,7 @@ def forge_stack(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[Stack, str]]:
     creds = cluster.create_namespace("forge-creds")
-    cluster.kubectl(
-        "create", "secret", "generic", "github", "-n", creds, f"--from-literal=token={TOKEN}"
-    )
+    cluster.core.create_namespaced_secret(creds, _secret("github", token=TOKEN))
     port = free_port()
     forge = {
         "api_url": github.api_url,
@@ -220,18 +224,12 @@ def _wire(forge_stack: tuple[Stack, str], namespace: str, github: GitHubDouble) 
     stack, base = forge_stack
     repo = f"octo/app-{namespace[-8:]}"
     github.create_repo(repo, {"README.md": "# app\n", "app.py": "CACHE = {}\n"})
-    stack.apply(namespace, POLICY)
-    stack.apply(namespace, build("sprite.yaml", "box", {"spec.networkPolicy": {"rules": []}}))
-    stack.cluster.kubectl(
-        "create",
-        "secret",
-        "generic",
-        "hook",
-        "-n",
-        namespace,
-        f"--from-literal=secret={HOOK_SECRET.decode()}",
+    stack.create(namespace, POLICY)
+    stack.create(namespace, build("sprite.yaml", "box", {"spec.networkPolicy": {"rules": []}}))
+    stack.cluster.core.create_namespaced_secret(
+        namespace, _secret("hook", secret=HOOK_SECRET.decode())
     )
-    stack.apply(
+    stack.create(
         namespace,
         {
             "apiVersion": "lattice.dev/v1alpha1",
@@ -282,7 +280,7 @@ def failing_check(forge_stack: tuple[Stack, str], github: GitHubDouble) -> Itera
                 "issue": {"repo": w["repo"]},
             },
         }
-        stack.apply(namespace, check)
+        stack.create(namespace, check)
         yield w
     finally:
         stack.cluster.delete_namespace(namespace)
@@ -313,7 +311,7 @@ def test_loop_2_plan_to_pull_request_to_fixup(wired: dict[str, Any], github: Git
     stack, repo, ns = wired["stack"], wired["repo"], wired["namespace"]
     base_sha = github.branch_sha(repo, "main")
     started = time.monotonic()
-    stack.apply(
+    stack.create(
         ns,
         {
             "apiVersion": "lattice.dev/v1alpha1",
@@ -480,7 +478,7 @@ def test_a_branch_that_rewrites_history_or_the_base_is_refused(
     stack, repo, ns = wired["stack"], wired["repo"], wired["namespace"]
     base_sha = github.branch_sha(repo, "main")
     name = f"hostile-{marker.lower()}"
-    stack.apply(
+    stack.create(
         ns,
         {
             "apiVersion": "lattice.dev/v1alpha1",
@@ -540,7 +538,7 @@ def test_a_replayed_approval_label_is_recorded_once(
     two = json.loads(json.dumps(POLICY))
     two["spec"]["rules"][0]["approvers"] = 2  # the plan keeps waiting while it is replayed
     stack.apply(ns, two)
-    stack.apply(
+    stack.create(
         ns,
         {
             "apiVersion": "lattice.dev/v1alpha1",
@@ -569,7 +567,7 @@ def test_a_replayed_approval_label_is_recorded_once(
     triage.manifest["metadata"]["uid"] = "00000000-0000-0000-0000-000000000001"
     plan = plan_intent(Intent.model_validate(triage.manifest), "1. do it")
     plan["metadata"].pop("ownerReferences")
-    stack.apply(ns, plan)
+    stack.create(ns, plan)
     name = plan["metadata"]["name"]
     _intent(wired, name, {"AwaitingApproval"})
 
@@ -793,7 +791,7 @@ def test_a_health_remediation_opens_a_pull_request_through_a_pr_intent(
     """health_remediate with open_pr proposes a pr_create_from_plan Intent, which the
     namespace's policy classifies and gates like any other, and which opens the PR."""
     stack, repo, ns = wired["stack"], wired["repo"], wired["namespace"]
-    stack.apply(
+    stack.create(
         ns,
         {
             "apiVersion": "lattice.dev/v1alpha1",

@@ -60,13 +60,13 @@ def checks(stack: Stack) -> Iterator[dict[str, str]]:
     namespaces = {name: stack.cluster.create_namespace(f"health-{name}") for name in CHECKS}
     try:
         for namespace in namespaces.values():
-            stack.apply(namespace, POLICY)
-            stack.apply(
+            stack.create(namespace, POLICY)
+            stack.create(
                 namespace, build("sprite.yaml", "box", {"spec.networkPolicy": {"rules": []}})
             )
         for name, namespace in namespaces.items():
             stack.wait_sprite_ready(namespace, "box")
-            stack.apply(namespace, CHECKS[name])
+            stack.create(namespace, CHECKS[name])
         yield namespaces
     finally:
         for namespace in namespaces.values():

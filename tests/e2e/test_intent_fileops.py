@@ -43,8 +43,8 @@ def base_request(ops: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
 
 
 def setup(stack: Stack, namespace: str) -> None:
-    stack.apply(namespace, ALLOW_FILEOPS)
-    stack.apply(namespace, build("sprite.yaml", "box", {"spec.networkPolicy": {"rules": []}}))
+    stack.create(namespace, ALLOW_FILEOPS)
+    stack.create(namespace, build("sprite.yaml", "box", {"spec.networkPolicy": {"rules": []}}))
     stack.wait_sprite_ready(namespace, "box")
 
 
@@ -62,7 +62,7 @@ def test_a_fileops_intent_is_carried_out_in_its_sprite(stack: Stack, namespace: 
             {"op": "run", "cmd": "grep -c '\\[x\\]' notes/todo.md"},
         ]
     )
-    stack.apply(namespace, fileops_intent("files", request))
+    stack.create(namespace, fileops_intent("files", request))
     intent = stack.wait_phase(namespace, "intents", "files", {"Succeeded", "Failed"}, timeout=90)
     response = intent["status"]["fileops"]["response"]
     assert intent["status"]["phase"] == "Succeeded", intent["status"]
@@ -88,7 +88,7 @@ def test_leaving_the_writable_roots_is_refused_and_nothing_is_written(
         ]
     )
     request["constraints"]["writable_roots"] = ["src"]
-    stack.apply(namespace, fileops_intent("escape", request))
+    stack.create(namespace, fileops_intent("escape", request))
     intent = stack.wait_phase(namespace, "intents", "escape", {"Succeeded", "Failed"}, timeout=90)
     assert intent["status"]["phase"] == "Failed"
     response = intent["status"]["fileops"]["response"]

@@ -132,7 +132,7 @@ def test_prometheus_sees_the_run_the_approval_and_the_intent(
     stack: Stack, prometheus: Prometheus, namespace: str
 ) -> None:
     assert [t["labels"]["job"] for t in prometheus.targets()] == [JOB]
-    stack.apply(namespace, POLICY)
+    stack.create(namespace, POLICY)
     ready_sprite(stack, namespace)
     apply_run(stack, namespace, "busy-run", ["python3", "-c", BUSY_AGENT])
     run = stack.wait_phase(namespace, "runs", "busy-run", {"Succeeded", "Failed"})
@@ -140,7 +140,7 @@ def test_prometheus_sees_the_run_the_approval_and_the_intent(
 
     gated = intent_doc("awaited-intent", ["sh", "-c", "echo approved"])
     gated["metadata"]["labels"] = {"gated": "yes"}
-    stack.apply(namespace, gated)
+    stack.create(namespace, gated)
     stack.wait_phase(namespace, "intents", "awaited-intent", {"AwaitingApproval"})
     _settled(prometheus)
     _equals(prometheus, 'sum(lattice_intents{phase="AwaitingApproval"})', 1)
@@ -250,12 +250,12 @@ def _identities(lines: list[str]) -> list[str]:
 
 
 def _sprite_and_runs(stack: Stack, namespace: str, sprite: str, runs: int) -> None:
-    stack.apply(namespace, build("sprite.yaml", sprite, {"spec.networkPolicy": {"rules": []}}))
+    stack.create(namespace, build("sprite.yaml", sprite, {"spec.networkPolicy": {"rules": []}}))
     for i in range(runs):
         doc = build("run.yaml", f"{sprite}-r{i}", {"spec.spriteRef.name": sprite})
         doc["spec"]["command"] = ["python3", "-c", BUSY_AGENT]
         doc["spec"].pop("retries", None)
-        stack.apply(namespace, doc)
+        stack.create(namespace, doc)
 
 
 def _all_done(stack: Stack, namespace: str, runs: int) -> None:
@@ -270,7 +270,7 @@ def _all_done(stack: Stack, namespace: str, runs: int) -> None:
 
 
 def _sprite_made_and_deleted(stack: Stack, namespace: str, name: str) -> None:
-    stack.apply(namespace, build("sprite.yaml", name, {"spec.networkPolicy": {"rules": []}}))
+    stack.create(namespace, build("sprite.yaml", name, {"spec.networkPolicy": {"rules": []}}))
     stack.wait_sprite_ready(namespace, name)
     stack.cluster.kubectl("delete", "sprite", name, "-n", namespace, "--wait=true")
 

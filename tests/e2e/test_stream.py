@@ -192,6 +192,12 @@ def test_resume_with_last_event_id(streaming: tuple[Stack, str], namespace: str)
     assert collected[: len(expected)] == expected
 
 
+def _read_lines(proc: subprocess.Popen[str], into: list[str]) -> None:
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        into.append(line)
+
+
 def subscribers(url: str) -> int:
     with httpx.Client(trust_env=False) as client:
         return int(client.get(f"{url}/healthz", timeout=5).json()["subscribers"])
@@ -221,6 +227,10 @@ def test_lattice_logs_follows_and_lattice_watch_shows_through_the_stream(
         text=True,
         env=env,
     )
+    # Its lines as they come, so that Ctrl-C follows the Run's last one (not a fixed second).
+    shown: list[str] = []
+    reader = threading.Thread(target=_read_lines, args=(watch, shown), daemon=True)
+    reader.start()
     try:
         follow = subprocess.Popen(
             [lattice, "logs", "followed", "-f", "-n", namespace, "--stream", url,
@@ -269,17 +279,32 @@ def test_lattice_logs_follows_and_lattice_watch_shows_through_the_stream(
         assert "  | alpha" in logs.stdout
         assert "  | omega" in logs.stdout
         assert "Succeeded" in logs.stdout
-        time.sleep(1)
+        wait_for(
+            lambda: any(
+                f"{namespace}/followed" in x and "run.output" in x and "Succeeded" in x
+                for x in shown
+            ),
+            timeout=30,
+            what="lattice watch to show the Run's end",
+        )
     finally:
         watch.send_signal(signal.SIGINT)
         try:
-            out, err = watch.communicate(timeout=30)
+            watch.wait(timeout=30)
         except subprocess.TimeoutExpired:
             watch.kill()
-            out, err = watch.communicate()
+            watch.wait()
             raise AssertionError(
-                f"lattice watch ignored Ctrl-C:\n{out[-2000:]}{err[-2000:]}"
+                f"lattice watch ignored Ctrl-C:\n{''.join(shown)[-2000:]}"
             ) from None
+        finally:
+            reader.join(timeout=30)
+            assert watch.stdout is not None
+            assert watch.stderr is not None
+            watch.stdout.close()
+            err = watch.stderr.read()
+            watch.stderr.close()
+    out = "".join(shown)
     assert watch.returncode == 130, err  # Ctrl-C ends it, as a shell expects
     assert "Traceback" not in err, err
     # Not a terminal here: one line per event.

@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def ready_sprite(stack: Stack, namespace: str, name: str = "box") -> str:
-    stack.apply(namespace, build("sprite.yaml", name, {"spec.networkPolicy": {"rules": []}}))
+    stack.create(namespace, build("sprite.yaml", name, {"spec.networkPolicy": {"rules": []}}))
     obj = stack.wait_sprite_ready(namespace, name)
     return str(obj["status"]["spriteName"])
 
@@ -29,7 +29,7 @@ def apply_run(stack: Stack, namespace: str, name: str, command: list[str], **spe
     doc = build("run.yaml", name, {"spec.command": command, "spec.spriteRef.name": "box"})
     doc["spec"].pop("retries", None)
     doc["spec"].update(spec)
-    stack.apply(namespace, doc)
+    stack.create(namespace, doc)
 
 
 def lattice(stack: Stack, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -31,7 +31,9 @@ Sleep = Callable[[float], Awaitable[None]]
 class RetryPolicy(BaseModel):
     """How often and how long to retry a failed call."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    # No use_attribute_docstrings: no schema is made of these, and reading the docstrings
+    # when the class is defined is start-up CPU (see modeling.ApiModel).
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     max_attempts: int = Field(default=5, ge=1)
     """Attempts in total, the first included."""

@@ -22,6 +22,7 @@ from lattice_operator.api.v1alpha1.healthcheck import HealthCheck, name_rule
 from lattice_operator.api.v1alpha1.intent import frozen_spec_rule
 from lattice_operator.api.v1alpha1.intentpolicy import IntentPolicy
 from lattice_operator.api.v1alpha1.spritecheckpoint import SpriteCheckpoint
+from lattice_operator.modeling import described
 
 JsonSchema = dict[str, Any]
 
@@ -231,6 +232,7 @@ def to_structural(schema: JsonSchema, defs: dict[str, JsonSchema]) -> JsonSchema
 
 def model_schema(model: type[BaseModel]) -> JsonSchema:
     """The structural schema of a model (validation mode, wire aliases)."""
+    described(model)
     raw = model.model_json_schema(by_alias=True, ref_template="#/$defs/{model}")
     defs = raw.pop("$defs", {})
     return to_structural(raw, defs)

@@ -37,7 +37,9 @@ _ADAPTER_ID = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 
 
 class _Manifest(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    # No use_attribute_docstrings: no schema is made of these, and reading the docstrings
+    # when the class is defined is start-up CPU (see modeling.ApiModel).
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class EventClaim(_Manifest):

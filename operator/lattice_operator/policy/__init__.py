@@ -1,6 +1,5 @@
 """Classification and gate rules (CEL over the Intent)."""
 
-from lattice_operator.policy.cel import PolicyInvalid, RuleError
 from lattice_operator.policy.classify import (
     DEFAULT_DECISION,
     CompiledPolicy,
@@ -11,6 +10,7 @@ from lattice_operator.policy.classify import (
     compile_policy_off_loop,
 )
 from lattice_operator.policy.document import intent_document
+from lattice_operator.policy.rules import PolicyInvalid, RuleError
 
 __all__ = [
     "DEFAULT_DECISION",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from typing import Any
 
 import celpy
@@ -11,7 +10,6 @@ from celpy import celtypes
 from celpy.adapter import json_to_cel
 from celpy.evaluation import CELEvalError
 
-from lattice_operator.errors import LatticeError
 from lattice_operator.policy.cost import (
     BudgetExceeded,
     CostError,
@@ -19,36 +17,16 @@ from lattice_operator.policy.cost import (
     MeteredEvaluator,
     check_cost,
 )
+from lattice_operator.policy.rules import CompiledRule, EvaluationError, PolicyInvalid, RuleError
 
-
-@dataclass(frozen=True)
-class RuleError:
-    """Why rule `index` of a policy cannot be used."""
-
-    index: int
-    name: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"spec.rules[{self.index}] ({self.name}): {self.message}"
-
-
-class PolicyInvalid(LatticeError):
-    """A policy has rules that do not compile or do not type-check."""
-
-    def __init__(self, errors: list[RuleError]) -> None:
-        super().__init__("; ".join(str(e) for e in errors))
-        self.errors = errors
-
-
-@dataclass(frozen=True)
-class CompiledRule:
-    index: int
-    name: str
-    source: str
-    program: Any  # celpy.Runner; untyped upstream
-    cost: int = 0
-    """Its worst-case estimate (evaluation steps)."""
+__all__ = [
+    "CompiledRule",
+    "EvaluationError",
+    "PolicyInvalid",
+    "RuleError",
+    "compile_rule",
+    "evaluate",
+]
 
 
 @functools.cache
@@ -71,16 +49,6 @@ def compile_rule(index: int, name: str, source: str) -> CompiledRule:
     except CostError as exc:
         raise PolicyInvalid([RuleError(index, name, str(exc))]) from exc
     return CompiledRule(index, name, source, program, cost)
-
-
-class EvaluationError(LatticeError):
-    """A rule could not be evaluated for an Intent (a type error, a missing field, or it
-    ran out of its step budget)."""
-
-    def __init__(self, message: str, *, type_error: bool, over_budget: bool = False) -> None:
-        super().__init__(message)
-        self.type_error = type_error
-        self.over_budget = over_budget
 
 
 def evaluate(rule: CompiledRule, intent: dict[str, Any], meter: Meter | None = None) -> bool:

@@ -8,15 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from lattice_operator.api.v1alpha1.intentpolicy import GateOutcome, IntentPolicySpec, RiskClass
-from lattice_operator.policy.cel import (
-    CompiledRule,
-    EvaluationError,
-    PolicyInvalid,
-    RuleError,
-    compile_rule,
-    evaluate,
-)
-from lattice_operator.policy.cost import Meter
+from lattice_operator.policy.rules import CompiledRule, EvaluationError, PolicyInvalid, RuleError
 from lattice_operator.policy.samples import sample_intents
 
 
@@ -53,6 +45,10 @@ DEFAULT_DECISION = Decision(
 def compile_policy(name: str, spec: IntentPolicySpec) -> CompiledPolicy:
     """Compile every rule (refusing any whose worst-case cost is above the limit) and
     type-check it against a sample Intent of every kind, all within one step budget."""
+    # cel-python loads here, with the first policy (policy/rules.py says why).
+    from lattice_operator.policy.cel import compile_rule, evaluate
+    from lattice_operator.policy.cost import Meter
+
     errors: list[RuleError] = []
     compiled: list[CompiledRule] = []
     for index, rule in enumerate(spec.rules):
@@ -126,6 +122,9 @@ def classify(
     message. Skipping it instead would let a later, laxer rule decide for an Intent
     that an erroring deny rule was meant to stop.
     """
+    from lattice_operator.policy.cel import evaluate
+    from lattice_operator.policy.cost import Meter
+
     chain: Iterable[CompiledPolicy] = [*policies, *([default] if default else [])]
     meter = Meter()  # one budget for the whole chain: a later rule gets what is left
     for policy in chain:

@@ -24,7 +24,9 @@ ACTIVE_STATES = frozenset({"created", "starting", "started", "stopping", "stoppe
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore", use_attribute_docstrings=True)
+    # No use_attribute_docstrings: no schema is made of these, and reading the docstrings
+    # when the class is defined is start-up CPU (see modeling.ApiModel).
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
 
 class FlyGuest(_Frozen):

@@ -36,7 +36,9 @@ def marker_of(text: str | None) -> str | None:
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore", use_attribute_docstrings=True)
+    # No use_attribute_docstrings: no schema is made of these, and reading the docstrings
+    # when the class is defined is start-up CPU (see modeling.ApiModel).
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
 
 class ForgeUser(_Frozen):

@@ -29,7 +29,9 @@ ServiceStatus = Literal["stopped", "starting", "running", "stopping", "failed", 
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    # No use_attribute_docstrings: no schema is made of these, and reading the docstrings
+    # when the class is defined is start-up CPU (see modeling.ApiModel).
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class SpriteInfo(_Frozen):
