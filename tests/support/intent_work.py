@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+# The operator's context a task's work runs in (handlers-private; built here as the handlers do).
 from lattice_operator.handlers._context import OperatorContext
 from lattice_operator.handlers.intent import reads_of, work_on_intent
 from lattice_operator.reconcilers.intent_workers import LiveBody, StopFlag, Work
