@@ -19,9 +19,9 @@ UNEXERCISED_GRANTS: dict[tuple[str, str, str], str] = {
     "ttlSecondsAfterFinished or past the history limit; no Run here lives that long",
     ("lattice.dev", "intents", "get"): "an Intent decided on an outdated spec is read again; "
     "only a conflicting write reaches it",
-    ("lattice.dev", "intents", "patch"): "kopf removes the finalizer a release before the "
-    "operator's own per-Intent tasks put on an open Intent; no Intent here is open across "
-    "the upgrade",
+    ("lattice.dev", "intents", "patch"): "kopf removes the finalizer that a release before "
+    "the operator's own per-Intent tasks put on an Intent; only tests/node/test_upgrade.py, "
+    "before this installation, has such Intents",
     **{
         grant: "a SpriteCheckpoint is taken, pruned and restored from (reading its Sprite); "
         "this run takes none (tests/e2e/test_intent_kinds.py does)"
