@@ -174,6 +174,24 @@ def test_rejection_and_policy_denial(stack: Stack, namespace: str) -> None:
     assert intent["status"]["classification"]["risk"] == "dangerous"
 
 
+def test_an_intent_created_right_after_its_policy_is_decided_by_it(
+    stack: Stack, namespace: str
+) -> None:
+    """`kubectl apply -f dir/` with a policy and an Intent: the Intent's event may be handled
+    before the operator's policy index has the policy (soak round 1 found such an Intent
+    left awaiting an approval for good, by the default decision). It is decided by the
+    policy: the classification lists the policies. On a quiet machine the index usually
+    wins this race anyway; the unit tests force it."""
+    stack.create(namespace, POLICY)
+    fileops = sample("intent-fileops.yaml")
+    fileops["metadata"] = {"name": "raced"}
+    stack.create(namespace, fileops)
+    intent = stack.wait_phase(namespace, "intents", "raced", {"Rejected", "AwaitingApproval"})
+    assert intent["status"]["classification"]["policy"] == "team", intent["status"]
+    cond = next(c for c in intent["status"]["conditions"] if c["type"] == "Approved")
+    assert cond["reason"] == "Denied"
+
+
 def test_spec_is_frozen_after_approval_but_cancel_works(stack: Stack, namespace: str) -> None:
     setup_namespace(stack, namespace)
     stack.create(namespace, intent_doc("frozen", ["sleep", "600"], trusted=True))

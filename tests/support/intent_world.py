@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -12,28 +13,50 @@ from lattice_operator.api.v1alpha1.intentpolicy import IntentPolicySpec
 from lattice_operator.policy import compile_policy
 from lattice_operator.reconcilers.approvals import spec_digest
 from lattice_operator.reconcilers.intent import IntentWorld
+from lattice_operator.reconcilers.intent_policies import IndexedPolicy, PolicySource
 from tests.support.admission_cases import sample
+from tests.support.cluster_writer import FakeClusterWriter
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def policy(outcome: str, approvers: int = 1) -> Any:
-    return compile_policy(
-        "p",
-        IntentPolicySpec.model_validate(
-            {
-                "rules": [
-                    {
-                        "name": "r",
-                        "match": "true",
-                        "risk": "controlled",
-                        "outcome": outcome,
-                        "approvers": approvers,
-                    }
-                ]
-            }
-        ),
-    )
+def policy_spec(outcome: str, approvers: int = 1, match: str = "true") -> dict[str, Any]:
+    """One rule `r` matching every Intent (unless told `match`) with that outcome."""
+    rule = {
+        "name": "r",
+        "match": match,
+        "risk": "controlled",
+        "outcome": outcome,
+        "approvers": approvers,
+    }
+    return {"rules": [rule]}
+
+
+def policy(outcome: str, approvers: int = 1, name: str = "p") -> Any:
+    return compile_policy(name, IntentPolicySpec.model_validate(policy_spec(outcome, approvers)))
+
+
+def policy_object(
+    outcome: str, *, name: str = "p", version: str = "1", match: str = "true"
+) -> dict[str, Any]:
+    """An IntentPolicy in namespace ns as the API server lists it."""
+    return {
+        "apiVersion": "lattice.dev/v1alpha1",
+        "kind": "IntentPolicy",
+        "metadata": {"name": name, "namespace": "ns", "resourceVersion": version},
+        "spec": policy_spec(outcome, match=match),
+    }
+
+
+def policies_in(writer: FakeClusterWriter, indexed: Iterable[IndexedPolicy] = ()) -> PolicySource:
+    """Namespace ns's policies: `indexed` in the index, the writer's as listed."""
+    return PolicySource({"ns": list(indexed)}, lambda: writer)
+
+
+def allowing(writer: FakeClusterWriter) -> PolicySource:
+    """Policy p allowing everything, stored and indexed (the index caught up)."""
+    writer.put("intentpolicies", policy_object("allow"))
+    return policies_in(writer, [IndexedPolicy("p", "1", policy("allow"))])
 
 
 def intent(**status: Any) -> Intent:

@@ -26,6 +26,7 @@ from lattice_operator.policy import CompiledPolicy, PolicyInvalid, compile_polic
 from lattice_operator.ports import Grants
 from lattice_operator.reconcilers.intent import TERMINAL
 from lattice_operator.reconcilers.intent_loop import drive_intent
+from lattice_operator.reconcilers.intent_policies import IndexedPolicy, PolicySource, compile_stored
 from lattice_operator.reconcilers.intent_workers import IntentWorkers, Work, sleep_unless_stopped
 from lattice_operator.reconcilers.sprite_claims import RunClaim
 
@@ -43,15 +44,14 @@ def parse_intent(body: Mapping[str, Any]) -> Intent:
 
 
 @kopf.index(*INTENT_POLICIES.gvp)
-async def compiled_policies(body: kopf.Body, **_: Any) -> dict[str, tuple[str, CompiledPolicy]]:
-    name = body.metadata.name or ""
-    try:
-        policy = model_of(IntentPolicy, body)
-        compiled = await compile_policy_off_loop(name, policy.spec)
-    except (ValidationError, PolicyInvalid) as exc:
-        log.warning("IntentPolicy %s/%s is not used: %s", body.metadata.namespace, name, exc)
-        return {}
-    return {body.metadata.namespace or "": (name, compiled)}
+async def compiled_policies(body: kopf.Body, **_: Any) -> dict[str, IndexedPolicy]:
+    """Each IntentPolicy compiled, by namespace, with its resourceVersion (a classification
+    lists the policies and compiles a version not here yet: reconcilers.intent_policies); an
+    invalid one is held as such, so that it is not compiled again for each Intent."""
+    namespace = body.metadata.namespace or ""
+    compiled = await compile_stored(namespace, body)
+    version = str(body.metadata.get("resourceVersion") or "")
+    return {namespace: IndexedPolicy(body.metadata.name or "", version, compiled)}
 
 
 @kopf.index(*RUNS.gvp)
@@ -146,7 +146,7 @@ class _Reads:
     """`reconcilers.intent_loop.IntentReads` over kopf's indexes and this operator."""
 
     ctx: OperatorContext
-    policies: Mapping[str, Iterable[tuple[str, CompiledPolicy]]]
+    policies: PolicySource
     runs: Mapping[tuple[str, str], Iterable[Run]]
     sprites: Mapping[tuple[str, str], Iterable[Sprite]]
     claims: Mapping[tuple[str, str], Iterable[RunClaim]] | None
@@ -168,7 +168,7 @@ def reads_of(ctx: OperatorContext, indexes: Mapping[str, Any]) -> _Reads:
     """What a pass reads, over kopf's indexes (the same objects for the operator's life)."""
     return _Reads(
         ctx,
-        policies=indexes["compiled_policies"],
+        policies=PolicySource(indexes["compiled_policies"], ctx.require_writer),
         runs=indexes["runs_by_name"],
         sprites=indexes["sprite_directory"],
         claims=indexes.get("run_claims"),

@@ -8,6 +8,9 @@ knows kopf or the API server: a pass reads the Intent (or the object the API ser
 answered after a write), the policies, its Run and its Sprite, decides with
 `reconcile_intent`, and:
 
+- classifies the Intent (once per spec generation) against the IntentPolicies the API server
+  lists then, not only those the index has caught up with (reconcilers.intent_policies);
+
 - writes the plan when its status differs from what is stored and from the last write; the
   work announced with it (FileOps, a forge step, a remediation, a Fly action, a restore) is
   carried out after that write, and the next pass decides on the Intent as stored then;
@@ -20,7 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from lattice_operator.api.v1alpha1 import Intent, Run, Sprite
@@ -42,6 +46,7 @@ from lattice_operator.reconcilers.intent_created_runs import CreatedRuns
 from lattice_operator.reconcilers.intent_forge import ForgeWork
 from lattice_operator.reconcilers.intent_kinds import sprite_to_read
 from lattice_operator.reconcilers.intent_pass import FlyWork, RemediationWork, RestoreWork
+from lattice_operator.reconcilers.intent_policies import PolicySource
 from lattice_operator.reconcilers.sprite_claims import DONE, RunClaim
 
 SAFETY_POLL = 10.0
@@ -70,8 +75,9 @@ class IntentReads(Protocol):
     this operator is configured with now)."""
 
     @property
-    def policies(self) -> Mapping[str, Iterable[tuple[str, CompiledPolicy]]]:
-        """Compiled IntentPolicies by namespace, with their names."""
+    def policies(self) -> PolicySource:
+        """The namespaces' compiled IntentPolicies (the index, or listed for a
+        classification)."""
         ...
 
     @property
@@ -150,15 +156,27 @@ def _one(entries: Iterable[Any] | None) -> Any:
     return next(iter(entries)) if entries else None
 
 
+@dataclass(frozen=True)
+class Classified:
+    """A classification this loop wrote, for the passes that still read the Intent as it
+    was before that write (the watch behind): decided once, not listed and decided again."""
+
+    generation: int | None
+    policies: Sequence[CompiledPolicy]
+    decision: Decision
+
+
 async def observe(
     intent: Intent,
     source: Stored,
     reads: IntentReads,
     created: CreatedRuns,
     clock: Clock,
+    classified: Classified | None = None,
 ) -> IntentWorld:
-    """What a pass decides on: the Intent and what it reads (its policies' decision made off
-    the event loop when one is due)."""
+    """What a pass decides on: the Intent and what it reads. When a classification is due,
+    the policies the API server lists now (one read) and their decision, made off the event
+    loop; the index's otherwise (unused then)."""
     namespace = intent.metadata.namespace or ""
     status = intent.status
     # Before runRef is set, by the deterministic name: a Run someone else made under that
@@ -166,12 +184,15 @@ async def observe(
     run_name = status.run_ref.name if status.run_ref else run_name_of(intent)
     sprite_name = status.sprite_ref.name if status.sprite_ref else sprite_to_read(intent)
     indexed = _one(reads.runs.get((namespace, run_name))) if run_name else None
-    in_force = [p for _, p in sorted(reads.policies.get(namespace, []), key=lambda x: x[0])]
-    decision = (
-        await classify_off_loop(policy_document(intent), in_force, reads.default_policy)
-        if classification_due(intent)
-        else None
-    )
+    decision: Decision | None = None
+    in_force: Sequence[CompiledPolicy]
+    if not classification_due(intent):
+        in_force = reads.policies.indexed(namespace)
+    elif classified is not None and classified.generation == intent.metadata.generation:
+        in_force, decision = classified.policies, classified.decision
+    else:
+        in_force = await reads.policies.listed(namespace)
+        decision = await classify_off_loop(policy_document(intent), in_force, reads.default_policy)
     annotations = (source.get("metadata") or {}).get("annotations") or {}
     return IntentWorld(
         intent=intent,
@@ -232,13 +253,14 @@ async def _passes(
     # a pass woken by the Intent's own status write (its watch event often comes before the
     # Run's) would otherwise create the Run again, to be refused as already there.
     created = CreatedRuns()
+    classified: Classified | None = None
     while not stopped:
         wakeup.clear()
         source, fresh = fresh or body, None
         # Each pass is one kind="Intent" reconcile in the metrics.
         with reconcile_timer("Intent", blocked=invalid):
             intent = parse(source)
-            world = await observe(intent, source, reads, created, clock)
+            world = await observe(intent, source, reads, created, clock, classified)
             plan = reconcile_intent(world)
             snapshot = plan.status.to_patch()
             if snapshot != written and snapshot != intent.status.to_patch():
@@ -246,6 +268,9 @@ async def _passes(
                     written, conflicts = snapshot, 0
                     if plan.decision is not None:
                         effects.decided(intent, plan.decision)
+                        classified = Classified(
+                            intent.metadata.generation, world.policies, plan.decision
+                        )
                     if plan.fileops is not None:
                         # The attempt is recorded: now carry it out, then decide again.
                         fresh = await effects.fileops(intent, plan)
@@ -300,6 +325,7 @@ async def _passes(
 __all__ = [
     "MAX_QUICK_REDECISIONS",
     "SAFETY_POLL",
+    "Classified",
     "IntentEffects",
     "IntentGone",
     "IntentReads",

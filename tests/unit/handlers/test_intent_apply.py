@@ -144,7 +144,14 @@ async def test_a_run_is_created_once_while_the_index_lags_for_minutes(monkeypatc
     # 20 passes 30 s apart: the Run created once, then (past INDEX_PATIENCE, 300 s) created
     # again, told it is there and read: one create per patience, not one per pass. The
     # second create has no Intent write before it: the Intent is read first (still there).
-    assert writer.verbs() == ["replace_status_if", "create_or_read", "read", "create_or_read"]
+    # The policies are listed once, for the one classification.
+    assert writer.verbs() == [
+        "list",
+        "replace_status_if",
+        "create_or_read",
+        "read",
+        "create_or_read",
+    ]
 
 
 async def test_a_pass_without_a_phase_change_is_not_guarded() -> None:

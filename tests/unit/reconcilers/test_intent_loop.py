@@ -18,13 +18,23 @@ from lattice_operator.reconcilers.intent_loop import (
     drive_intent,
     observe,
 )
+from lattice_operator.reconcilers.intent_policies import IndexedPolicy, PolicySource
 from tests.support.clock import FakeClock
-from tests.support.intent_world import BOX, intent, policy, remediation_world
+from tests.support.cluster_writer import FakeClusterWriter
+from tests.support.intent_world import (
+    BOX,
+    allowing,
+    intent,
+    policies_in,
+    policy,
+    policy_object,
+    remediation_world,
+)
 
 
 @dataclass
 class Reads:
-    policies: Mapping[str, Any] = field(default_factory=lambda: {"ns": [("p", policy("allow"))]})
+    policies: PolicySource = field(default_factory=lambda: allowing(FakeClusterWriter()))
     runs: Mapping[Any, Any] = field(default_factory=dict)
     sprites: Mapping[Any, Any] = field(default_factory=dict)
     claims: Mapping[Any, Any] | None = None
@@ -120,7 +130,7 @@ async def test_a_pass_reads_its_world_at_the_injected_clock() -> None:
     reads = Reads()
     world = await observe(it, _doc(), reads, CreatedRuns(), clock)
     assert world.now == clock.now()
-    assert list(world.policies) == [reads.policies["ns"][0][1]]
+    assert list(world.policies) == reads.policies.indexed("ns")  # the version listed
     assert world.decision is not None  # classified off the loop: due on a new Intent
     assert world.run is None
 
@@ -153,10 +163,84 @@ async def test_a_remediation_left_from_an_earlier_pass_waits_for_a_deleted_inten
         Intent.model_validate,
         Passes(3),
         asyncio.Event(),
-        Reads(policies={"ns": [("p", policy("allow"))]}, sprites={("ns", "box"): [BOX]}),
+        Reads(sprites={("ns", "box"): [BOX]}),
         effects,
         FakeClock(),
         safety_poll=0.001,
     )
     assert effects.asked == ["i"]  # asked once, found gone: no remediation (it would raise)
     assert effects.applied == []
+
+
+# -- the policies a classification reads ---------------------------------------------------
+
+
+async def _decided(reads: Reads, passes: int = 3) -> tuple[Effects, dict[str, Any]]:
+    doc = _doc()
+    effects = Effects(doc, accept=True)
+    await drive_intent(
+        doc,
+        Intent.model_validate,
+        Passes(passes),
+        asyncio.Event(),
+        reads,
+        effects,
+        FakeClock(),
+        safety_poll=0.001,
+    )
+    return effects, doc
+
+
+async def test_an_intent_is_decided_by_a_policy_its_index_has_not_caught_up_with() -> None:
+    """`kubectl apply -f dir/` with an IntentPolicy and an Intent: the Intent's event is
+    handled before the policy's index has it. It is classified by that policy (allow), not
+    by the default (approval required, for good)."""
+    writer = FakeClusterWriter()
+    writer.put("intentpolicies", policy_object("allow", version="7"))
+    effects, doc = await _decided(Reads(policies=policies_in(writer, [])))
+    assert [d.policy for d in effects.decisions] == ["p"]
+    assert effects.decisions[0].outcome == "allow"
+    assert doc["status"]["classification"]["policy"] == "p"
+    assert effects.applied[0] == "Executing"
+    assert writer.verbs() == ["list"]  # one read for the one classification, none per pass
+
+
+async def test_a_policy_deleted_but_still_indexed_does_not_decide() -> None:
+    writer = FakeClusterWriter()  # the API server lists none
+    gone = IndexedPolicy("p", "3", policy("allow"))
+    effects, _ = await _decided(Reads(policies=policies_in(writer, [gone])))
+    assert [d.rule for d in effects.decisions] == ["default"]
+    assert effects.applied[0] == "AwaitingApproval"
+
+
+async def test_an_invalid_policy_is_skipped_and_waited_for_by_no_one() -> None:
+    """An invalid policy (one the webhook did not see) is listed but never compiles: the
+    Intent is classified by the others at once, in its first pass."""
+    writer = FakeClusterWriter()
+    writer.put("intentpolicies", policy_object("deny", name="a-broken", match="intent.nope("))
+    writer.put("intentpolicies", policy_object("allow", name="b-fine", version="2"))
+    effects, _ = await _decided(Reads(policies=policies_in(writer, [])), passes=1)
+    assert [d.policy for d in effects.decisions] == ["b-fine"]
+    assert effects.decisions[0].outcome == "allow"
+
+
+async def test_a_pass_reading_the_intent_from_before_its_classification_lists_nothing() -> None:
+    """The watch behind the loop's own write (the body still unclassified): the passes
+    take the classification the loop wrote, with no second read or decision."""
+    writer = FakeClusterWriter()
+    writer.put("intentpolicies", policy_object("require_approval"))
+    doc = _doc()
+    stale = dict(doc)  # the body the watch has: never updated in this test
+    effects = Effects(doc, accept=True)
+    await drive_intent(
+        stale,
+        Intent.model_validate,
+        Passes(4),
+        asyncio.Event(),
+        Reads(policies=policies_in(writer, [])),
+        effects,
+        FakeClock(),
+        safety_poll=0.001,
+    )
+    assert effects.applied == ["AwaitingApproval"]  # written once, the same plan after
+    assert writer.verbs() == ["list"]
