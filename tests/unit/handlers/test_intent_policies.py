@@ -10,6 +10,7 @@ from typing import Any, cast
 import kopf
 import pytest
 
+# The context the handlers run an Intent's work in (handlers-private), built as they build it.
 from lattice_operator.handlers._context import OperatorContext
 from lattice_operator.handlers.intent import compiled_policies, reads_of, work_on_intent
 from lattice_operator.reconcilers import intent_loop
