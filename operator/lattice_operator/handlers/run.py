@@ -17,7 +17,6 @@ from lattice_operator.api.v1alpha1 import API_VERSION, TERMINAL_RUN_PHASES, Spri
 from lattice_operator.api.v1alpha1.resources import INTENTS, RUNS
 from lattice_operator.handlers._context import OperatorContext, context_of
 from lattice_operator.handlers._parsed import indexed_run, parse_run, run_view
-from lattice_operator.handlers._tasks import stop_task
 from lattice_operator.handlers._writes import deleted_under
 from lattice_operator.handlers.environment import ClusterSteps
 from lattice_operator.handlers.sprite import IndexedSprites
@@ -69,12 +68,8 @@ async def start_run_retention(memo: kopf.Memo, **kwargs: Any) -> None:
     """One loop deletes finished Runs past their TTL or the per-Sprite history limit."""
     ctx = context_of(memo)
     claims: kopf.Index[tuple[str, str], RunClaim] = kwargs["run_claims"]
-    memo.retention_task = asyncio.create_task(_retention(ctx, claims), name="run-retention")
-
-
-@kopf.on.cleanup()
-async def stop_run_retention(memo: kopf.Memo, **_: Any) -> None:
-    await stop_task(getattr(memo, "retention_task", None))
+    # Stopped by `close`, before the clients it writes through are closed.
+    ctx.background.append(asyncio.create_task(_retention(ctx, claims), name="run-retention"))
 
 
 async def _retention(ctx: OperatorContext, claims: kopf.Index[tuple[str, str], RunClaim]) -> None:

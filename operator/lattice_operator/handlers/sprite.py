@@ -18,7 +18,6 @@ from lattice_operator.api.v1alpha1.resources import SPRITES
 from lattice_operator.handlers._context import OperatorContext, context_of
 from lattice_operator.handlers._parsed import object_ref
 from lattice_operator.handlers._registry import SERVING
-from lattice_operator.handlers._tasks import stop_task
 from lattice_operator.handlers.environment import ClusterSteps, cluster_steps
 from lattice_operator.metrics import (
     RECONCILE_SECONDS,
@@ -280,9 +279,5 @@ async def start_fleet_observer(memo: kopf.Memo, **kwargs: Any) -> None:
         settings=ctx.settings.backend,
         default_policy=ctx.settings.sprites.default_network_policy,
     )
-    memo.fleet_task = asyncio.create_task(observer.run_forever(), name="fleet-observer")
-
-
-@kopf.on.cleanup()
-async def stop_fleet_observer(memo: kopf.Memo, **_: Any) -> None:
-    await stop_task(getattr(memo, "fleet_task", None))
+    # Stopped by `close`, before the clients it writes through are closed.
+    ctx.background.append(asyncio.create_task(observer.run_forever(), name="fleet-observer"))
