@@ -22,10 +22,23 @@ PROGRESS := $(PYTHON) hack/progress.py
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
 
+# The set-up's cache root (the binaries, the image, mypy's cache and uv live there).
+CACHE := $(or $(LATTICE_CACHE),$(HOME)/.cache/lattice-operator)
+# uv makes the virtualenv: from its cache (~/.cache/uv) a clean clone's venv takes about 14 s
+# with its bytecode compiled on both cores, where pip took 64 s (25 s of it compiling on one).
+# uv itself is installed once per machine, pinned, by pip into the cache.
+UV_VERSION := 0.13.9
+UV := $(CACHE)/uv-$(UV_VERSION)/bin/uv
+
+$(UV):
+	@mkdir -p $(CACHE) && tmp="$$(mktemp -d $(CACHE)/uv-install.XXXXXX)" \
+	  && $(PYTHON) -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target "$$tmp" uv==$(UV_VERSION) \
+	  && rm -rf $(CACHE)/uv-$(UV_VERSION) && mv "$$tmp" $(CACHE)/uv-$(UV_VERSION)
+
 # Both distributions, editable: the operator (with its test and dev extras) and the dev tools.
-$(VENV_STAMP): pyproject.toml devtools/pyproject.toml requirements.lock
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[test,dev]' -e ./devtools
+$(VENV_STAMP): pyproject.toml devtools/pyproject.toml requirements.lock | $(UV)
+	@test -x $(PY) || UV_PYTHON_DOWNLOADS=never $(UV) venv --quiet --python $(PYTHON) $(VENV)
+	UV_PYTHON_DOWNLOADS=never $(UV) pip install --quiet --compile-bytecode --python $(PY) -c requirements.lock -e '.[test,dev]' -e ./devtools
 	@rm -f $(VENV)/.stamp-* && touch $@
 
 venv: $(VENV_STAMP) ## Create/refresh the virtualenv from the pinned lock file
@@ -69,7 +82,7 @@ github-fixtures: ## GitHub's OpenAPI description and webhook examples for the lo
 	@$(PROGRESS) github-fixtures -- bash hack/github-fixtures.sh >/dev/null
 
 image: ## Build the operator image as an OCI archive, daemonless (cached; path on the last line)
-	@$(PROGRESS) image -- bash hack/build-image.sh
+	@$(PROGRESS) image --steps 4 -- bash hack/build-image.sh
 
 chart-package: tools ## Package the chart pinned to a pushed image: make chart-package IMAGE_REPOSITORY=host/lattice/lattice-operator IMAGE_DIGEST=sha256:... (path on the last line)
 	@bash hack/package-chart.sh "$(IMAGE_REPOSITORY)" "$(IMAGE_DIGEST)" $(CHART_DESTINATION)
@@ -82,8 +95,12 @@ lint: venv ## ruff lint and format check; the import layering (import-linter con
 	$(VENV)/bin/ruff format --check operator adapters devtools dashboards tests
 	$(VENV)/bin/lint-imports --no-cache
 
+# mypy's incremental cache lives outside the clone, beside the built binaries: a fresh clone's
+# check reuses what an earlier one checked (mypy checks again every file whose content differs).
+MYPY_CACHE := $(CACHE)/mypy
+
 typecheck: venv ## mypy --strict on the operator's packages, the dev tools and the dashboard code
-	$(VENV)/bin/mypy operator/lattice_operator adapters/lattice_adapters devtools/lattice_devtools dashboards
+	MYPY_CACHE_DIR=$(MYPY_CACHE) $(VENV)/bin/mypy operator/lattice_operator adapters/lattice_adapters devtools/lattice_devtools dashboards
 
 crds: venv ## Regenerate crds/ from the models (and the Helm chart's copy)
 	$(LATTICE) crds --output crds

@@ -99,7 +99,7 @@ created="$(date -u -d "@${SOURCE_DATE_EPOCH}" +%Y-%m-%dT%H:%M:%SZ)"
 if [ ! -f "$base/.stamp" ]; then
   sources="${APT_SOURCES:-/etc/apt/sources.list.d/debian.sources}"
   [ -f "$sources" ] || { echo "build-image: no apt sources file at $sources (set APT_SOURCES)" >&2; exit 1; }
-  echo "build-image: the base layer: debootstrapping ${DEBIAN_SUITE} with ${DEBIAN_PACKAGES} and the pinned dependencies" >&2
+  echo "build-image: building the base layer: debootstrapping ${DEBIAN_SUITE} with ${DEBIAN_PACKAGES} and the pinned dependencies" >&2
   # Every dependency of the wheel, as pip resolves it, then the wheel itself uninstalled:
   # the base holds exactly the dependencies, whatever the sources say later.
   mmdebstrap --quiet --mode=root --variant=minbase --format=tar \
@@ -128,7 +128,7 @@ fi
 # 3. The second layer: the wheel installed into the base's venv by its own pip (no
 #    dependency can come in: --no-deps, no index), then pip itself removed; umoci
 #    records the difference as a layer.
-echo "build-image: the operator layer" >&2
+echo "build-image: building the operator layer" >&2
 layout="$work/oci"
 cp -a "$base/oci" "$layout"
 umoci unpack --image "$layout:base" "$work/bundle" >/dev/null

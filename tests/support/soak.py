@@ -27,6 +27,8 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from tests.support.make_test import children_environment
+
 DEFAULT_PATHS = ("tests/contract", "tests/e2e")
 HOG = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n    pass\n"
 
@@ -118,7 +120,11 @@ def run_round(number: int, args: argparse.Namespace, out: Path) -> tuple[Round, 
     try:
         with log.open("wb") as sink:
             proc = subprocess.Popen(
-                command, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
+                command,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=children_environment(),  # bytecode cached, as in make test
             )
             try:
                 code = proc.wait(timeout=args.round_timeout)

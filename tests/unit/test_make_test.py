@@ -5,9 +5,12 @@ and failed checks stop the node tests (which still clean up) instead of waiting 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,6 +69,9 @@ def test_the_node_report_follows_the_suite_and_both_pass(tmp_path: Path) -> None
     assert suite < text.index("---- the node tests' report") < text.index("test_n.py .")
     assert "checks exit 0, suite exit 0, node tests exit 0" in text
     assert (tmp_path / "node-test.log").read_text().count("1 passed") == 1
+    # Each stream's CPU time is said (pytest itself takes a good part of a CPU-second).
+    for stream in ("suite: exit 0 after", "static checks: exit 0", "node tests: exit 0"):
+        assert re.search(re.escape(stream) + r".*, \d+ CPU-s\n", text), (stream, text)
 
 
 def test_a_failing_suite_or_node_test_fails_make_test_and_both_are_reported(
@@ -88,3 +94,15 @@ def test_failed_checks_stop_the_node_tests_which_clean_up(tmp_path: Path) -> Non
     assert "KeyboardInterrupt" in out.stdout  # in the node tests' report
     assert not (tmp_path / "node-slept").exists()
     assert (tmp_path / "node-teardown").read_text() == "done"  # fixtures ran on the SIGINT
+
+
+def test_the_suite_writes_bytecode_caches_even_where_the_environment_says_not_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = project(tmp_path)
+    (root / "tests" / "test_s.py").write_text(
+        "import sys\n\ndef test_in_the_suite():\n    assert not sys.dont_write_bytecode\n"
+    )
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")  # as on this machine
+    out = make_test(root, "--no-node")
+    assert out.returncode == 0, out.stdout + out.stderr

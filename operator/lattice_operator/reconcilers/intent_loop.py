@@ -176,7 +176,7 @@ async def observe(
 ) -> IntentWorld:
     """What a pass decides on: the Intent and what it reads. When a classification is due,
     the policies the API server lists now (one read) and their decision, made off the event
-    loop; the index's otherwise (unused then)."""
+    loop; none otherwise (nothing else reads them)."""
     namespace = intent.metadata.namespace or ""
     status = intent.status
     # Before runRef is set, by the deterministic name: a Run someone else made under that
@@ -187,7 +187,7 @@ async def observe(
     decision: Decision | None = None
     in_force: Sequence[CompiledPolicy]
     if not classification_due(intent):
-        in_force = reads.policies.indexed(namespace)
+        in_force = ()  # only a classification reads them
     elif classified is not None and classified.generation == intent.metadata.generation:
         in_force, decision = classified.policies, classified.decision
     else:

@@ -82,11 +82,6 @@ class PolicySource:
         self._compiles = OrderedDict()
         self._remembered = remembered
 
-    def indexed(self, namespace: str) -> list[CompiledPolicy]:
-        """What the index holds (no read; it may lag behind the API server)."""
-        entries = sorted(self._indexed.get(namespace, []), key=lambda p: p.name)
-        return [p.compiled for p in entries if p.compiled is not None]
-
     async def listed(self, namespace: str) -> list[CompiledPolicy]:
         """What the API server lists now (one LIST), compiled: the index's where it holds
         the listed version, compiled here otherwise."""

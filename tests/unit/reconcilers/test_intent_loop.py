@@ -130,9 +130,26 @@ async def test_a_pass_reads_its_world_at_the_injected_clock() -> None:
     reads = Reads()
     world = await observe(it, _doc(), reads, CreatedRuns(), clock)
     assert world.now == clock.now()
-    assert list(world.policies) == reads.policies.indexed("ns")  # the version listed
+    assert list(world.policies) == await reads.policies.listed("ns")  # the version listed
     assert world.decision is not None  # classified off the loop: due on a new Intent
     assert world.run is None
+
+
+async def test_a_pass_with_no_classification_due_reads_no_policies() -> None:
+    writer = FakeClusterWriter()
+    reads = Reads(policies=allowing(writer))
+    classified = {
+        "type": "Classified",
+        "status": "True",
+        "reason": "RuleMatched",
+        "observedGeneration": 1,
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+    world = await observe(
+        intent(conditions=[classified]), _doc(), reads, CreatedRuns(), FakeClock()
+    )
+    assert (list(world.policies), world.decision) == ([], None)
+    assert writer.verbs() == []
 
 
 class Gone(Effects):
