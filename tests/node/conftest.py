@@ -62,6 +62,13 @@ ORDER = (
 )
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Where the node tests' set-up time went, at the end of their report (node-test.log)."""
+    if TIMINGS:
+        timings = {k: round(v, 1) for k, v in TIMINGS.items()}
+        terminalreporter.write_line(f"node e2e timings (s): {json.dumps(timings)}")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # The hook sees the whole session's items: only this folder's are reordered, in place.
     slots = [i for i, item in enumerate(items) if item.path.parent == HERE]
@@ -96,8 +103,6 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeCluster]:
         records = list(cluster.records)
         down = lattice_cli("cluster", "down", "--state-dir", str(state))
         cluster.reap()
-        timings = {k: round(v, 1) for k, v in TIMINGS.items()}
-        print(f"\nnode e2e timings (s): {json.dumps(timings)}")
     assert down.returncode == 0, down.stdout + down.stderr
     assert "node cluster stopped" in down.stdout
     still = [r.name for r in records if cluster.alive(r.name)]
