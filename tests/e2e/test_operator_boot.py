@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from kubernetes.client import AdmissionregistrationV1Api
 
 from tests.support.admission_cases import build
 from tests.support.cluster import Cluster, wait_for
@@ -37,7 +38,7 @@ def bare(
     namespace = cluster.create_namespace("operator-boot-bare")
     no_backend = {"SPRITES_TOKEN": "", "SPRITE_TOKEN": ""}
     with operator_process(
-        cluster.kubeconfig,
+        cluster,
         tmp_path_factory.mktemp("bare"),
         "--namespace",
         namespace,
@@ -105,7 +106,7 @@ def test_the_backend_token_comes_from_a_secret(
     config.write_text(yaml.safe_dump(settings))
     no_environment = {"SPRITES_TOKEN": "", "SPRITES_API_URL": ""}
     with operator_process(
-        cluster.kubeconfig,
+        cluster,
         tmp_path,
         "--config",
         str(config),
@@ -131,7 +132,7 @@ def test_a_missing_token_secret_leaves_the_operator_running_and_says_so(
     config = tmp_path / "settings.yaml"
     config.write_text(yaml.safe_dump({"backend": {"token_secret": f"{namespace}/no-such-secret"}}))
     with operator_process(
-        cluster.kubeconfig,
+        cluster,
         tmp_path,
         "--config",
         str(config),
@@ -147,5 +148,22 @@ def test_a_missing_token_secret_leaves_the_operator_running_and_says_so(
             lambda: _ready_condition(cluster, namespace, "nt"), timeout=60, what="Ready"
         )
         assert op.alive()  # started, serving: not a crash loop on a missing Secret
+        wait_for(lambda: _webhook_configurations(cluster), timeout=60, what="webhooks registered")
     assert (cond["status"], cond["reason"]) == ("Unknown", "BackendNotConfigured")
     assert "no-such-secret" in str(cond["message"])
+    # Stopped, it leaves no webhook configuration pointing at it: a later module's writes
+    # without an operator would be refused (failurePolicy Fail, connection refused).
+    assert _webhook_configurations(cluster) == []
+
+
+def _webhook_configurations(cluster: Cluster) -> list[str]:
+    hooks = AdmissionregistrationV1Api(cluster.api_client())
+    return [
+        f"{kind}/{config.metadata.name}"
+        for kind, listed in (
+            ("mutating", hooks.list_mutating_webhook_configuration()),
+            ("validating", hooks.list_validating_webhook_configuration()),
+        )
+        for config in listed.items
+        if config.metadata.name == "lattice.dev"
+    ]

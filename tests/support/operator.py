@@ -17,7 +17,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from kubernetes.client import AdmissionregistrationV1Api
+from kubernetes.client.exceptions import ApiException
+
 from lattice_devtools.localcluster.controlplane import free_port
+from tests.support.cluster import Cluster
 
 # Every operator the tests start gets its TMPDIR here, removed when the test run ends: an
 # operator killed on purpose (the crash tests) cannot remove its throwaway webhook key.
@@ -141,18 +145,41 @@ def record_start(op: OperatorProcess) -> None:
 
 @contextlib.contextmanager
 def operator_process(
-    kubeconfig: Path,
+    cluster: Cluster,
     log_dir: Path,
     *args: str,
     env: dict[str, str] | None = None,
     standalone: bool = True,
     ready_timeout: float = 60.0,
 ) -> Iterator[OperatorProcess]:
-    """The operator for the duration of the block."""
+    """The operator for the duration of the block; its webhook configurations removed after."""
     op = spawn_operator(
-        kubeconfig, log_dir, *args, env=env, standalone=standalone, ready_timeout=ready_timeout
+        cluster.kubeconfig,
+        log_dir,
+        *args,
+        env=env,
+        standalone=standalone,
+        ready_timeout=ready_timeout,
     )
     try:
         yield op
     finally:
         op.stop()
+        remove_webhook_configurations(cluster)
+
+
+def remove_webhook_configurations(cluster: Cluster) -> None:
+    """Both of the operator's webhook configurations gone (absent already is fine); through
+    the API client, not a kubectl process each. They are cluster-wide and point at the
+    operator that registered them: left behind a stopped one, they refuse (failurePolicy Fail)
+    any Run, Intent or IntentPolicy a later module writes without an operator of its own."""
+    hooks = AdmissionregistrationV1Api(cluster.api_client())
+    for delete in (
+        hooks.delete_mutating_webhook_configuration,
+        hooks.delete_validating_webhook_configuration,
+    ):
+        try:
+            delete("lattice.dev")
+        except ApiException as err:
+            if err.status != 404:
+                raise

@@ -13,12 +13,15 @@ from typing import Any, cast
 from urllib.parse import urlsplit
 
 import yaml
-from kubernetes.client import AdmissionregistrationV1Api
 from kubernetes.client.exceptions import ApiException
 
 from lattice_devtools.localcluster.controlplane import free_port
 from tests.support.cluster import Cluster, create_or_replace, wait_for
-from tests.support.operator import OperatorProcess, spawn_operator
+from tests.support.operator import (
+    OperatorProcess,
+    remove_webhook_configurations,
+    spawn_operator,
+)
 from tests.support.sprites_server import LocalSprites
 
 # The API server must reach the operator's admission webhook. On this machine that is
@@ -252,18 +255,3 @@ def stop_stack(stack: Stack) -> None:
     # The webhook configurations point at this operator: an Intent written after it is
     # gone would otherwise be refused (failurePolicy Fail) until another one starts.
     remove_webhook_configurations(stack.cluster)
-
-
-def remove_webhook_configurations(cluster: Cluster) -> None:
-    """Both of the operator's webhook configurations gone (absent already is fine); through
-    the API client, not a kubectl process each."""
-    hooks = AdmissionregistrationV1Api(cluster.api_client())
-    for delete in (
-        hooks.delete_mutating_webhook_configuration,
-        hooks.delete_validating_webhook_configuration,
-    ):
-        try:
-            delete("lattice.dev")
-        except ApiException as err:
-            if err.status != 404:
-                raise
