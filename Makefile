@@ -24,7 +24,7 @@ help: ## Show the targets
 
 # The set-up's cache root (the binaries, the image, mypy's cache and uv live there).
 CACHE := $(or $(LATTICE_CACHE),$(HOME)/.cache/lattice-operator)
-# uv makes the virtualenv: from its cache (~/.cache/uv) a clean clone's venv takes about 14 s
+# uv makes the virtualenv: from its cache (~/.cache/uv) a clean clone's venv takes about 16 s
 # with its bytecode compiled on both cores, where pip took 64 s (25 s of it compiling on one).
 # uv itself is installed once per machine, pinned, by pip into the cache.
 UV_VERSION := 0.13.9
