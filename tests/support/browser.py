@@ -82,11 +82,12 @@ def _launch(profile: Path) -> tuple[subprocess.Popen[bytes], str]:
     try:
         port_file = profile / "DevToolsActivePort"
         deadline = time.monotonic() + 30
-        while not port_file.exists():
+        # Chromium creates the file, then writes its port and path: under load the file was
+        # seen empty (exists is not written). Its first line, once complete, is the port.
+        while not (port := written_port(port_file)):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError("Chromium did not start its DevTools endpoint")
             time.sleep(0.1)
-        port = int(port_file.read_text().split()[0])
         while time.monotonic() < deadline:
             listing = httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=5).json()
             pages = [t for t in listing if t.get("type") == "page"]
@@ -97,6 +98,16 @@ def _launch(profile: Path) -> tuple[subprocess.Popen[bytes], str]:
     except BaseException:
         _stop(proc)
         raise
+
+
+def written_port(port_file: Path) -> int | None:
+    """The DevTools port once Chromium has written the file's first line whole."""
+    try:
+        text = port_file.read_text()
+    except FileNotFoundError:
+        return None
+    first, newline, _ = text.partition("\n")
+    return int(first) if newline and first.isdigit() else None
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
