@@ -23,7 +23,11 @@ from lattice_devtools.localcluster.controlplane import free_port
 from lattice_operator.leadership import JITTER
 from tests.support.admission_cases import build
 from tests.support.cluster import Cluster, wait_for
-from tests.support.operator import OperatorProcess, spawn_operator
+from tests.support.operator import (
+    OperatorProcess,
+    remove_webhook_configurations,
+    spawn_operator,
+)
 from tests.support.sprites_server import LocalSprites
 from tests.support.stack import FAST_SETTINGS, wait_webhooks_served
 
@@ -104,8 +108,7 @@ def replicas(
     yield start
     for replica in started:
         replica.op.stop()
-    for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
-        cluster.kubectl("delete", kind, "lattice.dev", "--ignore-not-found", check=False)
+    remove_webhook_configurations(cluster)
 
 
 # Reads go through the API client, not kubectl: the waits below poll every 0.05-0.1 s, and a
