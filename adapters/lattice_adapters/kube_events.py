@@ -1,18 +1,22 @@
 """Receipts → Kubernetes Events, rate-limited per regarded object, through the cluster port
-(`EventStore`: the operator's `KubeClusterWriter`)."""
+(`EventStore`: the operator's `KubeClusterWriter`). The receipts of one publish (one status
+write) share Events up to `per_event` each (`runs.receipts_per_event`; 1, an Event per
+receipt, is the form release 0.1.0 reads)."""
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from lattice_adapters.kube import KubeApiError
 from lattice_adapters.kube.events import EVENTS, post_notice
 from lattice_operator.api.object_ref import ObjectRef
 from lattice_operator.builders import (
+    RECEIPTS_ANNOTATION,
     REPORTING_CONTROLLER,
     RUN_UID_LABEL,
-    receipt_event,
+    receipts_event,
 )
 from lattice_operator.clock import Clock
 from lattice_operator.lifeloop.receipts import LifecycleReceipt
@@ -23,10 +27,13 @@ from lattice_operator.ports.cluster import EventStore
 log = logging.getLogger(__name__)
 DROP_NOTICE_INTERVAL = 60.0
 """At most one ReceiptsDropped notice per object per this many seconds."""
+BATCH_BYTES = 64 * 1024
+"""The most receipt JSON one Event carries (the API server allows 256 KiB of annotations)."""
 
 
 class ReceiptEvents:
-    """Posts one Event per receipt; a chatty object is capped by a token bucket of its own."""
+    """Posts receipts as Events, up to `per_event` to an Event; a chatty object is capped by
+    a token bucket of its own (a token per Event: the writes are what it bounds)."""
 
     def __init__(
         self,
@@ -35,6 +42,7 @@ class ReceiptEvents:
         *,
         rate: float,
         burst: int,
+        per_event: int = 1,
         controller: str = REPORTING_CONTROLLER,
         instance: str = "lattice-operator",
     ) -> None:
@@ -42,6 +50,7 @@ class ReceiptEvents:
         self._clock = clock
         self._rate = rate
         self._burst = burst
+        self._per_event = max(1, per_event)
         self._controller = controller
         self._instance = instance
         self._buckets: dict[str, TokenBucket] = {}
@@ -69,7 +78,8 @@ class ReceiptEvents:
         return len(self._buckets.keys() | self._dropped.keys() | self._noticed_at.keys())
 
     async def published_sequences(self, regarding: ObjectRef) -> set[int]:
-        """Sequence numbers of the receipts posted as Events regarding the object (still kept)."""
+        """Sequence numbers of the receipts posted as Events regarding the object (still kept),
+        whether an Event carries one receipt or several."""
         listing = await self._store.list(
             EVENTS, regarding.namespace, label_selector=f"{RUN_UID_LABEL}={regarding.uid}"
         )
@@ -77,9 +87,12 @@ class ReceiptEvents:
         for item in listing:
             if item.get("reportingController") != self._controller:
                 continue  # anyone may post an Event with our annotations: count only ours
-            value = (item.get("metadata", {}).get("annotations") or {}).get("lattice.dev/sequence")
+            annotations = item.get("metadata", {}).get("annotations") or {}
+            value = annotations.get("lattice.dev/sequence")
             if value and value.isdigit():
                 found.add(int(value))
+            if RECEIPTS_ANNOTATION in annotations:
+                found.update(_batch_sequences(annotations[RECEIPTS_ANNOTATION]))
         return found
 
     async def publish(self, regarding: ObjectRef, receipts: Iterable[LifecycleReceipt]) -> None:
@@ -89,31 +102,34 @@ class ReceiptEvents:
                 self._clock, rate=self._rate, burst=self._burst
             )
         dropped_now: list[int | None] = []
-        for receipt in receipts:
-            RECEIPTS.labels(event=receipt.event, status=receipt.status).inc()
+        for batch in _batches(list(receipts), self._per_event):
+            for receipt in batch:
+                RECEIPTS.labels(event=receipt.event, status=receipt.status).inc()
             if not bucket.take():
-                self._dropped[regarding.uid] = self._dropped.get(regarding.uid, 0) + 1
-                if receipt.sequence is not None:
-                    _add(self._dropped_ranges.setdefault(regarding.uid, []), receipt.sequence)
-                K8S_EVENTS_DROPPED.inc()
-                dropped_now.append(receipt.sequence)
+                for receipt in batch:
+                    self._dropped[regarding.uid] = self._dropped.get(regarding.uid, 0) + 1
+                    if receipt.sequence is not None:
+                        _add(self._dropped_ranges.setdefault(regarding.uid, []), receipt.sequence)
+                    K8S_EVENTS_DROPPED.inc()
+                    dropped_now.append(receipt.sequence)
                 continue
-            body = receipt_event(
+            body = receipts_event(
                 regarding,
-                receipt,
+                batch,
                 now=self._clock.now(),
                 controller=self._controller,
                 instance=self._instance,
             )
             try:
-                # False: the same receipt was posted before a restart (its name is its own).
+                # False: the same receipts were posted before a restart (the name is theirs).
                 await self._store.create(EVENTS, regarding.namespace, body)
             except KubeApiError as exc:
                 if exc.conflict:  # a 409 other than AlreadyExists: there all the same
                     continue
                 # Events are evidence, not state: a failed post is logged, never fatal.
                 RECEIPT_POST_FAILURES.inc()
-                log.warning("could not post Event for receipt %s: %s", receipt.receipt_id, exc)
+                ids = ", ".join(r.receipt_id for r in batch)
+                log.warning("could not post Event for receipt(s) %s: %s", ids, exc)
         if dropped_now:
             await self._notice_drops(regarding, dropped_now)
 
@@ -143,6 +159,42 @@ class ReceiptEvents:
             controller=self._controller,
             instance=self._instance,
         )
+
+
+def _batches(receipts: list[LifecycleReceipt], most: int) -> Iterator[list[LifecycleReceipt]]:
+    """The receipts in order, in runs of at most `most` and `BATCH_BYTES` of JSON (a receipt
+    larger than that alone)."""
+    if most == 1:
+        yield from ([r] for r in receipts)
+        return
+    batch: list[LifecycleReceipt] = []
+    size = 0
+    for receipt in receipts:
+        length = len(json.dumps(receipt.to_wire(), separators=(",", ":")))
+        if batch and (len(batch) == most or size + length > BATCH_BYTES):
+            yield batch
+            batch, size = [], 0
+        batch.append(receipt)
+        size += length
+    if batch:
+        yield batch
+
+
+def _batch_sequences(text: object) -> set[int]:
+    """The sequence numbers in a batch's JSON list (anything malformed in it is skipped)."""
+    try:
+        value = json.loads(str(text))
+    except (json.JSONDecodeError, RecursionError):
+        return set()
+    if not isinstance(value, list):
+        return set()
+    return {
+        item["sequence"]
+        for item in value
+        if isinstance(item, dict)
+        and isinstance(item.get("sequence"), int)
+        and not isinstance(item.get("sequence"), bool)
+    }
 
 
 def _add(ranges: list[tuple[int, int]], number: int) -> None:

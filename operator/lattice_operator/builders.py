@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -11,7 +12,12 @@ from lattice_operator.api.v1alpha1 import Intent, Run
 from lattice_operator.api.v1alpha1.intent import SpriteCreateParams
 from lattice_operator.api.v1alpha1.resources import API_VERSION
 from lattice_operator.api.v1alpha1.run import RunTemplate
-from lattice_operator.labels import RECEIPT_ANNOTATION, REPORTING_CONTROLLER, RUN_UID_LABEL
+from lattice_operator.labels import (
+    RECEIPT_ANNOTATION,
+    RECEIPTS_ANNOTATION,
+    REPORTING_CONTROLLER,
+    RUN_UID_LABEL,
+)
 from lattice_operator.lifeloop.receipts import LifecycleReceipt
 from lattice_operator.protocol.projection import ProposalStatus
 
@@ -79,6 +85,59 @@ def receipt_event(
         "regarding": regarding.to_wire(),
         "note": receipt_note(receipt),
         "type": "Warning" if receipt.failure_class is not None else "Normal",
+    }
+
+
+def receipts_event_name(regarding: ObjectRef, receipts: Sequence[LifecycleReceipt]) -> str:
+    """Deterministic per batch (its first and last sequence, its last receipt's id), so a
+    replayed publish of the same batch is an AlreadyExists, never a twin."""
+    first, last = receipts[0], receipts[-1]
+    seq = "-".join(f"{r.sequence:06d}" if r.sequence is not None else "x" for r in (first, last))
+    tail = last.receipt_id.replace("_", "-").lower()[-12:].strip("-")
+    return f"{regarding.name[:200]}.r{seq}-{tail}"
+
+
+def receipts_event(
+    regarding: ObjectRef,
+    receipts: Sequence[LifecycleReceipt],
+    *,
+    now: datetime,
+    controller: str,
+    instance: str,
+) -> dict[str, Any]:
+    """One events.k8s.io/v1 Event carrying several receipts of one status write, whole and in
+    order (`RECEIPTS_ANNOTATION`); its reason and action are the last receipt's, its note
+    lists them all. One receipt is posted as `receipt_event` has it, the form every release
+    reads."""
+    if len(receipts) == 1:
+        return receipt_event(
+            regarding, receipts[0], now=now, controller=controller, instance=instance
+        )
+    last = receipts[-1]
+    wire = [r.to_wire() for r in receipts]
+    numbers = [r.sequence for r in receipts if r.sequence is not None]
+    annotations = {
+        "lattice.dev/sequences": f"{min(numbers)}-{max(numbers)}" if numbers else "",
+        RECEIPTS_ANNOTATION: json.dumps(wire, separators=(",", ":"), sort_keys=True),
+    }
+    failed = any(r.failure_class is not None for r in receipts)
+    return {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {
+            "name": receipts_event_name(regarding, receipts),
+            "namespace": regarding.namespace,
+            "labels": {RUN_UID_LABEL: regarding.uid},
+            "annotations": annotations,
+        },
+        "eventTime": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "reportingController": controller,
+        "reportingInstance": instance[:128],
+        "action": str(last.event)[:128],
+        "reason": camel_reason(last.event),
+        "regarding": regarding.to_wire(),
+        "note": "; ".join(receipt_note(r) for r in receipts)[:NOTE_CHARS],
+        "type": "Warning" if failed else "Normal",
     }
 
 
@@ -222,6 +281,7 @@ def environment_change_intent(
 __all__ = [
     "INTENT_LABEL",
     "PROPOSED_BY_RUN",
+    "RECEIPTS_ANNOTATION",
     "RECEIPT_ANNOTATION",
     "REPORTING_CONTROLLER",
     "RUN_UID_LABEL",
@@ -233,6 +293,8 @@ __all__ = [
     "receipt_event",
     "receipt_event_name",
     "receipt_note",
+    "receipts_event",
+    "receipts_event_name",
     "run_for_intent",
     "run_name",
     "sprite_for_intent",

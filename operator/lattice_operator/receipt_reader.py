@@ -9,7 +9,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from lattice_operator.labels import RECEIPT_ANNOTATION, REPORTING_CONTROLLER, RUN_UID_LABEL
+from lattice_operator.labels import (
+    RECEIPT_ANNOTATION,
+    RECEIPTS_ANNOTATION,
+    REPORTING_CONTROLLER,
+    RUN_UID_LABEL,
+)
 
 
 def receipt_event_params(run: dict[str, Any]) -> dict[str, str]:
@@ -22,33 +27,52 @@ def receipts_from_events(
     listing: dict[str, Any], *, instance: str | None = None
 ) -> tuple[list[dict[str, Any]], int]:
     """The receipts carried by a listing of Events, in sequence order, and how many Events
-    carried one but were not trusted: not reported by the operator's controller (or by the
-    given instance), or not a well-formed receipt. Anyone allowed to post Events can copy
-    our annotation; only the operator's own count."""
-    receipts: list[dict[str, Any]] = []
+    carried receipts but were not trusted: not reported by the operator's controller (or by
+    the given instance), or not well-formed receipts. Anyone allowed to post Events can copy
+    our annotations; only the operator's own count. An Event carries one receipt
+    (`RECEIPT_ANNOTATION`) or several (`RECEIPTS_ANNOTATION`, `runs.receipts_per_event`); a
+    receipt found twice (the same batch posted again under another grouping) is read once."""
+    receipts: dict[str, dict[str, Any]] = {}
     untrusted = 0
     for item in listing.get("items", []):
         annotations = (item.get("metadata") or {}).get("annotations") or {}
-        if RECEIPT_ANNOTATION not in annotations:
+        if RECEIPT_ANNOTATION in annotations:
+            texts = [annotations[RECEIPT_ANNOTATION]]
+        elif RECEIPTS_ANNOTATION in annotations:
+            texts = _batch(annotations[RECEIPTS_ANNOTATION])
+        else:
             continue  # a notice, not a receipt
         ours = item.get("reportingController") == REPORTING_CONTROLLER and (
             instance is None or item.get("reportingInstance") == instance
         )
-        receipt = _well_formed_receipt(annotations[RECEIPT_ANNOTATION]) if ours else None
-        if receipt is None:
-            untrusted += 1
+        found = [r for r in map(_well_formed_receipt, texts) if r is not None] if ours else []
+        if not found or len(found) != len(texts):
+            untrusted += 1  # the whole Event: a batch is trusted whole or not at all
             continue
-        receipt["reporting_instance"] = str(item.get("reportingInstance") or "")
-        receipts.append(receipt)
-    receipts.sort(key=lambda r: (r["sequence"] or 0, r["receipt_id"]))
-    return receipts, untrusted
+        for receipt in found:
+            receipt["reporting_instance"] = str(item.get("reportingInstance") or "")
+            receipts.setdefault(receipt["receipt_id"], receipt)
+    ordered = sorted(receipts.values(), key=lambda r: (r["sequence"] or 0, r["receipt_id"]))
+    return ordered, untrusted
 
 
-def _well_formed_receipt(text: object) -> dict[str, Any] | None:
+def _batch(text: object) -> list[object]:
+    """The receipts of a batch's JSON list ([] when it is not a list: untrusted)."""
     try:
         value = json.loads(str(text))
     except (json.JSONDecodeError, RecursionError):
-        return None
+        return []
+    return list(value) if isinstance(value, list) else []
+
+
+def _well_formed_receipt(text: object) -> dict[str, Any] | None:
+    if isinstance(text, dict):
+        value: object = text
+    else:
+        try:
+            value = json.loads(str(text))
+        except (json.JSONDecodeError, RecursionError):
+            return None
     if not isinstance(value, dict):
         return None
     sequence = value.get("sequence")

@@ -131,6 +131,11 @@ class RunTimings(_Settings):
     """Receipt Events refilled per Run per second."""
     events_burst: int = Field(default=100, ge=1)
     """Receipt Events a Run may post in a burst."""
+    receipts_per_event: int = Field(default=1, ge=1, le=64)
+    """Receipts one Event may carry: the receipts of one status write share Events up to this
+    many (a session's start and end: two Events instead of four). 1, an Event per receipt, is
+    the only form release 0.1.0 reads: keep it while a rollback to 0.1.0 may happen (see
+    docs/install.md, "Rolling back")."""
     waiting_exit_grace: float = Field(default=30.0, gt=0)
     """Seconds a session may keep running after its WAITING before the operator stops it
     (the protocol: once you emit WAITING, stop)."""

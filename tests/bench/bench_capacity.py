@@ -89,6 +89,8 @@ server's bound, say), each kept as `sustained_intents_at_<rate>`."""
 LATENCY_RATE, LATENCY_SECONDS, BURST = 5.0, 30.0 * SCALE, int(100 * SCALE)
 RESTART_RUNS = int(100 * SCALE)
 COST_INTENTS = max(1, int(40 * SCALE))
+BATCHED_RECEIPTS = 8
+"""`runs.receipts_per_event` of the cost row's second run (the first has the default, 1)."""
 INTENT_WRITES = ("intents", "runs", "events")
 MEMORY_SPRITES, MEMORY_RUNS, MEMORY_RUN_SPRITES = int(1_000 * SCALE), int(10_000 * SCALE), 250
 CEILING_OBJECTS, CEILING_IN_FLIGHT = int(3_000 * SCALE), 64
@@ -716,6 +718,16 @@ def table(results: dict[str, Any]) -> list[dict[str, Any]]:
             f"{cost['intents']} Intents one after the other on warm sprites, each to its end; "
             f"the API server's request counts, the operator's /proc CPU time{_when(cost)}",
         )
+    batched = results.get("intent_cost_receipts_batched")
+    if batched:
+        row(
+            "… the same, the receipts of one status write in one Event",
+            f"{batched['api_writes_per_intent']} API writes, "
+            f"{batched['operator_cpu_ms_per_intent']} operator CPU-ms{_per_api_core(batched)}",
+            "≤ 8 writes",
+            f"as above with runs.receipts_per_event {batched['receipts_per_event']} "
+            f"(default 1: docs/install.md, rolling back){_when(batched)}",
+        )
     if ceiling_row:
         row(
             "the API server alone (the ceiling)",
@@ -840,6 +852,17 @@ def test_capacity(cluster: Cluster, local_sprites: LocalSprites, tmp_path: Path)
                             sustained(bench, stack, namespace, rate),
                         )
                         cleared(cluster, namespace)
+        if "cost" in chosen:
+            # The same row with the receipts of one status write sharing an Event.
+            runs = {**_fast_runs(), "receipts_per_event": BATCHED_RECEIPTS}
+            with operator_stack(
+                cluster, local_sprites, tmp_path, backend=PRODUCT_FLEET, runs=runs
+            ) as stack:
+                namespace = cluster.create_namespace("cap-cost-batched")
+                row = intent_cost(bench, stack, namespace)
+                row["receipts_per_event"] = BATCHED_RECEIPTS
+                record("intent_cost_receipts_batched", row)
+                cleared(cluster, namespace)
         if "memory" in chosen:
             record("memory", memory(bench, cluster, local_sprites, tmp_path))
         if "engine" in chosen:

@@ -1,4 +1,5 @@
-"""A chatty sprite cannot flood the API server with Events: what is dropped is counted."""
+"""Receipt Events: a chatty sprite cannot flood the API server with them (what is dropped is
+counted), and the receipts of one status write may share one."""
 
 from __future__ import annotations
 
@@ -14,6 +15,14 @@ import pytest
 from tests.support.admission_cases import build
 from tests.support.agents import agent
 from tests.support.cluster import Cluster, wait_for
+from tests.support.e2e_intents import (
+    api_writes,
+    intent_doc,
+    intent_writes,
+    quiet_cluster,
+    setup_namespace,
+)
+from tests.support.e2e_runs import logged_receipts
 from tests.support.sprites_server import LocalSprites
 from tests.support.stack import FAST_SETTINGS, operator_stack
 
@@ -100,3 +109,50 @@ def test_receipt_events_are_rate_limited_per_run(
         )
         assert len(json.loads(cli.stdout)) == posted
         assert f"{dropped} receipt(s) of this Run were not posted" in cli.stderr
+
+
+def test_receipts_share_events_when_allowed_and_an_intent_makes_eight_writes(
+    cluster: Cluster, namespace: str, local_sprites: LocalSprites, tmp_path: Path
+) -> None:
+    """`runs.receipts_per_event` > 1: the receipts of one status write go out in one Event, so
+    an auto-approved Intent makes at most 8 API writes (10 with an Event per receipt, the
+    default, test_intents.py), and every reader still sees each receipt once, in order."""
+    runs = {**FAST_SETTINGS["runs"], "receipts_per_event": 8}
+    # Cluster-wide, as the shared operator: a namespace an earlier test left being deleted is
+    # finalized, so that its writes are over before these are counted.
+    with operator_stack(cluster, local_sprites, tmp_path, runs=runs) as s:
+        setup_namespace(s, namespace)
+        quiet_cluster(s)
+        before = api_writes(s)
+        s.create(namespace, intent_doc("batched", ["sh", "-c", "echo done"], trusted=True))
+        intent = s.wait_phase(namespace, "intents", "batched", {"Succeeded", "Failed"})
+        assert intent["status"]["phase"] == "Succeeded", intent["status"]
+        run = intent["status"]["runRef"]["name"]
+        # Through `lattice logs --receipts --json`, once the session's end is posted.
+        receipts = logged_receipts(
+            s, namespace, run, lambda r: any(x["event"] == "session.ended" for x in r),
+            what="the Run's receipts",
+        )  # fmt: skip
+        writes = intent_writes(before, api_writes(s))
+        made = sum(v for k, v in writes.items() if k.split()[-1].startswith("2"))
+        assert made <= 8, writes
+        assert sum(writes.values()) == made, writes  # none refused
+        assert [r["event"] for r in receipts] == [
+            "session.starting",
+            "session.started",
+            "session.ending",
+            "session.ended",
+        ]
+        assert [r["sequence"] for r in receipts] == [1, 2, 3, 4]
+        # Two Events carry them, each named for its receipts' sequence numbers.
+        uid = s.get(namespace, "runs", run)["metadata"]["uid"]
+        listing = cluster.kubectl(
+            "get", "events.events.k8s.io", "-n", namespace, "-o", "json",
+            "-l", f"lattice.dev/run-uid={uid}",
+        ).stdout  # fmt: skip
+        events = json.loads(listing)["items"]
+        assert sorted(e["reason"] for e in events) == ["SessionEnded", "SessionStarted"]
+        assert sorted(e["metadata"]["annotations"]["lattice.dev/sequences"] for e in events) == [
+            "1-2",
+            "3-4",
+        ]

@@ -147,6 +147,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         ctx.clock,
         rate=ours.runs.events_per_second,
         burst=ours.runs.events_burst,
+        per_event=ours.runs.receipts_per_event,
         instance=instance,
     )
     ctx.require_writer()  # over the client and the receipt publisher just made

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from lattice_operator.builders import RECEIPT_ANNOTATION, RUN_UID_LABEL
+from lattice_operator.builders import RECEIPT_ANNOTATION, RECEIPTS_ANNOTATION, RUN_UID_LABEL
 from lattice_operator.receipt_reader import (
     dropped_receipts,
     receipt_event_params,
@@ -45,3 +45,43 @@ def test_dropped_receipts_are_read_from_the_status() -> None:
     assert dropped_receipts({}) == 0
     assert dropped_receipts({"status": {"receipts": {"state": {}}}}) == 0
     assert dropped_receipts({"status": {"receipts": {"eventsDropped": 7}}}) == 7
+
+
+def _batch(*receipts: object, controller: str = "lattice.dev/operator") -> dict[str, Any]:
+    return {
+        "metadata": {"annotations": {RECEIPTS_ANNOTATION: json.dumps(list(receipts))}},
+        "reportingController": controller,
+    }
+
+
+def _receipt(sequence: int, receipt_id: str) -> dict[str, Any]:
+    return {"sequence": sequence, "receipt_id": receipt_id, "event": "x", "status": "observed"}
+
+
+def test_receipts_in_batches_are_read_with_single_ones_each_once() -> None:
+    listing = {
+        "items": [
+            _batch(_receipt(3, "c"), _receipt(4, "d")),
+            _event(1, "a"),
+            _batch(_receipt(2, "b"), _receipt(3, "c")),  # "c" posted again in another grouping
+        ]
+    }
+    receipts, untrusted = receipts_from_events(listing)
+    assert [r["receipt_id"] for r in receipts] == ["a", "b", "c", "d"]
+    assert untrusted == 0
+
+
+def test_a_batch_is_trusted_whole_or_not_at_all() -> None:
+    listing = {
+        "items": [
+            _batch(_receipt(1, "a"), {"sequence": "x", "receipt_id": "bad"}),
+            _batch(_receipt(2, "b"), controller="someone/else"),
+            _batch(),  # an empty list carries nothing to trust
+            {"metadata": {"annotations": {RECEIPTS_ANNOTATION: "{not json"}},
+             "reportingController": "lattice.dev/operator"},
+            _batch(_receipt(3, "c")),
+        ]
+    }  # fmt: skip
+    receipts, untrusted = receipts_from_events(listing)
+    assert [r["receipt_id"] for r in receipts] == ["c"]
+    assert untrusted == 4
