@@ -38,6 +38,7 @@ import itertools
 import json
 import os
 import platform
+import re
 import statistics
 import threading
 import time
@@ -231,6 +232,24 @@ def folded(bench: Bench, namespace: str, names: set[str]) -> dict[str, tuple[int
             count = (status.get("events") or {}).get("eventCount", 0)
             out[name] = (int(count), str(status.get("phase") or "Pending"))
     return out
+
+
+def end_reasons(bench: Bench, namespace: str, names: set[str]) -> dict[str, int]:
+    """How the named Runs that did not succeed ended: a count per phase, reason and message
+    (numbers and names in it replaced, so that alike endings count together)."""
+    path = resource_path("lattice.dev", "v1alpha1", "runs", namespace)
+    counts: dict[str, int] = {}
+    for item in bench.run(bench.kube.get(path))["items"]:
+        status = item.get("status") or {}
+        if item["metadata"]["name"] not in names or status.get("phase") == "Succeeded":
+            continue
+        ended: dict[str, Any] = next(
+            (c for c in status.get("conditions") or [] if c.get("type") == "Succeeded"), {}
+        )
+        message = re.sub(r"[0-9a-f]{8}-[0-9a-f-]{27}|\d+", "N", str(ended.get("message", "")))
+        key = f"{status.get('phase')}: {ended.get('reason')}: {message[:160]}"
+        counts[key] = counts.get(key, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
 def lag_summary(lag_file: Path, since: float, until: float) -> dict[str, dict[str, float]]:
@@ -529,6 +548,8 @@ def one_count(
     row["phases_after"] = dict(
         sorted({p: sum(1 for _, q in last.values() if q == p) for _, p in last.values()}.items())
     )
+    if any(phase != "Succeeded" for _, phase in last.values()):
+        row["not_succeeded_by_reason"] = end_reasons(bench, namespace, set(names))
     row["events_in_status_after"] = sum(c for c, _ in last.values())
     row["events_lost"] = max(0, emitted - row["events_in_status_after"])
     if window:
