@@ -68,24 +68,17 @@ def receipt_event(
         "lattice.dev/retry-class": receipt.retry_class or "",
         RECEIPT_ANNOTATION: json.dumps(receipt.to_wire(), separators=(",", ":"), sort_keys=True),
     }
-    return {
-        "apiVersion": "events.k8s.io/v1",
-        "kind": "Event",
-        "metadata": {
-            "name": receipt_event_name(regarding, receipt),
-            "namespace": regarding.namespace,
-            "labels": {RUN_UID_LABEL: regarding.uid},
-            "annotations": annotations,
-        },
-        "eventTime": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-        "reportingController": controller,
-        "reportingInstance": instance[:128],
-        "action": str(receipt.event)[:128],
-        "reason": camel_reason(receipt.event),
-        "regarding": regarding.to_wire(),
-        "note": receipt_note(receipt),
-        "type": "Warning" if receipt.failure_class is not None else "Normal",
-    }
+    return _receipt_envelope(
+        regarding,
+        name=receipt_event_name(regarding, receipt),
+        annotations=annotations,
+        last=receipt,
+        note=receipt_note(receipt),
+        warning=receipt.failure_class is not None,
+        now=now,
+        controller=controller,
+        instance=instance,
+    )
 
 
 def receipts_event_name(regarding: ObjectRef, receipts: Sequence[LifecycleReceipt]) -> str:
@@ -120,12 +113,38 @@ def receipts_event(
         "lattice.dev/sequences": f"{min(numbers)}-{max(numbers)}" if numbers else "",
         RECEIPTS_ANNOTATION: json.dumps(wire, separators=(",", ":"), sort_keys=True),
     }
-    failed = any(r.failure_class is not None for r in receipts)
+    return _receipt_envelope(
+        regarding,
+        name=receipts_event_name(regarding, receipts),
+        annotations=annotations,
+        last=last,
+        note="; ".join(receipt_note(r) for r in receipts)[:NOTE_CHARS],
+        warning=any(r.failure_class is not None for r in receipts),
+        now=now,
+        controller=controller,
+        instance=instance,
+    )
+
+
+def _receipt_envelope(
+    regarding: ObjectRef,
+    *,
+    name: str,
+    annotations: dict[str, str],
+    last: LifecycleReceipt,
+    note: str,
+    warning: bool,
+    now: datetime,
+    controller: str,
+    instance: str,
+) -> dict[str, Any]:
+    """The Event around one receipt or a batch: named for them, labelled with the Run's uid,
+    its reason and action the (last) receipt's."""
     return {
         "apiVersion": "events.k8s.io/v1",
         "kind": "Event",
         "metadata": {
-            "name": receipts_event_name(regarding, receipts),
+            "name": name,
             "namespace": regarding.namespace,
             "labels": {RUN_UID_LABEL: regarding.uid},
             "annotations": annotations,
@@ -136,8 +155,8 @@ def receipts_event(
         "action": str(last.event)[:128],
         "reason": camel_reason(last.event),
         "regarding": regarding.to_wire(),
-        "note": "; ".join(receipt_note(r) for r in receipts)[:NOTE_CHARS],
-        "type": "Warning" if failed else "Normal",
+        "note": note,
+        "type": "Warning" if warning else "Normal",
     }
 
 
