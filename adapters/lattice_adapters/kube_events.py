@@ -13,7 +13,6 @@ from lattice_adapters.kube import KubeApiError
 from lattice_adapters.kube.events import EVENTS, post_notice
 from lattice_operator.api.object_ref import ObjectRef
 from lattice_operator.builders import (
-    RECEIPTS_ANNOTATION,
     REPORTING_CONTROLLER,
     RUN_UID_LABEL,
     receipts_event,
@@ -23,6 +22,7 @@ from lattice_operator.lifeloop.receipts import LifecycleReceipt
 from lattice_operator.metrics import K8S_EVENTS_DROPPED, RECEIPT_POST_FAILURES, RECEIPTS
 from lattice_operator.pacing import TokenBucket
 from lattice_operator.ports.cluster import EventStore
+from lattice_operator.receipt_reader import event_receipts
 
 log = logging.getLogger(__name__)
 DROP_NOTICE_INTERVAL = 60.0
@@ -87,12 +87,10 @@ class ReceiptEvents:
         for item in listing:
             if item.get("reportingController") != self._controller:
                 continue  # anyone may post an Event with our annotations: count only ours
-            annotations = item.get("metadata", {}).get("annotations") or {}
-            value = annotations.get("lattice.dev/sequence")
-            if value and value.isdigit():
-                found.add(int(value))
-            if RECEIPTS_ANNOTATION in annotations:
-                found.update(_batch_sequences(annotations[RECEIPTS_ANNOTATION]))
+            # Read as every reader reads them (`lattice logs --receipts`, the MCP tools).
+            for receipt in event_receipts(item) or ():
+                if receipt["sequence"] is not None:
+                    found.add(receipt["sequence"])
         return found
 
     async def publish(self, regarding: ObjectRef, receipts: Iterable[LifecycleReceipt]) -> None:
@@ -178,23 +176,6 @@ def _batches(receipts: list[LifecycleReceipt], most: int) -> Iterator[list[Lifec
         size += length
     if batch:
         yield batch
-
-
-def _batch_sequences(text: object) -> set[int]:
-    """The sequence numbers in a batch's JSON list (anything malformed in it is skipped)."""
-    try:
-        value = json.loads(str(text))
-    except (json.JSONDecodeError, RecursionError):
-        return set()
-    if not isinstance(value, list):
-        return set()
-    return {
-        item["sequence"]
-        for item in value
-        if isinstance(item, dict)
-        and isinstance(item.get("sequence"), int)
-        and not isinstance(item.get("sequence"), bool)
-    }
 
 
 def _add(ranges: list[tuple[int, int]], number: int) -> None:

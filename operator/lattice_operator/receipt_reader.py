@@ -29,31 +29,41 @@ def receipts_from_events(
     """The receipts carried by a listing of Events, in sequence order, and how many Events
     carried receipts but were not trusted: not reported by the operator's controller (or by
     the given instance), or not well-formed receipts. Anyone allowed to post Events can copy
-    our annotations; only the operator's own count. An Event carries one receipt
-    (`RECEIPT_ANNOTATION`) or several (`RECEIPTS_ANNOTATION`, `runs.receipts_per_event`); a
-    receipt found twice (the same batch posted again under another grouping) is read once."""
+    our annotations; only the operator's own count. A receipt found twice (the same batch
+    posted again under another grouping) is read once."""
     receipts: dict[str, dict[str, Any]] = {}
     untrusted = 0
     for item in listing.get("items", []):
-        annotations = (item.get("metadata") or {}).get("annotations") or {}
-        if RECEIPT_ANNOTATION in annotations:
-            texts = [annotations[RECEIPT_ANNOTATION]]
-        elif RECEIPTS_ANNOTATION in annotations:
-            texts = _batch(annotations[RECEIPTS_ANNOTATION])
-        else:
+        found = event_receipts(item)
+        if found == []:
             continue  # a notice, not a receipt
         ours = item.get("reportingController") == REPORTING_CONTROLLER and (
             instance is None or item.get("reportingInstance") == instance
         )
-        found = [r for r in map(_well_formed_receipt, texts) if r is not None] if ours else []
-        if not found or len(found) != len(texts):
-            untrusted += 1  # the whole Event: a batch is trusted whole or not at all
+        if found is None or not ours:
+            untrusted += 1
             continue
         for receipt in found:
             receipt["reporting_instance"] = str(item.get("reportingInstance") or "")
             receipts.setdefault(receipt["receipt_id"], receipt)
     ordered = sorted(receipts.values(), key=lambda r: (r["sequence"] or 0, r["receipt_id"]))
     return ordered, untrusted
+
+
+def event_receipts(item: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The receipts one Event carries: one (`RECEIPT_ANNOTATION`) or several
+    (`RECEIPTS_ANNOTATION`, `runs.receipts_per_event`), whole and in order; [] for an Event
+    that carries none (a notice); None when what it carries is not well-formed (a batch is
+    well-formed whole or not at all). Who posted it is the caller's to check."""
+    annotations = (item.get("metadata") or {}).get("annotations") or {}
+    if RECEIPT_ANNOTATION in annotations:
+        texts: list[object] = [annotations[RECEIPT_ANNOTATION]]
+    elif RECEIPTS_ANNOTATION in annotations:
+        texts = _batch(annotations[RECEIPTS_ANNOTATION])
+    else:
+        return []
+    found = [r for r in map(_well_formed_receipt, texts) if r is not None]
+    return found if found and len(found) == len(texts) else None
 
 
 def _batch(text: object) -> list[object]:
@@ -91,4 +101,9 @@ def dropped_receipts(run: dict[str, Any]) -> int:
     return int(receipts.get("eventsDropped") or 0)
 
 
-__all__ = ["dropped_receipts", "receipt_event_params", "receipts_from_events"]
+__all__ = [
+    "dropped_receipts",
+    "event_receipts",
+    "receipt_event_params",
+    "receipts_from_events",
+]
