@@ -221,27 +221,34 @@ def outbox_lines(stack: Stack, backend: dict[str, str], sprites: list[str]) -> l
     return counts
 
 
+def named_runs(bench: Bench, namespace: str, names: set[str]) -> list[dict[str, Any]]:
+    """The named Runs, as the API server has them now."""
+    path = resource_path("lattice.dev", "v1alpha1", "runs", namespace)
+    items = bench.run(bench.kube.get(path))["items"]
+    return [item for item in items if item["metadata"]["name"] in names]
+
+
 def folded(bench: Bench, namespace: str, names: set[str]) -> dict[str, tuple[int, str]]:
     """Each named Run's events in status and its phase."""
-    path = resource_path("lattice.dev", "v1alpha1", "runs", namespace)
+    return fold(named_runs(bench, namespace, names))
+
+
+def fold(runs: list[dict[str, Any]]) -> dict[str, tuple[int, str]]:
     out = {}
-    for item in bench.run(bench.kube.get(path))["items"]:
-        name = item["metadata"]["name"]
-        if name in names:
-            status = item.get("status") or {}
-            count = (status.get("events") or {}).get("eventCount", 0)
-            out[name] = (int(count), str(status.get("phase") or "Pending"))
+    for item in runs:
+        status = item.get("status") or {}
+        count = (status.get("events") or {}).get("eventCount", 0)
+        out[item["metadata"]["name"]] = (int(count), str(status.get("phase") or "Pending"))
     return out
 
 
-def end_reasons(bench: Bench, namespace: str, names: set[str]) -> dict[str, int]:
-    """How the named Runs that did not succeed ended: a count per phase, reason and message
+def end_reasons(runs: list[dict[str, Any]]) -> dict[str, int]:
+    """How the Runs that did not succeed ended: a count per phase, reason and message
     (numbers and names in it replaced, so that alike endings count together)."""
-    path = resource_path("lattice.dev", "v1alpha1", "runs", namespace)
     counts: dict[str, int] = {}
-    for item in bench.run(bench.kube.get(path))["items"]:
+    for item in runs:
         status = item.get("status") or {}
-        if item["metadata"]["name"] not in names or status.get("phase") == "Succeeded":
+        if status.get("phase") == "Succeeded":
             continue
         ended: dict[str, Any] = next(
             (c for c in status.get("conditions") or [] if c.get("type") == "Succeeded"), {}
@@ -544,12 +551,13 @@ def one_count(
         window = sampler.between(window_from, until)
     row["load_average_1m_before_after"][1] = load()
     row["mem_available_mib_after"] = mem_available_mib()
-    last = folded(bench, namespace, set(names))
+    runs = named_runs(bench, namespace, set(names))
+    last = fold(runs)
     row["phases_after"] = dict(
         sorted({p: sum(1 for _, q in last.values() if q == p) for _, p in last.values()}.items())
     )
     if any(phase != "Succeeded" for _, phase in last.values()):
-        row["not_succeeded_by_reason"] = end_reasons(bench, namespace, set(names))
+        row["not_succeeded_by_reason"] = end_reasons(runs)
     row["events_in_status_after"] = sum(c for c, _ in last.values())
     row["events_lost"] = max(0, emitted - row["events_in_status_after"])
     if window:
