@@ -85,3 +85,19 @@ def test_a_batch_is_trusted_whole_or_not_at_all() -> None:
     receipts, untrusted = receipts_from_events(listing)
     assert [r["receipt_id"] for r in receipts] == ["c"]
     assert untrusted == 4
+
+
+def test_a_deeply_nested_batch_is_untrusted_and_a_large_one_is_read_whole() -> None:
+    deep = "[" * 100_000 + "]" * 100_000  # past the JSON parser's recursion limit
+    large = json.dumps([_receipt(n, f"r{n:05d}") for n in range(1, 2_001)])
+    listing = {
+        "items": [
+            {"metadata": {"annotations": {RECEIPTS_ANNOTATION: deep}},
+             "reportingController": "lattice.dev/operator"},
+            {"metadata": {"annotations": {RECEIPTS_ANNOTATION: large}},
+             "reportingController": "lattice.dev/operator"},
+        ]
+    }  # fmt: skip
+    receipts, untrusted = receipts_from_events(listing)
+    assert [r["sequence"] for r in receipts] == list(range(1, 2_001))
+    assert untrusted == 1
