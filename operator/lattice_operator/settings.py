@@ -81,6 +81,10 @@ class BackendSettings(_Settings):
     """`namespace/name` of a Secret holding the token (key `token`); default: $SPRITES_TOKEN."""
     observe_interval: float = Field(default=30.0, gt=0)
     """Seconds between fleet observations (one paged LIST per interval)."""
+    request_timeout: float = Field(default=30.0, gt=0, le=300)
+    """Seconds to wait for an answer of the Sprites API (an exec's WebSocket handshake and
+    its first frame included; creates, services and streams wait longer). An exec whose
+    answer does not come in time is looked for before its attempt counts as failed."""
     page_size: int = Field(default=100, ge=1, le=500)
     """Sprites per LIST page."""
     last_seen_interval: float = Field(default=300.0, gt=0)

@@ -70,8 +70,15 @@ class FakeProcess:
         self.backend = backend
         self.sprite = sprite
         self.session_id = session_id
+        self.command = " ".join(command)
         self.env, self.exit_file, claim, self.argv = unwrap_all(command)
-        if claim:  # what the wrapper does on a Run's first session, before the command
+        self.refused = False
+        """The wrapper found the session's marker taken: nothing runs, exit 75, no exit file."""
+        if self.exit_file:
+            marker = (sprite, f"{self.exit_file}.began")
+            self.refused = marker in backend.files
+            backend.files[marker] = b""
+        if claim and not self.refused:  # what the wrapper does on a Run's first session
             files = backend.files
             resume = files.pop((sprite, RESUME), None)
             if resume is not None:
@@ -239,6 +246,9 @@ class FakeBackend:
         """What get_sprite reports; an exec makes it running."""
         self.status_reads: list[str] = []
         """Sprites whose state was read (kept out of `calls`: the sessions' order)."""
+        self._lost_answers: list[tuple[str, BaseException]] = []
+        self.held_starts: list[tuple[str, list[str]]] = []
+        """Execs whose answer was lost and that the backend has not started yet."""
 
     # -- test controls -----------------------------------------------------------------
 
@@ -254,6 +264,18 @@ class FakeBackend:
     def fail(self, method: str, *errors: BaseException) -> None:
         """The next calls of `method` raise these, in order."""
         self._faults.setdefault(method, []).extend(errors)
+
+    def lose_exec_answer(self, fate: str, error: BaseException) -> None:
+        """The next exec raises `error` after the request reached the backend, which
+        `fate`: "started" the command, "dropped" it, or holds it ("late": started by
+        `start_held()`)."""
+        assert fate in ("started", "dropped", "late"), fate
+        self._lost_answers.append((fate, error))
+
+    def start_held(self) -> list[FakeSession]:
+        """Start the execs held back by a lost answer (`lose_exec_answer("late")`)."""
+        held, self.held_starts = self.held_starts, []
+        return [self._spawn(name, command, f"s{len(self.processes) + 1}") for name, command in held]
 
     def append(self, sprite: str, path: str, data: bytes) -> None:
         self.files[(sprite, path)] = self.files.get((sprite, path), b"") + data
@@ -296,6 +318,13 @@ class FakeBackend:
         max_run_after_disconnect: float | None = None,
     ) -> FakeSession:
         self._enter("exec", name, list(command))
+        if self._lost_answers:
+            fate, error = self._lost_answers.pop(0)
+            if fate == "started":
+                self._spawn(name, command, f"s{len(self.processes) + 1}")
+            elif fate == "late":
+                self.held_starts.append((name, list(command)))
+            raise error
         return self._spawn(name, command, f"s{len(self.processes) + 1}")
 
     async def exec_post(
@@ -317,6 +346,9 @@ class FakeBackend:
         self.processes.append(process)
         self.sprite_status = "running"
         session = FakeSession(process, replay=False)
+        if process.refused:
+            process._end(75)
+            return session
 
         async def run() -> None:
             await program(process)
@@ -334,7 +366,11 @@ class FakeBackend:
 
     async def list_sessions(self, name: str) -> list[SessionInfo]:
         self._enter("list_sessions", name)
-        return [SessionInfo(id=p.session_id) for p in self.running() if p.sprite == name]
+        return [
+            SessionInfo(id=p.session_id, command=p.command)
+            for p in self.running()
+            if p.sprite == name
+        ]
 
     async def kill_session(
         self, name: str, session_id: str, *, signal: str = "SIGTERM", grace: float = 10.0

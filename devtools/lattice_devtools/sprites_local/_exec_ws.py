@@ -130,6 +130,10 @@ async def _exec(
     if not _socket(request).can_prepare(request).ok:
         raise ApiError(400, "expected a WebSocket upgrade")
     transport = request.transport
+    faults = sprite.server.faults
+    slow = faults.applies_to(sprite.name)
+    if slow and faults.exec_start_delay:
+        await asyncio.sleep(faults.exec_start_delay)  # the client may give up meanwhile
     try:
         session, attachment = await sprite.start_session(params, transport)
     except SpawnError as exc:
@@ -141,8 +145,12 @@ async def _exec(
         raise ApiError(500, str(exc)) from None
     ws = _socket(request)
     try:
+        if slow and faults.exec_answer_delay:
+            await asyncio.sleep(faults.exec_answer_delay)  # the command runs meanwhile
         await ws.prepare(request)
-    except Exception:
+    except BaseException:
+        # A client gone before the answer leaves the command running, as a dropped socket
+        # does (`max_run_after_disconnect`).
         session.detach(attachment)
         raise
     await _relay(ws, request, session, attachment)

@@ -8,6 +8,8 @@
 | `rate_limit`                 | the next `remaining` matching requests get 429 + Retry-After      |
 | `slow_wake`                  | seconds a warm or cold sprite takes to wake                       |
 | `stream_error`               | the next N checkpoint/restore streams end with an error line     |
+| `exec_start_delay`           | seconds a new exec is held before its command starts             |
+| `exec_answer_delay`          | seconds a started exec's upgrade answer is held                  |
 | `sprites`                    | limit the exec, wake and stream switches to these sprites        |
 
 Actions (immediate): `POST /_local/sprites/{name}/cold` (go cold now: sessions lost, no exit
@@ -53,6 +55,8 @@ class Faults(BaseModel):
     rate_limit: RateLimitFault | None = None
     slow_wake: float = Field(default=0.0, ge=0, le=60)
     stream_error: int = Field(default=0, ge=0)
+    exec_start_delay: float = Field(default=0.0, ge=0, le=60)
+    exec_answer_delay: float = Field(default=0.0, ge=0, le=60)
     sprites: list[str] | None = None
 
     def applies_to(self, sprite: str) -> bool:

@@ -103,6 +103,8 @@ class SpriteRuntime:
         """What the sprite sees at /dev/shm: never in a checkpoint, emptied when it stops."""
         self.server = server
         self.sessions: dict[str, Session] = {}
+        self.execs_started = 0
+        """Commands started by an exec since the server started (for tests)."""
         self.status: Status = "cold"
         self.last_active = time.monotonic()
         self.inflight = 0
@@ -298,6 +300,7 @@ class SpriteRuntime:
         self, params: ExecParams, transport: asyncio.Transport | None
     ) -> tuple[Session, Attachment]:
         """Spawn a session with a first attachment (raises SpawnError, LauncherError)."""
+        self.execs_started += 1
         env = params.env if params.env is not None else self.base_env()
         if params.tty:
             env = {"TERM": "xterm-256color", **env}
@@ -467,6 +470,7 @@ class SpriteRuntime:
                 for s in self.sessions.values()
             ],
             "services": {d.name: self.services.pid(d.name) for d in self.services.definitions()},
+            "execs_started": self.execs_started,
             "tasks": sorted(self.tasks),
             "container": (
                 {"id": self.container.id, "init_pid": self.container.init_pid}

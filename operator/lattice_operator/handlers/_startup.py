@@ -135,7 +135,9 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         ctx.default_policy = compile_policy("cluster-default", ours.default_policy)
     kube = await _kube(ctx)
     try:
-        ctx.backend = instrumented(SpritesAdapter(await _credentials(ctx)))
+        ctx.backend = instrumented(
+            SpritesAdapter(await _credentials(ctx), timeout=ours.backend.request_timeout)
+        )
     except CredentialsMissing as exc:
         # The operator still serves (admission, Intents); Sprites wait for a backend.
         log.error("no Sprites backend configured: %s", exc)

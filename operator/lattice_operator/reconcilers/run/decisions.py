@@ -43,9 +43,20 @@ PREVIOUS_RESUME_PATH = "/workspace/.lattice/resume.previous.json"
 # ("claim") it first makes the protocol files the Run's own, in the sprite, before the
 # command runs, with no round trip of the operator's on the way to the exec: an earlier
 # Run's resume file is moved aside, and the outbox's length is written next to the exit
-# file (`<exit file>.start`), from where this Run's lines begin.
+# file (`<exit file>.start`), from where this Run's lines begin. Before anything else it
+# takes the session's marker (`<exit file>.began`, created only if absent): a second start of
+# the same attempt and session — an exec whose answer was lost and that the backend started
+# late, or one started again after a crash that lost the status write — runs nothing and
+# exits with ALREADY_BEGUN, and the operator then follows the first (`SessionRunner`).
+BEGUN_SUFFIX = ".began"
+"""`<exit file>.began`: the session's marker, taken by the wrapper before the command runs."""
+ALREADY_BEGUN = 75
+"""The wrapper's exit status when the session's marker was taken already (nothing ran). An
+agent may exit 75 too: its wrapper writes the exit file, a refusing one does not."""
 _WRAPPER = (
     'f="$1"; k="$2"; shift 2; mkdir -p "$(dirname "$f")"; '
+    f'if ! (set -C; : > "$f{BEGUN_SUFFIX}") 2>/dev/null; then '
+    f'echo "lattice-run: $f has begun already; not run again" >&2; exit {ALREADY_BEGUN}; fi; '
     'if [ "$k" = claim ]; then '
     f"if [ -e {RESUME_PATH} ]; then mv -f {RESUME_PATH} {PREVIOUS_RESUME_PATH}; fi; "
     f"s=0; if [ -f {OUTBOX_PATH} ]; then s=$(wc -c < {OUTBOX_PATH}); fi; "
@@ -331,6 +342,8 @@ def resume_context(
 
 
 __all__ = [
+    "ALREADY_BEGUN",
+    "BEGUN_SUFFIX",
     "CREDENTIALS_DIR",
     "FAILURE_CLASSES",
     "FORGE_ACTIONS",

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from lattice_operator.metrics import OUTBOX_LAG
 from lattice_operator.ports import AdapterError, NotFound, SpriteBackend
 from lattice_operator.reconcilers.run.decisions import (
+    BEGUN_SUFFIX,
     OUTBOX_PATH,
     PREVIOUS_RESUME_PATH,
     RESUME_PATH,
@@ -52,6 +53,10 @@ class ProtocolFiles:
 
     def start_file(self) -> str:
         return self.exit_file() + START_SUFFIX
+
+    def begun_file(self) -> str:
+        """The marker the wrapper takes before this session's command runs."""
+        return self.exit_file() + BEGUN_SUFFIX
 
     async def learn_start(self, *, final: bool = False) -> bool:
         """Where this Run's outbox lines begin, from the outbox length the command wrapper

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from lattice_operator.api.v1alpha1 import Run
 from lattice_operator.clock import Clock
@@ -24,8 +24,15 @@ from lattice_operator.ports import (
     ExitStatusUnknown,
     NotFound,
     SpriteBackend,
+    Timeout,
+    TransportError,
 )
-from lattice_operator.reconcilers.run.decisions import SessionEnd, wrapped_command
+from lattice_operator.reconcilers.run.decisions import (
+    ALREADY_BEGUN,
+    SessionEnd,
+    wrapped_command,
+)
+from lattice_operator.reconcilers.run.ended_session import EndedSession
 from lattice_operator.reconcilers.run.files import ProtocolFiles
 from lattice_operator.reconcilers.run.reasons import Reason
 from lattice_operator.reconcilers.run.recorder import RunRecorder
@@ -44,6 +51,15 @@ log = logging.getLogger(__name__)
 
 QUEUE_SIZE = 256
 """Output chunks held between the socket and the engine (back-pressure beyond that)."""
+
+_T = TypeVar("_T")
+
+
+def answer_lost(exc: AdapterError) -> bool:
+    """Whether an exec that failed with `exc` may have started all the same: the request
+    reached the backend and its answer did not come back (a handshake or its first frame
+    that timed out, a connection dropped after it was made)."""
+    return isinstance(exc, Timeout) or (isinstance(exc, TransportError) and exc.maybe_executed)
 
 
 class SessionRunner:
@@ -94,7 +110,12 @@ class SessionRunner:
             **(extra_env or {}),
         }
         wrapped = wrapped_command(argv, env, self._files.exit_file(), claim=claim)
-        session = await self._open(run, sprite, wrapped)
+        try:
+            session = await self._open(run, sprite, wrapped)
+        except AdapterError as exc:
+            if run.spec.mode != "exec_ws" or not answer_lost(exc):
+                raise
+            session = await self._started_unseen(sprite, exc)
         status.session_id = session.session_id
         attempt = status.attempts[-1]
         attempt.session_id = session.session_id
@@ -108,6 +129,65 @@ class SessionRunner:
         self._recorder.receipts.set_session(session.session_id)
         self._recorder.changed()
         return session
+
+    async def _started_unseen(self, sprite: str, error: AdapterError) -> ExecSession:
+        """The session of an exec whose answer was lost (`answer_lost`): the sprite may have
+        started it anyway, and with `max_run_after_disconnect=0` it would run on unseen,
+        and a retry would run it twice. It is looked for; not found, the session's marker is
+        written, so that a start still on its way runs nothing (`wrapped_command`), and it
+        is looked for once more. Not found then, it never ran: `error` stands (the attempt
+        fails by its class, as before), as it does when the sprite does not answer."""
+        log.warning(
+            "run %s: the exec's answer was lost (%s); looking for its session",
+            self._recorder.ref.name,
+            error,
+        )
+        try:
+            found = await self._retrying(lambda: self._find_begun(sprite))
+            if found is None:
+                marker = self._files.begun_file()
+                await self._retrying(lambda: self._backend.write_file(sprite, marker, b""))
+                found = await self._retrying(lambda: self._find_begun(sprite))
+        except SessionLostError:
+            raise error from None
+        if found is None:
+            raise error
+        if isinstance(found, int):
+            return EndedSession(f"ended-{self._recorder.tag()}", found)
+        return found
+
+    async def _find_begun(self, sprite: str) -> ExecSession | int | None:
+        """Where this session's command is: its session, attached (listed with the exit
+        file in its command line), its exit status (it ended), or None (it never began, or
+        it was killed before its wrapper wrote the status). Raises what the sprite raises."""
+        exit_file = self._files.exit_file()
+        for info in await self._backend.list_sessions(sprite):
+            if exit_file in info.command:
+                with contextlib.suppress(NotFound):
+                    return await self._backend.attach(sprite, info.id)
+                break  # it ended between the listing and the attach: its exit file tells
+        try:
+            text = await self._backend.read_file(sprite, exit_file)
+        except NotFound:
+            return None
+        try:
+            return int(text.strip())
+        except ValueError:
+            return None
+
+    async def _retrying(self, op: Callable[[], Awaitable[_T]]) -> _T:
+        """`op`, tried again while the sprite does not answer, until `reattach_deadline`
+        (then SessionLostError)."""
+        deadline = self._clock.monotonic() + self._timings.reattach_deadline
+        delay = 0.2
+        while True:
+            try:
+                return await op()
+            except AdapterError as exc:
+                if self._clock.monotonic() > deadline:
+                    raise SessionLostError(str(exc)) from exc
+                await self._stopper.sleep(delay)
+                delay = min(delay * 2, 5.0)
 
     async def _open(self, run: Run, sprite: str, wrapped: list[str]) -> ExecSession:
         """The session, as the Run's mode runs it (docs/sprites-backend.md, "Run modes")."""
@@ -263,6 +343,17 @@ class SessionRunner:
                     await pump
                 with contextlib.suppress(Exception):
                     await session.detach()
+            if end is not None and end.exit_code == ALREADY_BEGUN:
+                # Its wrapper refused (this session's command began elsewhere: a start
+                # whose answer was lost, or a start made again after a crash before the
+                # status write), or the command itself exited so: where is the command?
+                found = await self._retrying(lambda: self._find_begun(self._files.require_sprite()))
+                if found is None or isinstance(found, int):
+                    return SessionEnd(found)
+                session = found
+                self._adopt(session, "followed in place of a start that was refused")
+                first_read_in = 0.0
+                continue
             if end is not None:
                 return end
             # The socket dropped without an exit frame: the outbox still has every event.
@@ -283,6 +374,18 @@ class SessionRunner:
                 "Unknown", Reason.RUNNING, f"session {session.session_id} re-attached"
             )
             await self._recorder.flush()
+
+    def _adopt(self, session: ExecSession, why: str) -> None:
+        """Follow `session` (this session's command, found running) from here on."""
+        status = self._recorder.status
+        status.session_id = session.session_id
+        if status.attempts:
+            status.attempts[-1].session_id = session.session_id
+        self._recorder.receipts.set_session(session.session_id)
+        self._recorder.require_engine().stdout_reattached()
+        self._degraded(RunTransition.STDOUT_RESTORED, f"session {session.session_id} {why}")
+        self._recorder.set("Unknown", Reason.RUNNING, f"session {session.session_id} {why}")
+        self._recorder.changed()
 
     async def _consume(
         self,
