@@ -259,6 +259,16 @@ def end_reasons(runs: list[dict[str, Any]]) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
+def violations(runs: list[dict[str, Any]]) -> dict[str, int]:
+    """Protocol violations in the Runs' status, by category, summed over the Runs."""
+    counts: dict[str, int] = {}
+    for item in runs:
+        by_category = ((item.get("status") or {}).get("events") or {}).get("violationCounts")
+        for category, count in (by_category or {}).items():
+            counts[category] = counts.get(category, 0) + int(count)
+    return dict(sorted(counts.items()))
+
+
 def lag_summary(lag_file: Path, since: float, until: float) -> dict[str, dict[str, float]]:
     """Each event loop's lag (ms) between two epochs: p50, p99, max, samples."""
     by_loop: dict[str, list[float]] = {}
@@ -560,6 +570,8 @@ def one_count(
         row["not_succeeded_by_reason"] = end_reasons(runs)
     row["events_in_status_after"] = sum(c for c, _ in last.values())
     row["events_lost"] = max(0, emitted - row["events_in_status_after"])
+    # The agent keeps the protocol: any violation charged to it is the operator's error.
+    row["violations_charged"] = violations(runs)
     if window:
         cpu = window[-1]["cpu_s"] - window[0]["cpu_s"]
         span = max(1e-9, window[-1]["t"] - window[0]["t"])

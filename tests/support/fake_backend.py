@@ -156,7 +156,13 @@ class FakeSession:
         self._queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         self._exit: int | None = None
         if replay:
-            for chunk in process.scrollback:
+            kept, room = [], process.backend.scrollback_bytes
+            for chunk in reversed(process.scrollback):  # the newest, as a bounded buffer keeps
+                if room is not None and len(chunk) > room:
+                    break
+                kept.append(chunk)
+                room = None if room is None else room - len(chunk)
+            for chunk in reversed(kept):
                 self._queue.put_nowait(("replay", chunk))
         if process.finished.is_set():
             self._queue.put_nowait(("exit", process.exit_code))
@@ -246,6 +252,8 @@ class FakeBackend:
         """What get_sprite reports; an exec makes it running."""
         self.status_reads: list[str] = []
         """Sprites whose state was read (kept out of `calls`: the sessions' order)."""
+        self.scrollback_bytes: int | None = None
+        """What an attach replays at most (the newest output); None: all of it."""
         self._lost_answers: list[tuple[str, BaseException]] = []
         self.held_starts: list[tuple[str, list[str]]] = []
         """Execs whose answer was lost and that the backend has not started yet."""

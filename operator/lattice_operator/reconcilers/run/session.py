@@ -152,6 +152,13 @@ class SessionRunner:
             raise error from None
         if found is None:
             raise error
+        # Its output before the attach was nobody's to see (and a bounded scrollback may not
+        # replay it): no stdout copy is owed for what the outbox holds.
+        self._recorder.require_engine().stdout_reattached()
+        self._degraded(
+            RunTransition.STDOUT_LOST,
+            f"the exec's answer was lost ({error}); its command began all the same",
+        )
         if isinstance(found, int):
             return EndedSession(f"ended-{self._recorder.tag()}", found)
         return found

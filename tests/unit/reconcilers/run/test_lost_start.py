@@ -36,7 +36,10 @@ async def test_a_started_exec_whose_handshake_timed_out_is_followed_not_failed(
     runs: list[FakeProcess] = []
     gate = asyncio.Event()
     _completing(harness, runs, gate)
+    harness.backend.scrollback_bytes = 0  # what it printed before the attach is gone
     harness.backend.lose_exec_answer("started", Timeout(TIMED_OUT))
+    # The sprite is slow to answer the first look too: the command prints meanwhile.
+    harness.backend.fail("list_sessions", TransportError("sprite busy"))
     harness.start()
     await harness.until(lambda: harness.backend.called("attach"))
     gate.set()
@@ -48,6 +51,8 @@ async def test_a_started_exec_whose_handshake_timed_out_is_followed_not_failed(
     assert attempt["outcome"] == "Succeeded"
     assert status["sessionId"] == runs[0].session_id == attempt["sessionId"]
     assert status["events"]["eventCount"] == 2
+    # Its stdout before the attach is not the operator's to judge: no violation charged.
+    assert status["events"]["violations"] == []
     assert not harness.backend.running()
 
 
@@ -96,12 +101,15 @@ async def test_a_command_that_ended_before_it_was_found_is_judged_from_its_exit_
         p.exit(4)
 
     harness.backend.lose_exec_answer("started", Timeout(TIMED_OUT))
+    harness.backend.fail("list_sessions", TransportError("sprite busy"))  # it ends meanwhile
     harness.start()
     status = await harness.finished()
     assert status["phase"] == "Failed"
     [attempt] = status["attempts"]
     assert attempt["exitCode"] == 4
     assert status["events"]["completion"]["summary"] == "no"
+    # Nobody saw its stdout: the outbox's events are not held against it.
+    assert status["events"]["violations"] == []
     assert len(harness.backend.called("exec")) == 1
 
 
