@@ -189,7 +189,8 @@ class StreamMerger:
         self._unseen: dict[bytes, None] = {}
         """Outbox lines committed before any stdout copy of them arrived (one may follow)."""
         self.unseen_overflow = False
-        """More lines waited for a stdout copy than are tracked: the check is given up."""
+        """More lines waited for a stdout copy than are tracked, or copies were evicted (their
+        outbox lines will find none, though they were printed): the check is given up."""
         self.duplicates = 0
         """stdout copies recognised as already committed or already pending."""
 
@@ -302,6 +303,10 @@ class StreamMerger:
             self._parsed.pop(key, None)
         self._pending_bytes = total
         self.evicted += len(doomed)
+        if doomed:
+            # Printed, then dropped here: no outbox-only charge can be told from them now.
+            self._unseen.clear()
+            self.unseen_overflow = True
 
     def commit(self, raws: list[bytes], *, track: bool = True) -> list[ParseResult | None] | None:
         """Outbox lines (none over the line cap) were committed: forget their stdout copies.

@@ -457,3 +457,25 @@ def test_a_replay_of_what_the_tail_holds_adds_nothing() -> None:
     restored.feed_stdout(b"c\n", replay=True)
     restored.feed_stdout(b"d\n")
     assert restored.log_tail() == ["a", "b", "c", "d"]
+
+
+def test_an_event_printed_and_written_is_no_outbox_only_event() -> None:
+    e = engine(require_stdout_copies=True)
+    lines = [info(f"n{i}") for i in range(3)]
+    e.feed_outbox(outbox(lines[0]))  # the outbox first: its stdout copy follows
+    e.feed_stdout(b"".join(PREFIX + line + b"\n" for line in lines))
+    e.feed_outbox(outbox(*lines), 0, final=True)
+    assert V.OUTBOX_ONLY_EVENT not in categories(e.end_session(0).violations)
+    e.feed_outbox(outbox(info("written only")), final=True)
+    assert V.OUTBOX_ONLY_EVENT in categories(e.end_session(0).violations)
+
+
+def test_copies_dropped_under_the_cap_are_not_charged_as_outbox_only() -> None:
+    """stdout ran further ahead of the outbox than the held copies' cap: the oldest copies
+    were dropped, so their outbox lines find none. They were printed: no violation."""
+    e = engine(require_stdout_copies=True, limits=EngineLimits(max_provisional=10))
+    lines = [info(f"n{i}") for i in range(25)]
+    e.feed_stdout(b"".join(PREFIX + line + b"\n" for line in lines))
+    assert e.provisional_evicted == 15
+    e.feed_outbox(outbox(*lines), final=True)
+    assert V.OUTBOX_ONLY_EVENT not in categories(e.end_session(0).violations)
