@@ -269,6 +269,44 @@ def violations(runs: list[dict[str, Any]]) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
+def violation_sample(runs: list[dict[str, Any]], keep: int = 3) -> dict[str, Any]:
+    """How the charged violations spread over the Runs, and a few of them as the status
+    holds them (where in the stream, why, how the Run's session went): what to look at."""
+    charged = []
+    for item in runs:
+        status = item.get("status") or {}
+        events = status.get("events") or {}
+        if events.get("violationCount"):
+            charged.append((int(events["violationCount"]), item))
+    charged.sort(key=lambda pair: pair[0])
+    counts = [count for count, _ in charged]
+    sample = []
+    for count, item in charged[-keep:]:
+        status = item["status"]
+        sample.append(
+            {
+                "run": item["metadata"]["name"],
+                "violations": count,
+                "events": status["events"].get("eventCount"),
+                "session": status.get("sessionId"),
+                "attempts": [
+                    {k: a.get(k) for k in ("sessionId", "outcome", "exitCode")}
+                    for a in status.get("attempts") or []
+                ],
+                "first": [
+                    {k: v.get(k) for k in ("category", "line", "offset", "reason")}
+                    | {"excerpt": str(v.get("excerpt", ""))[-60:]}
+                    for v in (status["events"].get("violations") or [])[:3]
+                ],
+            }
+        )
+    return {
+        "runs_charged": len(counts),
+        "per_run_min_median_max": [counts[0], counts[len(counts) // 2], counts[-1]],
+        "worst": sample,
+    }
+
+
 def lag_summary(lag_file: Path, since: float, until: float) -> dict[str, dict[str, float]]:
     """Each event loop's lag (ms) between two epochs: p50, p99, max, samples."""
     by_loop: dict[str, list[float]] = {}
@@ -572,6 +610,8 @@ def one_count(
     row["events_lost"] = max(0, emitted - row["events_in_status_after"])
     # The agent keeps the protocol: any violation charged to it is the operator's error.
     row["violations_charged"] = violations(runs)
+    if row["violations_charged"]:
+        row["violations_sample"] = violation_sample(runs)
     if window:
         cpu = window[-1]["cpu_s"] - window[0]["cpu_s"]
         span = max(1e-9, window[-1]["t"] - window[0]["t"])

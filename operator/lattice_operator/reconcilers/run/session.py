@@ -363,7 +363,9 @@ class SessionRunner:
                 continue
             if end is not None:
                 return end
-            # The socket dropped without an exit frame: the outbox still has every event.
+            # The socket dropped without an exit frame: the outbox still has every event, and
+            # what is printed from here until a re-attach (if any) is nobody's to see.
+            engine.stdout_reattached()
             self._degraded(
                 RunTransition.STDOUT_LOST, "the exec socket closed without an exit frame"
             )
@@ -373,7 +375,6 @@ class SessionRunner:
             if reattached is None:
                 return SessionEnd(await self._files.read_exit_code())
             session = reattached
-            engine.stdout_reattached()
             self._degraded(
                 RunTransition.STDOUT_RESTORED, f"re-attached to session {session.session_id}"
             )

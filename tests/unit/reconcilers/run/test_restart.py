@@ -114,6 +114,29 @@ async def test_a_dropped_socket_is_reattached_without_duplicates(harness: Harnes
     assert len(harness.backend.called("attach")) == 1
 
 
+async def test_a_socket_lost_before_the_end_charges_no_event_as_outbox_only(
+    harness: Harness,
+) -> None:
+    """The socket drops, the command prints and writes its last events and ends before the
+    driver looks again: what it printed meanwhile was nobody's to see, so the outbox's lines
+    owe no stdout copy (under load this charged well-behaved agents by the thousand)."""
+
+    @harness.backend.program("agent")
+    async def agent(p: FakeProcess) -> None:
+        p.event("INFO", {"message": "first"})
+        p.drop_sockets()
+        for i in range(5):
+            p.event("INFO", {"message": f"while nobody listened {i}"})
+        p.event("COMPLETED", {"status": "success"})
+
+    harness.start()
+    status = await harness.finished()
+    assert status["phase"] == "Succeeded"
+    assert status["events"]["eventCount"] == 7
+    assert status["events"]["violations"] == []
+    assert not harness.backend.called("attach")  # it had ended: judged from its exit file
+
+
 async def test_a_session_that_cannot_be_reattached_is_lost_then_retried(harness: Harness) -> None:
     harness.doc["spec"]["retries"] = 1
     lost = asyncio.Event()
