@@ -1,7 +1,7 @@
 """An exec whose answer never came back, against the local Sprites server: the command the
 server started anyway is followed (run once, not failed), and a start the server makes only
 after the operator gave up runs nothing (the wrapper's marker), so that no command of a Run
-is left running unseen. The operator waits 2 s for an answer here (`backend.request_timeout`).
+is left running unseen. The operator waits 3 s for an answer here (`backend.request_timeout`).
 """
 
 from __future__ import annotations
@@ -29,14 +29,14 @@ def _count(local_sprites: LocalSprites, sprite: str, name: str) -> int:
 def test_an_exec_answered_late_runs_once_and_a_start_made_after_giving_up_runs_nothing(
     cluster: Cluster, namespace: str, local_sprites: LocalSprites, tmp_path: Path
 ) -> None:
-    backend = {**FAST_SETTINGS["backend"], "request_timeout": 2.0}
+    backend = {**FAST_SETTINGS["backend"], "request_timeout": 3.0}
     args = ("--namespace", namespace)
     with operator_stack(cluster, local_sprites, tmp_path, *args, backend=backend) as s:
         sprite = ready_sprite(s, namespace)
         try:
             # The server starts the command, then holds the handshake's answer past the
-            # operator's 2 s: the operator finds the session by its exit file and follows it.
-            local_sprites.set_faults(exec_answer_delay=3.5, sprites=[sprite])
+            # operator's 3 s: the operator finds the session by its exit file and follows it.
+            local_sprites.set_faults(exec_answer_delay=5.0, sprites=[sprite])
             apply_run(s, namespace, "answered-late", ["sh", "-c", COUNTED.format(name="late")])
             done = s.wait_phase(namespace, "runs", "answered-late", {"Succeeded", "Failed"})
             status = done["status"]
@@ -45,10 +45,10 @@ def test_an_exec_answered_late_runs_once_and_a_start_made_after_giving_up_runs_n
             assert attempt["exitCode"] == 0
             assert _count(local_sprites, sprite, "late") == 1
 
-            # The server holds the request 6 s before it starts anything: the operator times
+            # The server holds the request 9 s before it starts anything: the operator times
             # out, finds nothing, marks the session begun and fails the attempt (no retries);
             # the start that then reaches the sprite runs nothing.
-            local_sprites.set_faults(exec_answer_delay=0.0, exec_start_delay=6.0, sprites=[sprite])
+            local_sprites.set_faults(exec_answer_delay=0.0, exec_start_delay=9.0, sprites=[sprite])
             started = local_sprites.describe(sprite)["execs_started"]
             apply_run(s, namespace, "never-answered", ["sh", "-c", COUNTED.format(name="never")])
             failed = s.wait_phase(namespace, "runs", "never-answered", {"Succeeded", "Failed"})
