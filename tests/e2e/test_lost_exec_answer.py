@@ -55,6 +55,7 @@ def test_an_exec_answered_late_runs_once_and_a_start_made_after_giving_up_runs_n
             status = failed["status"]
             assert (status["phase"], status["conditions"][0]["reason"]) == ("Failed", "StartFailed")
             assert "timed out" in status["conditions"][0]["message"], status["conditions"]
+            assert "it did not begin" in status["conditions"][0]["message"]
             # The held start reaches the sprite after all; its wrapper finds the marker.
             wait_for(
                 lambda: local_sprites.describe(sprite)["execs_started"] > started,

@@ -148,9 +148,14 @@ class SessionRunner:
                 marker = self._files.begun_file()
                 await self._retrying(lambda: self._backend.write_file(sprite, marker, b""))
                 found = await self._retrying(lambda: self._find_begun(sprite))
-        except SessionLostError:
+        except SessionLostError as exc:
+            error.message = f"{error.message}; whether it began is unknown: {exc}"
             raise error from None
         if found is None:
+            # Looked for twice, the marker between: it did not begin, and will not.
+            error.message = f"{error.message}; it did not begin (looked for in the sprite)"
+            if isinstance(error, TransportError):
+                error.maybe_executed = False
             raise error
         # Its output before the attach was nobody's to see (and a bounded scrollback may not
         # replay it): no stdout copy is owed for what the outbox holds.

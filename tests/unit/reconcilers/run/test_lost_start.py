@@ -66,6 +66,7 @@ async def test_an_exec_that_never_started_fails_the_attempt_and_a_late_start_run
     status = await harness.finished()
     assert (status["phase"], harness.condition()["reason"]) == ("Failed", "StartFailed")
     assert TIMED_OUT in harness.condition()["message"]
+    assert "it did not begin (looked for in the sprite)" in harness.condition()["message"]
     # The driver looked (the sessions, the exit file), marked the session begun, looked again.
     assert len(harness.backend.called("list_sessions")) == 2
     marker = harness.backend.called("write_file")[-1]
@@ -159,3 +160,18 @@ async def test_an_agent_that_exits_75_is_judged_by_its_own_exit_status(harness: 
     [attempt] = status["attempts"]
     assert attempt["exitCode"] == ALREADY_BEGUN
     assert status["spriteName"] == BACKEND_SPRITE
+
+
+async def test_a_sprite_that_does_not_answer_the_look_leaves_the_start_unknown(
+    harness: Harness,
+) -> None:
+    harness.backend.lose_exec_answer("dropped", Timeout(TIMED_OUT))
+    harness.backend.fail("list_sessions", *[TransportError("sprite unreachable")] * 200)
+    harness.start()
+    await harness.until(lambda: harness.backend.called("list_sessions"))
+    harness.clock.advance(120)  # past reattach_deadline
+    status = await harness.finished()
+    assert (status["phase"], harness.condition()["reason"]) == ("Failed", "StartFailed")
+    message = harness.condition()["message"]
+    assert "whether it began is unknown: sprite unreachable" in message, message
+    assert not harness.backend.called("write_file")  # no marker without an answer
