@@ -29,6 +29,7 @@ from lattice_operator.ports.sprites import (
     SpriteInfo,
     SpriteService,
 )
+from lattice_operator.reconcilers.run.decisions import ALREADY_BEGUN, BEGUN_SUFFIX
 
 OUTBOX = "/workspace/.lattice/outbox.jsonl"
 RESUME = "/workspace/.lattice/resume.json"
@@ -73,9 +74,9 @@ class FakeProcess:
         self.command = " ".join(command)
         self.env, self.exit_file, claim, self.argv = unwrap_all(command)
         self.refused = False
-        """The wrapper found the session's marker taken: nothing runs, exit 75, no exit file."""
+        """The wrapper found the session's marker taken: nothing runs, no exit file."""
         if self.exit_file:
-            marker = (sprite, f"{self.exit_file}.began")
+            marker = (sprite, self.exit_file + BEGUN_SUFFIX)
             self.refused = marker in backend.files
             backend.files[marker] = b""
         if claim and not self.refused:  # what the wrapper does on a Run's first session
@@ -355,7 +356,7 @@ class FakeBackend:
         self.sprite_status = "running"
         session = FakeSession(process, replay=False)
         if process.refused:
-            process._end(75)
+            process._end(ALREADY_BEGUN)
             return session
 
         async def run() -> None:

@@ -124,10 +124,16 @@ class ProtocolFiles:
         OUTBOX_LAG.inc(lag - self._outbox_lag)
         self._outbox_lag = lag
 
-    async def read_exit_code(self) -> int | None:
+    async def read_exit_code(self, *, strict: bool = False) -> int | None:
+        """The exit status the wrapper wrote; None without one (or, unless `strict`, when the
+        sprite did not answer: `strict` raises that instead)."""
         try:
             text = await self._backend.read_file(self.require_sprite(), self.exit_file())
+        except NotFound:
+            return None
         except AdapterError:
+            if strict:
+                raise
             return None
         try:
             return int(text.strip())

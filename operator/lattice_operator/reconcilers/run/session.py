@@ -143,11 +143,11 @@ class SessionRunner:
             error,
         )
         try:
-            found = await self._retrying(lambda: self._find_begun(sprite))
+            found = await self._retrying(self._find_begun)
             if found is None:
                 marker = self._files.begun_file()
                 await self._retrying(lambda: self._backend.write_file(sprite, marker, b""))
-                found = await self._retrying(lambda: self._find_begun(sprite))
+                found = await self._retrying(self._find_begun)
         except SessionLostError as exc:
             error.message = f"{error.message}; whether it began is unknown: {exc}"
             raise error from None
@@ -168,28 +168,26 @@ class SessionRunner:
             return EndedSession(f"ended-{self._recorder.tag()}", found)
         return found
 
-    async def _find_begun(self, sprite: str) -> ExecSession | int | None:
+    async def _find_begun(self) -> ExecSession | int | None:
         """Where this session's command is: its session, attached (listed with the exit
         file in its command line), its exit status (it ended), or None (it never began, or
         it was killed before its wrapper wrote the status). Raises what the sprite raises."""
-        exit_file = self._files.exit_file()
+        sprite, exit_file = self._files.require_sprite(), self._files.exit_file()
         for info in await self._backend.list_sessions(sprite):
             if exit_file in info.command:
                 with contextlib.suppress(NotFound):
                     return await self._backend.attach(sprite, info.id)
                 break  # it ended between the listing and the attach: its exit file tells
-        try:
-            text = await self._backend.read_file(sprite, exit_file)
-        except NotFound:
-            return None
-        try:
-            return int(text.strip())
-        except ValueError:
-            return None
+        return await self._files.read_exit_code(strict=True)
 
-    async def _retrying(self, op: Callable[[], Awaitable[_T]]) -> _T:
+    async def _retrying(
+        self,
+        op: Callable[[], Awaitable[_T]],
+        *,
+        on_failure: Callable[[AdapterError], Awaitable[None]] | None = None,
+    ) -> _T:
         """`op`, tried again while the sprite does not answer, until `reattach_deadline`
-        (then SessionLostError)."""
+        (then SessionLostError); `on_failure` is told of each failure before the pause."""
         deadline = self._clock.monotonic() + self._timings.reattach_deadline
         delay = 0.2
         while True:
@@ -198,6 +196,8 @@ class SessionRunner:
             except AdapterError as exc:
                 if self._clock.monotonic() > deadline:
                     raise SessionLostError(str(exc)) from exc
+                if on_failure is not None:
+                    await on_failure(exc)
                 await self._stopper.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
@@ -256,9 +256,8 @@ class SessionRunner:
             return None  # an HTTP exec belongs to its request, which is gone
         if session_id.startswith(SESSION_PREFIX):
             return await self._reattach_service(sprite, session_id.removeprefix(SESSION_PREFIX))
-        deadline = self._clock.monotonic() + self._timings.reattach_deadline
-        delay = 0.2
-        while True:
+
+        async def look() -> ExecSession | None:
             try:
                 sessions = await self._backend.list_sessions(sprite)
                 if all(s.id != session_id for s in sessions):
@@ -266,16 +265,16 @@ class SessionRunner:
                 return await self._backend.attach(sprite, session_id)
             except NotFound:
                 return None
-            except AdapterError as exc:
-                if self._clock.monotonic() > deadline:
-                    log.warning("run %s: giving up re-attaching: %s", self._recorder.ref.name, exc)
-                    raise SessionLostError(str(exc)) from exc
-                self._recorder.set(
-                    "Unknown", Reason.REATTACHING, f"re-attaching to the session: {exc}"
-                )
-                await self._recorder.flush()
-                await self._stopper.sleep(delay)
-                delay = min(delay * 2, 5.0)
+
+        async def say(exc: AdapterError) -> None:
+            self._recorder.set("Unknown", Reason.REATTACHING, f"re-attaching to the session: {exc}")
+            await self._recorder.flush()
+
+        try:
+            return await self._retrying(look, on_failure=say)
+        except SessionLostError as exc:
+            log.warning("run %s: giving up re-attaching: %s", self._recorder.ref.name, exc)
+            raise
 
     async def _reattach_service(self, sprite: str, name: str) -> ExecSession | None:
         """Services outlive connections: follow it again unless its command has ended."""
@@ -359,7 +358,7 @@ class SessionRunner:
                 # Its wrapper refused (this session's command began elsewhere: a start
                 # whose answer was lost, or a start made again after a crash before the
                 # status write), or the command itself exited so: where is the command?
-                found = await self._retrying(lambda: self._find_begun(self._files.require_sprite()))
+                found = await self._retrying(self._find_begun)
                 if found is None or isinstance(found, int):
                     return SessionEnd(found)
                 session = found
