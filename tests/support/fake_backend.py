@@ -13,13 +13,13 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from lattice_operator.api.v1alpha1.sprite import BackendStatus
 from lattice_operator.ports.errors import ExitStatusUnknown, NotFound
 from lattice_operator.ports.sprites import (
     CheckpointInfo,
+    DetachOnExit,
     ExecOutput,
     FileStat,
     KillResult,
@@ -149,7 +149,7 @@ class FakeProcess:
         self.listeners.clear()
 
 
-class FakeSession:
+class FakeSession(DetachOnExit):
     """One attachment to a FakeProcess (the ExecSession port)."""
 
     def __init__(self, process: FakeProcess, *, replay: bool) -> None:
@@ -216,17 +216,6 @@ class FakeSession:
     async def detach(self) -> None:
         if self._queue in self._process.listeners:
             self._process.listeners.remove(self._queue)
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.detach()
 
 
 @dataclass

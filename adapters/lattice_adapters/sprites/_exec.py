@@ -22,8 +22,7 @@ import json
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
-from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from websockets.asyncio.client import ClientConnection, connect
@@ -37,7 +36,7 @@ from lattice_operator.ports.errors import (
     ProtocolError,
     Timeout,
 )
-from lattice_operator.ports.sprites import ExecOutput
+from lattice_operator.ports.sprites import DetachOnExit, ExecOutput
 
 STDIN, STDOUT, STDERR, EXIT, STDIN_EOF = 0, 1, 2, 3, 4
 REPLAY_QUIET = 0.1
@@ -66,7 +65,7 @@ class SessionInfoMessage(BaseModel):
     """Local-server extension: how many bytes of replay follow (absent at Fly.io)."""
 
 
-class WsExecSession:
+class WsExecSession(DetachOnExit):
     """One attachment to an exec session; implements `lattice_operator.ports.ExecSession`."""
 
     def __init__(
@@ -222,17 +221,6 @@ class WsExecSession:
     async def detach(self) -> None:
         self._done = True
         await self._ws.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.detach()
 
     def __repr__(self) -> str:
         return f"WsExecSession(session_id={self.session_id!r}, tty={self.tty})"

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
-from types import TracebackType
-from typing import Self
 
 import aiohttp
 
@@ -29,7 +27,7 @@ from lattice_operator.ports.errors import (
     Timeout,
     TransportError,
 )
-from lattice_operator.ports.sprites import ExecOutput
+from lattice_operator.ports.sprites import DetachOnExit, ExecOutput
 
 STDOUT, STDERR, EXIT = 1, 2, 3
 MAX_STDIN = 10 * 1024 * 1024
@@ -52,7 +50,7 @@ def exec_post_params(
     return params
 
 
-class PostExecSession:
+class PostExecSession(DetachOnExit):
     """One HTTP exec: its response body, read frame by frame (an `ExecSession`)."""
 
     def __init__(
@@ -188,17 +186,6 @@ class PostExecSession:
         self._closed = True
         self._response.close()
         await self._http.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.detach()
 
 
 __all__ = ["MAX_STDIN", "PostExecSession", "exec_post_params"]

@@ -37,6 +37,7 @@ from lattice_operator.ports.errors import (
 )
 from lattice_operator.ports.sprites import (
     CheckpointInfo,
+    DetachOnExit,
     ExecOutput,
     ExecSession,
     FileStat,
@@ -57,6 +58,7 @@ __all__ = [
     "Clock",
     "Conflict",
     "CredentialsMissing",
+    "DetachOnExit",
     "ExecOutput",
     "ExecSession",
     "ExitStatusUnknown",

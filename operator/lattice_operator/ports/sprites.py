@@ -249,6 +249,25 @@ class ExecSession(Protocol):
     ) -> None: ...
 
 
+class DetachOnExit:
+    """The `async with` of an `ExecSession` implementation: leaving the block detaches (the
+    process keeps running), as the port says. Subclasses define `detach`."""
+
+    async def detach(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.detach()
+
+
 class SpriteBackend(Protocol):
     """A Sprites service: sprites, exec sessions, files, checkpoints, services, policy."""
 

@@ -9,13 +9,11 @@ at once, and the outbox (read at every end) holds everything the command said.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from types import TracebackType
-from typing import Self
 
-from lattice_operator.ports import ExecOutput, InvalidRequest
+from lattice_operator.ports import DetachOnExit, ExecOutput, InvalidRequest
 
 
-class EndedSession:
+class EndedSession(DetachOnExit):
     """The ExecSession port for a command that is over."""
 
     def __init__(self, session_id: str, exit_code: int) -> None:
@@ -54,17 +52,6 @@ class EndedSession:
         return self._exit_code
 
     async def detach(self) -> None:
-        return None
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
         return None
 
 

@@ -18,11 +18,9 @@ import contextlib
 import hashlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from types import TracebackType
-from typing import Self
 
 from lattice_operator.api.v1alpha1.sprite import SpriteService
-from lattice_operator.ports import AdapterError, ExecOutput, NotFound, SpriteBackend
+from lattice_operator.ports import AdapterError, DetachOnExit, ExecOutput, NotFound, SpriteBackend
 from lattice_operator.ports.errors import Conflict, InvalidRequest
 
 log = logging.getLogger(__name__)
@@ -63,7 +61,7 @@ def service_definition(
     )
 
 
-class ServiceSession:
+class ServiceSession(DetachOnExit):
     """A service followed as an `ExecSession`: its log is stdout, the exit file its end."""
 
     def __init__(
@@ -198,17 +196,6 @@ class ServiceSession:
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await reader
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.detach()
 
 
 async def stop_service(backend: SpriteBackend, sprite: str, service: str) -> None:
