@@ -149,6 +149,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     if checks is not None:
         codes["checks"] = reaped.wait(checks)
+        if codes["checks"] and node is not None and not stopped:
+            # The suite ended before the checks did (a quick suite, a busy machine): their
+            # failure still stops the node tests instead of waiting them out.
+            stopped = True
+            node.send_signal(signal.SIGINT)
         print(f"make test: ---- static checks ({args.checks_log}) ----", flush=True)
         sys.stdout.buffer.write(args.checks_log.read_bytes())
         print(

@@ -84,11 +84,21 @@ def test_a_failing_suite_or_node_test_fails_make_test_and_both_are_reported(
     assert "test_n.py F" in out.stdout  # the node tests' report is shown
 
 
-def test_failed_checks_stop_the_node_tests_which_clean_up(tmp_path: Path) -> None:
+@pytest.mark.parametrize("when", ["while the suite runs", "after the suite ended"])
+def test_failed_checks_stop_the_node_tests_which_clean_up(tmp_path: Path, when: str) -> None:
     # The checks fail once the node test is under way (its fixture is up); the node test
-    # would sleep past make_test's timeout if it were waited for instead of stopped.
-    checks = "sh -c 'while [ ! -f node-started ]; do sleep 0.1; done; false'"
-    out = make_test(project(tmp_path, seconds=600), "--checks", checks)
+    # would sleep past make_test's timeout if it were waited for instead of stopped. A quick
+    # suite on a busy machine ends before that: the second case waits for the suite's test and
+    # then a few seconds more, so its process is gone when the checks fail.
+    wait = "while [ ! -f node-started ]; do sleep 0.1; done"
+    if when == "after the suite ended":
+        wait += "; while [ ! -f suite-ran ]; do sleep 0.1; done; sleep 4"
+    root = project(tmp_path, seconds=600)
+    (root / "tests" / "test_s.py").write_text(
+        "import pathlib\n\ndef test_in_the_suite():\n"
+        "    pathlib.Path('suite-ran').write_text('yes')\n"
+    )
+    out = make_test(root, "--checks", f"sh -c '{wait}; false'")
     assert out.returncode == 1
     assert "make test: checks exit 1" in out.stdout
     assert "KeyboardInterrupt" in out.stdout  # in the node tests' report
