@@ -73,6 +73,7 @@ from tests.support.operator import spawn_operator
 from tests.support.protocol_bench import protocol_workload
 from tests.support.sprites_server import LocalSprites
 from tests.support.stack import Stack, operator_stack
+from tests.support.write_cost import anatomy, size
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "bench-results" / "capacity.json"
@@ -470,6 +471,55 @@ def intent_cost(bench: Bench, stack: Stack, namespace: str) -> dict[str, Any]:
     return row
 
 
+def write_anatomy(
+    bench: Bench, cluster: Cluster, local_sprites: LocalSprites, tmp_path: Path
+) -> dict[str, Any]:
+    """What a status write costs the API server, by size and by CRD (tests/support/write_cost):
+    the status of an auto-approved Intent's finished Run, as the operator stored it, patched
+    onto objects nobody watches once that operator is gone."""
+    local = cluster.local
+    if local is None or local.state is None:
+        return {"skipped": "the API server's CPU is read from its process: a local plane only"}
+    (apiserver,) = (p.pid for p in local.state.processes if p.name == "kube-apiserver")
+    sample_ns = cluster.create_namespace("cap-anatomy-sample")
+    with operator_stack(cluster, local_sprites, tmp_path, backend=PRODUCT_FLEET):
+        (sprite,) = warm_for_intents(bench, sample_ns, ["a0"])
+        bench.loaded_runs(
+            sample_ns, [intent_body("anatomy", sprite, ["true"])], run_of_intent, plural="intents"
+        )
+        time.sleep(2)  # its last status write and receipts
+        runs = resource_path("lattice.dev", "v1alpha1", "runs", sample_ns)
+        run = bench.run(bench.kube.get(f"{runs}/{run_of_intent('anatomy')}"))
+        cleared(cluster, sample_ns)
+    namespace = cluster.create_namespace("cap-anatomy")
+    bench.cluster.kubectl("apply", "-f", "-", input=json.dumps(PROBE_CRD))
+    bench.cluster.kubectl(
+        "wait", "--for=condition=Established", "crd/probes.bench.lattice.dev", "--timeout=60s"
+    )
+    out: dict[str, Any] = {
+        "stored_run_bytes": size(run),
+        "stored_status_bytes": size(run["status"]),
+    }
+    try:
+        with loaded(out):
+            out.update(
+                bench.run(
+                    anatomy(
+                        bench.kube,
+                        namespace,
+                        run_status=run["status"],
+                        run_spec=run["spec"],
+                        cpu=lambda: cpu_seconds(apiserver),
+                        objects=max(10, int(150 * SCALE)),
+                    )
+                )
+            )
+    finally:
+        bench.cluster.kubectl("delete", "crd", "probes.bench.lattice.dev", "--wait=false")
+        cleared(cluster, namespace)
+    return out
+
+
 def restart(bench: Bench, stack: Stack, namespace: str) -> dict[str, Any]:
     sprites = [f"r{i}" for i in range(RESTART_RUNS)]
     bench.sprites(namespace, sprites, warm=False)
@@ -728,6 +778,23 @@ def table(results: dict[str, Any]) -> list[dict[str, Any]]:
             f"as above with runs.receipts_per_event {batched['receipts_per_event']} "
             f"(default 1: docs/install.md, rolling back){_when(batched)}",
         )
+    anatomy_row = results.get("write_anatomy")
+    if anatomy_row and "median_ms_per_patch" in anatomy_row:
+        ms, sizes = anatomy_row["median_ms_per_patch"], anatomy_row["status_bytes"]
+        fitted = anatomy_row["schemaless_fit_ms"]
+        row(
+            "API-server CPU per status write, by what is stored (median of 3)",
+            f"bare {ms['probe-bare']} ms; a finished Run's status ({sizes['run-status']} B) "
+            f"{ms['run-status']} ms on a Run ({round(ms['run-status'] / ms['probe-bare'], 1)}x"
+            f" bare), {ms['probe-run-status']} ms schema-less; with a full receipt ledger "
+            f"({sizes['run-status-full-ledger']} B) {ms['run-status-full-ledger']} ms; a Run "
+            f"with a one-field status {ms['run-bare']} ms; schema-less by size "
+            f"{fitted['base']} ms + {fitted['per_kb']} ms per KiB",
+            "≤ 2x bare",
+            f"{anatomy_row['objects_per_round']} objects x {anatomy_row['patches_per_object']}"
+            " status merge patches each, nobody watching, variants interleaved; the API"
+            f" server's /proc CPU{_when(anatomy_row)}",
+        )
     if ceiling_row:
         row(
             "the API server alone (the ceiling)",
@@ -788,7 +855,7 @@ def table(results: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-SECTIONS = ("ceiling", "latency", "cost", "restart", "sustained", "memory", "engine")
+SECTIONS = ("ceiling", "latency", "cost", "anatomy", "restart", "sustained", "memory", "engine")
 
 
 def _chosen() -> list[str]:
@@ -863,6 +930,8 @@ def test_capacity(cluster: Cluster, local_sprites: LocalSprites, tmp_path: Path)
                 row["receipts_per_event"] = BATCHED_RECEIPTS
                 record("intent_cost_receipts_batched", row)
                 cleared(cluster, namespace)
+        if "anatomy" in chosen:
+            record("write_anatomy", write_anatomy(bench, cluster, local_sprites, tmp_path))
         if "memory" in chosen:
             record("memory", memory(bench, cluster, local_sprites, tmp_path))
         if "engine" in chosen:
