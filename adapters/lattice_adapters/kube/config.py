@@ -2,11 +2,13 @@
 
 --kubeconfig, else $KUBECONFIG (a merged list), else ~/.kube/config, else the in-cluster
 service account. The files are merged by kubectl's rules (kubeconfig_files), the context's
-cluster and user resolved by the `kubernetes` package's KubeConfigLoader, and exec
-credential plugins run by exec_plugin."""
+cluster and user resolved here (the `kubernetes` package's KubeConfigLoader only for a user
+with a legacy auth provider), and exec credential plugins run by exec_plugin."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 import ssl
 import tempfile
@@ -79,23 +81,23 @@ class KubeConfig:
 
     @classmethod
     def in_cluster(cls) -> KubeConfig:
-        from kubernetes.config.config_exception import ConfigException
-        from kubernetes.config.incluster_config import InClusterConfigLoader
-
-        loaded = _client_configuration()
-        try:
-            in_cluster = InClusterConfigLoader(  # type: ignore[no-untyped-call]
-                token_filename=str(IN_CLUSTER_DIR / "token"),
-                cert_filename=str(IN_CLUSTER_DIR / "ca.crt"),
-                try_refresh_token=False,
+        """The Pod's service account, as client-go's rest.InClusterConfig finds it."""
+        host = os.environ.get("KUBERNETES_SERVICE_HOST", "")
+        port = os.environ.get("KUBERNETES_SERVICE_PORT", "")
+        if not host or not port:
+            raise KubeConfigError(
+                "in-cluster configuration: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT"
+                " are not both set"
             )
-            in_cluster.load_and_set(loaded)  # type: ignore[no-untyped-call]
-        except ConfigException as exc:
-            raise KubeConfigError(f"in-cluster configuration: {exc}") from exc
+        for part in ("token", "ca.crt"):
+            if not _read_text(IN_CLUSTER_DIR / part):
+                raise KubeConfigError(
+                    f"in-cluster configuration: {IN_CLUSTER_DIR / part} is missing or empty"
+                )
         namespace = os.environ.get("POD_NAMESPACE") or _read_text(IN_CLUSTER_DIR / "namespace")
         return cls(
-            server=loaded.host,
-            ca_pem=Path(loaded.ssl_ca_cert).read_bytes(),
+            server=f"https://{f'[{host}]' if ':' in host else host}:{port}",
+            ca_pem=(IN_CLUSTER_DIR / "ca.crt").read_bytes(),
             token_file=IN_CLUSTER_DIR / "token",  # re-read each time: projected tokens rotate
             namespace=namespace or "default",
         )
@@ -105,9 +107,6 @@ class KubeConfig:
         cls, doc: dict[str, Any], context: str | None = None, *, where: str = "kubeconfig"
     ) -> KubeConfig:
         """The context's cluster and user of a merged kubeconfig (paths already absolute)."""
-        from kubernetes.config.config_exception import ConfigException
-        from kubernetes.config.kube_config import KubeConfigLoader
-
         name = context or doc.get("current-context")
         if not name:
             raise KubeConfigError(f"{where} has no current-context and no --context was given")
@@ -132,40 +131,25 @@ class KubeConfig:
                 f"{where}: cluster {ctx.get('cluster')!r}: specifying a root certificates file "
                 "with the insecure flag is not allowed"
             )
-        # The exec plugin runs here, not in the loader (it would log a failure and go on).
-        static = {k: v for k, v in user.items() if k != "exec"}
-        document = {
-            "current-context": name,
-            "contexts": [{"name": name, "context": ctx}],
-            "clusters": [{"name": ctx.get("cluster"), "cluster": cluster}],
-            "users": [{"name": user_name, "user": static}] if user_name else [],
-        }
-        loaded = _client_configuration()
-        # The loader writes inline keys to files for ssl; here they live in a private
-        # directory only until they are read back. One load at a time: the loader caches
-        # those files process-wide by content (kube_config._temp_files) and lists a file
-        # before writing it, so a load in another thread (the operator loads in three) read
-        # an empty certificate, and sent its requests as system:anonymous, or a file whose
-        # directory the first load had just removed.
-        with _LOADING, tempfile.TemporaryDirectory(prefix="lattice-kubeconfig-") as tmp:
-            try:
-                loader = KubeConfigLoader(  # type: ignore[no-untyped-call]
-                    config_dict=document, config_base_path="", temp_file_path=tmp
-                )
-                loader.load_and_set(loaded)  # type: ignore[no-untyped-call]
-            except (ConfigException, ValueError, OSError) as exc:
-                raise KubeConfigError(f"{where}: context {name!r}: {_one_line(exc)}") from exc
-            ca_pem = _read_file(loaded.ssl_ca_cert, "certificate-authority")
-            cert_pem = _read_file(loaded.cert_file, "client-certificate")
-            key_pem = _read_file(loaded.key_file, "client-key")
-        authorization = (loaded.api_key or {}).get("BearerToken") or ""
-        token: str | None = None
-        if authorization.startswith("Bearer "):
-            token = authorization[len("Bearer ") :].strip() or None
-        elif authorization:
+        if user.get("username") or user.get("password"):
             raise KubeConfigError(
                 f"{where}: user {user_name!r}: username/password authentication is not "
                 "supported (Kubernetes removed it in 1.19)"
+            )
+        if user.get("auth-provider") is not None:
+            ca_pem, cert_pem, key_pem, token = _through_loader(name, ctx, cluster, user, where)
+        else:
+            # Certificates, keys and tokens are read here: the `kubernetes` package (its
+            # whole client, ~15 MB of an operator's memory and a tenth of its start) is
+            # imported only for the legacy auth providers it implements.
+            ca_pem = _pem(cluster, "certificate-authority", where, name)
+            cert_pem = _pem(user, "client-certificate", where, name)
+            key_pem = _pem(user, "client-key", where, name)
+            token = str(user.get("token") or "").strip() or None
+        if bool(cert_pem) != bool(key_pem):
+            raise KubeConfigError(
+                f"{where}: user {user_name!r}: client-certificate and client-key go together"
+                " (one of them is missing)"
             )
         token_file = user.get("tokenFile") or None  # kubectl: the file wins over token
         plugin = None
@@ -258,6 +242,60 @@ class KubeConfig:
                         f"the client certificate or key for {self.server} cannot be loaded: {exc}"
                     ) from exc
         return ctx
+
+
+def _pem(section: dict[str, Any], key: str, where: str, context: str) -> bytes | None:
+    """`key`-data (base64, and it wins) or the file `key` names (made absolute already)."""
+    data = section.get(f"{key}-data")
+    if data:
+        try:
+            return base64.b64decode(str(data), validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise KubeConfigError(
+                f"{where}: context {context!r}: {key}-data is not base64: {exc}"
+            ) from exc
+    return _read_file(str(section[key]), key) if section.get(key) else None
+
+
+def _through_loader(
+    name: str, ctx: dict[str, Any], cluster: dict[str, Any], user: dict[str, Any], where: str
+) -> tuple[bytes | None, bytes | None, bytes | None, str | None]:
+    """The CA, key pair and token of a user with an auth provider, from the `kubernetes`
+    package's KubeConfigLoader (which implements them)."""
+    from kubernetes.config.config_exception import ConfigException
+    from kubernetes.config.kube_config import KubeConfigLoader
+
+    # The exec plugin runs in from_document, not in the loader (it would log a failure and
+    # go on).
+    static = {k: v for k, v in user.items() if k != "exec"}
+    document = {
+        "current-context": name,
+        "contexts": [{"name": name, "context": ctx}],
+        "clusters": [{"name": ctx.get("cluster"), "cluster": cluster}],
+        "users": [{"name": ctx.get("user"), "user": static}],
+    }
+    loaded = _client_configuration()
+    # The loader writes inline keys to files for ssl; here they live in a private
+    # directory only until they are read back. One load at a time: the loader caches
+    # those files process-wide by content (kube_config._temp_files) and lists a file
+    # before writing it, so a load in another thread (the operator loads in three) read
+    # an empty certificate, and sent its requests as system:anonymous, or a file whose
+    # directory the first load had just removed.
+    with _LOADING, tempfile.TemporaryDirectory(prefix="lattice-kubeconfig-") as tmp:
+        try:
+            loader = KubeConfigLoader(  # type: ignore[no-untyped-call]
+                config_dict=document, config_base_path="", temp_file_path=tmp
+            )
+            loader.load_and_set(loaded)  # type: ignore[no-untyped-call]
+        except (ConfigException, ValueError, OSError) as exc:
+            raise KubeConfigError(f"{where}: context {name!r}: {_one_line(exc)}") from exc
+        ca_pem = _read_file(loaded.ssl_ca_cert, "certificate-authority")
+        cert_pem = _read_file(loaded.cert_file, "client-certificate")
+        key_pem = _read_file(loaded.key_file, "client-key")
+    authorization = (loaded.api_key or {}).get("BearerToken") or ""
+    if authorization and not authorization.startswith("Bearer "):
+        raise KubeConfigError(f"{where}: context {name!r}: the auth provider gave no bearer token")
+    return ca_pem, cert_pem, key_pem, authorization[len("Bearer ") :].strip() or None
 
 
 def _client_configuration() -> Any:

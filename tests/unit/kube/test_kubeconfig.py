@@ -252,3 +252,134 @@ def test_loads_in_threads_at_once_each_get_the_whole_certificate(tmp_path: Path)
     with ThreadPoolExecutor(max_workers=8) as pool:
         results = list(pool.map(load, range(120)))
     assert set(results) == {(cert, key)}
+
+
+def test_certificates_and_tokens_are_read_without_the_kubernetes_package(tmp_path: Path) -> None:
+    """Its whole client (~15 MB of an operator's memory) is imported only for a user with a
+    legacy auth provider: a kubeconfig of certificates, a token or a token file, and the
+    in-cluster account, are read without it."""
+    from lattice_adapters import tls
+
+    ca, ca_key, ca_cert = tls.make_ca("test-ca")
+    pair = tls.client_cert(ca_key, ca_cert, "alice")
+    (tmp_path / "ca.crt").write_bytes(ca.cert_pem)
+    path = write(
+        tmp_path / "config",
+        document(
+            clusters={"c": {"server": SERVER, "certificate-authority": str(tmp_path / "ca.crt")}},
+            users={
+                "u": {
+                    "client-certificate-data": b64(pair.cert_pem),
+                    "client-key-data": b64(pair.key_pem),
+                    "token": "t0ken",
+                }
+            },
+            contexts={"x": {"cluster": "c", "user": "u"}},
+            current="x",
+        ),
+    )
+    script = (
+        "import sys\n"
+        "from lattice_adapters.kube import KubeConfig\n"
+        f"c = KubeConfig.load({str(path)!r})\n"
+        "assert c.ca_pem and c.cert_pem and c.key_pem and c.bearer_token() == 't0ken', c\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'kubernetes'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+    loaded = KubeConfig.load(path)
+    assert (loaded.ca_pem, loaded.cert_pem, loaded.key_pem) == (
+        ca.cert_pem,
+        pair.cert_pem,
+        pair.key_pem,
+    )
+
+
+def b64(data: bytes) -> str:
+    import base64
+
+    return base64.b64encode(data).decode()
+
+
+@pytest.mark.parametrize(
+    ("user", "words"),
+    [
+        ({"client-certificate-data": "bm90IGEga2V5"}, "client-certificate and client-key go"),
+        ({"client-key-data": "bm90IGEga2V5"}, "client-certificate and client-key go"),
+        ({"client-key-data": "***", "client-certificate-data": "eA=="}, "client-key-data is not"),
+        ({"username": "admin", "password": "pw"}, "username/password authentication"),
+    ],
+)
+def test_a_users_bad_credentials_are_named(
+    tmp_path: Path, user: dict[str, Any], words: str
+) -> None:
+    path = write(
+        tmp_path / "config",
+        document(
+            clusters={"c": {"server": SERVER, "insecure-skip-tls-verify": True}},
+            users={"u": user},
+            contexts={"x": {"cluster": "c", "user": "u"}},
+            current="x",
+        ),
+    )
+    with pytest.raises(KubeConfigError, match=words):
+        KubeConfig.load(path)
+
+
+def test_in_cluster_reads_the_pods_service_account(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lattice_adapters.kube import config as config_module
+
+    account = tmp_path / "serviceaccount"
+    account.mkdir()
+    monkeypatch.setattr(config_module, "IN_CLUSTER_DIR", account)
+    monkeypatch.delenv("POD_NAMESPACE", raising=False)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "fd00::1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    with pytest.raises(KubeConfigError, match="token is missing or empty"):
+        KubeConfig.in_cluster()
+    (account / "token").write_text("tok-1\n")
+    (account / "ca.crt").write_bytes(b"---ca---")
+    (account / "namespace").write_text("lattice-system")
+    config = KubeConfig.load()
+    assert config.server == "https://[fd00::1]:443"
+    assert (config.ca_pem, config.namespace) == (b"---ca---", "lattice-system")
+    assert config.bearer_token() == "tok-1"
+    (account / "token").write_text("tok-2")  # projected tokens rotate
+    assert config.bearer_token() == "tok-2"
+    monkeypatch.delenv("KUBERNETES_SERVICE_PORT")
+    with pytest.raises(KubeConfigError, match="KUBERNETES_SERVICE_PORT"):
+        KubeConfig.in_cluster()
+
+
+def test_an_oidc_auth_provider_is_read_through_the_kubernetes_package(tmp_path: Path) -> None:
+    import base64
+    import time
+
+    def part(value: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
+
+    id_token = ".".join(
+        (part({"alg": "none"}), part({"exp": int(time.time()) + 3600, "sub": "me"}), "sig")
+    )
+    path = write(
+        tmp_path / "config",
+        document(
+            clusters={"c": {"server": SERVER, "insecure-skip-tls-verify": True}},
+            users={
+                "u": {
+                    "auth-provider": {
+                        "name": "oidc",
+                        "config": {"client-id": "lattice", "id-token": id_token},
+                    }
+                }
+            },
+            contexts={"x": {"cluster": "c", "user": "u"}},
+            current="x",
+        ),
+    )
+    assert KubeConfig.load(path).bearer_token() == id_token
