@@ -20,6 +20,19 @@ from tests.support.kubeconfigs import EXEC_V1, document, exec_credential, plugin
 SERVER = "https://127.0.0.1:1"
 
 
+def one_user(path: Path, user: dict[str, Any], cluster: dict[str, Any] | None = None) -> Path:
+    """A kubeconfig of one context: `user` on `cluster` (default: SERVER, unverified)."""
+    return write(
+        path,
+        document(
+            clusters={"c": cluster or {"server": SERVER, "insecure-skip-tls-verify": True}},
+            users={"u": user},
+            contexts={"x": {"cluster": "c", "user": "u"}},
+            current="x",
+        ),
+    )
+
+
 @pytest.fixture(autouse=True)
 def no_ambient_kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
@@ -227,19 +240,12 @@ def test_loads_in_threads_at_once_each_get_the_whole_certificate(tmp_path: Path)
     _, ca_key, ca_cert = tls.make_ca("test-ca")
     pair = tls.client_cert(ca_key, ca_cert, "alice")
     cert, key = pair.cert_pem, pair.key_pem
-    path = write(
+    path = one_user(
         tmp_path / "certs.yaml",
-        document(
-            clusters={"c": {"server": SERVER, "insecure-skip-tls-verify": True}},
-            users={
-                "u": {
-                    "client-certificate-data": base64.b64encode(cert).decode(),
-                    "client-key-data": base64.b64encode(key).decode(),
-                }
-            },
-            contexts={"x": {"cluster": "c", "user": "u"}},
-            current="x",
-        ),
+        {
+            "client-certificate-data": base64.b64encode(cert).decode(),
+            "client-key-data": base64.b64encode(key).decode(),
+        },
     )
 
     def load(_: int) -> tuple[bytes | None, bytes | None] | str:
@@ -263,20 +269,14 @@ def test_certificates_and_tokens_are_read_without_the_kubernetes_package(tmp_pat
     ca, ca_key, ca_cert = tls.make_ca("test-ca")
     pair = tls.client_cert(ca_key, ca_cert, "alice")
     (tmp_path / "ca.crt").write_bytes(ca.cert_pem)
-    path = write(
+    path = one_user(
         tmp_path / "config",
-        document(
-            clusters={"c": {"server": SERVER, "certificate-authority": str(tmp_path / "ca.crt")}},
-            users={
-                "u": {
-                    "client-certificate-data": b64(pair.cert_pem),
-                    "client-key-data": b64(pair.key_pem),
-                    "token": "t0ken",
-                }
-            },
-            contexts={"x": {"cluster": "c", "user": "u"}},
-            current="x",
-        ),
+        {
+            "client-certificate-data": b64(pair.cert_pem),
+            "client-key-data": b64(pair.key_pem),
+            "token": "t0ken",
+        },
+        {"server": SERVER, "certificate-authority": str(tmp_path / "ca.crt")},
     )
     script = (
         "import sys\n"
@@ -316,17 +316,8 @@ def b64(data: bytes) -> str:
 def test_a_users_bad_credentials_are_named(
     tmp_path: Path, user: dict[str, Any], words: str
 ) -> None:
-    path = write(
-        tmp_path / "config",
-        document(
-            clusters={"c": {"server": SERVER, "insecure-skip-tls-verify": True}},
-            users={"u": user},
-            contexts={"x": {"cluster": "c", "user": "u"}},
-            current="x",
-        ),
-    )
     with pytest.raises(KubeConfigError, match=words):
-        KubeConfig.load(path)
+        KubeConfig.load(one_user(tmp_path / "config", user))
 
 
 def test_in_cluster_reads_the_pods_service_account(
@@ -366,20 +357,6 @@ def test_an_oidc_auth_provider_is_read_through_the_kubernetes_package(tmp_path: 
     id_token = ".".join(
         (part({"alg": "none"}), part({"exp": int(time.time()) + 3600, "sub": "me"}), "sig")
     )
-    path = write(
-        tmp_path / "config",
-        document(
-            clusters={"c": {"server": SERVER, "insecure-skip-tls-verify": True}},
-            users={
-                "u": {
-                    "auth-provider": {
-                        "name": "oidc",
-                        "config": {"client-id": "lattice", "id-token": id_token},
-                    }
-                }
-            },
-            contexts={"x": {"cluster": "c", "user": "u"}},
-            current="x",
-        ),
-    )
+    provider = {"name": "oidc", "config": {"client-id": "lattice", "id-token": id_token}}
+    path = one_user(tmp_path / "config", {"auth-provider": provider})
     assert KubeConfig.load(path).bearer_token() == id_token
