@@ -253,6 +253,24 @@ async def supervise(settings: OperatorSettings, serving_registry: Any) -> int:
         return await stop_all(elector, what, labeler)
 
 
+TLS_READ_BUFFER = 64 * 1024
+"""Bytes each TLS connection reads at once: asyncio allocates this per connection, up front,
+for as long as it is open (256 KiB by default). The operator keeps ~200 API connections open
+after a burst (kopf's two pools and its watches, our client's pool, the Sprites server's
+sessions): 50 MB of buffers. TLS records are at most 16 KiB, so a 64 KiB read still takes
+several whole records per call."""
+
+
+def lean_tls_reads(size: int = TLS_READ_BUFFER) -> None:
+    """Every TLS connection opened from now on reads `size` bytes at a time."""
+    from asyncio import sslproto
+
+    # A class attribute of the stdlib's SSL protocol (Python 3.11+: SSLProtocol.max_size,
+    # the size of its read buffer); where it is absent there is nothing to lower.
+    if hasattr(sslproto.SSLProtocol, "max_size"):
+        sslproto.SSLProtocol.max_size = size
+
+
 def run_operator(settings: OperatorSettings, *, verbose: bool = False) -> int:
     """Run the operator until it is told to stop (SIGINT/SIGTERM); the exit status."""
     preflight(settings)
@@ -282,6 +300,7 @@ def run_operator(settings: OperatorSettings, *, verbose: bool = False) -> int:
     gc.collect()
     gc.freeze()
     gc.set_threshold(50_000, 20, 20)
+    lean_tls_reads()
     LEADER.set(0)
     return asyncio.run(_serve(settings, SERVING, REGISTRY))
 

@@ -29,6 +29,7 @@ average before and after it. Measurements, not tests: nothing here asserts a num
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -608,6 +609,8 @@ def memory(
             time.sleep(5)  # daemons stopped, kopf's idle workers gone
             row["rss_kib"] = rss_kib(pid)
             row["rss_mib"] = round(row["rss_kib"] / 1024, 1)
+            # Each TLS connection holds a read buffer (asyncio's SSLProtocol.max_size).
+            row["open_sockets"] = open_sockets(pid)
             row["bytes_per_sprite_approx"] = round(
                 1024 * (row["rss_1000_sprites_kib"] - row["rss_empty_kib"]) / MEMORY_SPRITES
             )
@@ -622,6 +625,15 @@ def memory(
     finally:
         cluster.delete_namespace(namespace)
     return row
+
+
+def open_sockets(pid: int) -> int:
+    fds = Path(f"/proc/{pid}/fd")
+    count = 0
+    for fd in fds.iterdir():
+        with contextlib.suppress(OSError):  # closed meanwhile
+            count += os.readlink(fd).startswith("socket:")
+    return count
 
 
 def _fast_runs() -> dict[str, Any]:

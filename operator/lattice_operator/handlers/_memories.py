@@ -15,9 +15,10 @@ outlives its last event by at most that.
 
 It also hands the C allocator's free pages back to the OS (glibc's `malloc_trim`) after a pass
 that released bodies, and once a minute: the bodies, the API responses and each TLS
-connection's 256 KiB read buffer are malloc'ed by the event loop's thread, and glibc keeps what
-a burst freed in that thread's arena otherwise (the RSS stays at the burst's high-water mark).
-Trimming walks the free lists once (milliseconds); elsewhere than glibc it does nothing.
+connection's read buffer (64 KiB: `boot.lean_tls_reads`) are malloc'ed by the event loop's
+thread, and glibc keeps what a burst freed in that thread's arena otherwise (the RSS stays at
+the burst's high-water mark). Trimming walks the free lists once (milliseconds); elsewhere
+than glibc it does nothing.
 """
 
 from __future__ import annotations
