@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from lattice_adapters.kube import KubeApiError
 from lattice_adapters.kube.events import EVENTS, post_notice
@@ -100,7 +101,7 @@ class ReceiptEvents:
                 self._clock, rate=self._rate, burst=self._burst
             )
         dropped_now: list[int | None] = []
-        for batch in _batches(list(receipts), self._per_event):
+        for batch, wire in _batches(list(receipts), self._per_event):
             for receipt in batch:
                 RECEIPTS.labels(event=receipt.event, status=receipt.status).inc()
             if not bucket.take():
@@ -114,6 +115,7 @@ class ReceiptEvents:
             body = receipts_event(
                 regarding,
                 batch,
+                wire=wire,
                 now=self._clock.now(),
                 controller=self._controller,
                 instance=self._instance,
@@ -159,23 +161,29 @@ class ReceiptEvents:
         )
 
 
-def _batches(receipts: list[LifecycleReceipt], most: int) -> Iterator[list[LifecycleReceipt]]:
+def _batches(
+    receipts: list[LifecycleReceipt], most: int
+) -> Iterator[tuple[list[LifecycleReceipt], list[dict[str, Any]] | None]]:
     """The receipts in order, in runs of at most `most` and `BATCH_BYTES` of JSON (a receipt
-    larger than that alone)."""
+    larger than that alone); each run with its receipts' wire forms, made once for measuring
+    and posting (None for runs of one: posted in the single form)."""
     if most == 1:
-        yield from ([r] for r in receipts)
+        yield from (([r], None) for r in receipts)
         return
     batch: list[LifecycleReceipt] = []
+    wires: list[dict[str, Any]] = []
     size = 0
     for receipt in receipts:
-        length = len(json.dumps(receipt.to_wire(), separators=(",", ":")))
+        wire = receipt.to_wire()
+        length = len(json.dumps(wire, separators=(",", ":")))
         if batch and (len(batch) == most or size + length > BATCH_BYTES):
-            yield batch
-            batch, size = [], 0
+            yield batch, wires
+            batch, wires, size = [], [], 0
         batch.append(receipt)
+        wires.append(wire)
         size += length
     if batch:
-        yield batch
+        yield batch, wires
 
 
 def _add(ranges: list[tuple[int, int]], number: int) -> None:

@@ -97,17 +97,19 @@ def receipts_event(
     now: datetime,
     controller: str,
     instance: str,
+    wire: Sequence[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """One events.k8s.io/v1 Event carrying several receipts of one status write, whole and in
     order (`RECEIPTS_ANNOTATION`); its reason and action are the last receipt's, its note
     lists them all. One receipt is posted as `receipt_event` has it, the form every release
-    reads."""
+    reads. `wire`: the receipts' `to_wire()` forms when the caller has made them already."""
     if len(receipts) == 1:
         return receipt_event(
             regarding, receipts[0], now=now, controller=controller, instance=instance
         )
     last = receipts[-1]
-    wire = [r.to_wire() for r in receipts]
+    if wire is None:
+        wire = [r.to_wire() for r in receipts]
     numbers = [r.sequence for r in receipts if r.sequence is not None]
     annotations = {
         "lattice.dev/sequences": f"{min(numbers)}-{max(numbers)}" if numbers else "",
