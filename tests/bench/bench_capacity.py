@@ -301,24 +301,28 @@ def run_of_intent(name: str) -> str:
 # -- the rows ------------------------------------------------------------------------------
 
 
-def measure_ceiling(bench: Bench, namespace: str) -> dict[str, Any]:
-    bench.cluster.kubectl("apply", "-f", "-", input=json.dumps(PROBE_CRD))
-    bench.cluster.kubectl(
+@contextmanager
+def probe_crd(cluster: Cluster) -> Iterator[None]:
+    """PROBE_CRD established for the block, deleted after it (its objects with it)."""
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(PROBE_CRD))
+    cluster.kubectl(
         "wait", "--for=condition=Established", "crd/probes.bench.lattice.dev", "--timeout=60s"
     )
-    out: dict[str, Any] = {}
     try:
-        with loaded(out), cpu_shares(bench, None, out):
-            runs = [
-                bench.run(
-                    ceiling(
-                        bench.kube, namespace, CEILING_OBJECTS // 3, CEILING_IN_FLIGHT, f"p{i}-"
-                    )
-                )
-                for i in range(3)
-            ]
+        yield
     finally:
-        bench.cluster.kubectl("delete", "crd", "probes.bench.lattice.dev", "--wait=false")
+        cluster.kubectl("delete", "crd", "probes.bench.lattice.dev", "--wait=false")
+
+
+def measure_ceiling(bench: Bench, namespace: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    with probe_crd(bench.cluster), loaded(out), cpu_shares(bench, None, out):
+        runs = [
+            bench.run(
+                ceiling(bench.kube, namespace, CEILING_OBJECTS // 3, CEILING_IN_FLIGHT, f"p{i}-")
+            )
+            for i in range(3)
+        ]
     best = max(r["create_plus_status_patch_per_s"] for r in runs)
     out["apiserver_cpu_ms_per_write"] = apiserver_ms_per_write(
         out, sum(2 * r["objects"] for r in runs)
@@ -493,16 +497,12 @@ def write_anatomy(
         run = bench.run(bench.kube.get(f"{runs}/{run_of_intent('anatomy')}"))
         cleared(cluster, sample_ns)
     namespace = cluster.create_namespace("cap-anatomy")
-    bench.cluster.kubectl("apply", "-f", "-", input=json.dumps(PROBE_CRD))
-    bench.cluster.kubectl(
-        "wait", "--for=condition=Established", "crd/probes.bench.lattice.dev", "--timeout=60s"
-    )
     out: dict[str, Any] = {
         "stored_run_bytes": size(run),
         "stored_status_bytes": size(run["status"]),
     }
     try:
-        with loaded(out):
+        with probe_crd(cluster), loaded(out):
             out.update(
                 bench.run(
                     anatomy(
@@ -516,7 +516,6 @@ def write_anatomy(
                 )
             )
     finally:
-        bench.cluster.kubectl("delete", "crd", "probes.bench.lattice.dev", "--wait=false")
         cleared(cluster, namespace)
     return out
 

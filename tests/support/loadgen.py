@@ -360,27 +360,33 @@ PROBE_CRD: Body = {
 }
 
 
+def probes(namespace: str) -> str:
+    """The collection of PROBE_CRD's objects in `namespace`."""
+    return resource_path("bench.lattice.dev", "v1", "probes", namespace)
+
+
+def probe(name: str) -> Body:
+    """A bare object of PROBE_CRD (a small spec, no status)."""
+    return {
+        "apiVersion": "bench.lattice.dev/v1",
+        "kind": "Probe",
+        "metadata": {"name": name},
+        "spec": {"command": ["true"], "note": "x" * 200},
+    }
+
+
 async def ceiling(
     kube: KubeClient, namespace: str, count: int, in_flight: int, prefix: str = "p"
 ) -> dict[str, Any]:
     """Bare custom objects (nobody watches them) created, then their status patched, as fast as
     the API server takes them with `in_flight` requests open: its ceiling on this machine."""
-    collection = resource_path("bench.lattice.dev", "v1", "probes", namespace)
+    collection = probes(namespace)
     slots = asyncio.Semaphore(in_flight)
-    payload = {"spec": {"command": ["true"], "note": "x" * 200}}
 
     async def one(i: int) -> None:
         name = f"{prefix}{i}"
         async with slots:
-            await kube.create(
-                collection,
-                {
-                    "apiVersion": "bench.lattice.dev/v1",
-                    "kind": "Probe",
-                    "metadata": {"name": name},
-                    **payload,
-                },
-            )
+            await kube.create(collection, probe(name))
             await kube.merge_patch(
                 f"{collection}/{name}/status",
                 {"status": {"phase": "Running", "startTime": datetime.now().isoformat()}},
@@ -494,6 +500,8 @@ __all__ = [
     "ceiling",
     "kube_config",
     "pct",
+    "probe",
+    "probes",
     "requests_between",
     "webhook_latency",
 ]

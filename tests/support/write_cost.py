@@ -22,6 +22,7 @@ from typing import Any
 
 from lattice_adapters.kube import KubeClient, resource_path
 from lattice_operator.lifeloop.ledger import IDEMPOTENCY_MEMORY
+from tests.support.loadgen import probe, probes
 
 PHASES = ("Starting", "Running", "Succeeded")
 SYNTHETIC_KB = (0.5, 1, 2, 4, 8)
@@ -51,8 +52,17 @@ def full_ledger(status: dict[str, Any]) -> dict[str, Any]:
 
 
 class Variant:
-    def __init__(self, name: str, plural: str, status: dict[str, Any]) -> None:
-        self.name, self.plural, self.status = name, plural, status
+    """A status, patched onto fresh objects of one kind: `new(name)` is such an object and
+    `collection(namespace)` where they are."""
+
+    def __init__(
+        self,
+        name: str,
+        status: dict[str, Any],
+        new: Callable[[str], dict[str, Any]],
+        collection: Callable[[str], str],
+    ) -> None:
+        self.name, self.status, self.new, self.collection = name, status, new, collection
         self.ms_per_patch: list[float] = []
 
 
@@ -60,27 +70,18 @@ async def _round(
     kube: KubeClient,
     namespace: str,
     variant: Variant,
-    body: Callable[[str, str], dict[str, Any]],
     cpu: Callable[[], float],
     objects: int,
     in_flight: int,
     tag: str,
 ) -> float:
-    group, version = (
-        ("bench.lattice.dev", "v1")
-        if variant.plural == "probes"
-        else (
-            "lattice.dev",
-            "v1alpha1",
-        )
-    )
-    collection = resource_path(group, version, variant.plural, namespace)
+    collection = variant.collection(namespace)
     slots = asyncio.Semaphore(in_flight)
     names = [f"{variant.name}-{tag}-{i}" for i in range(objects)]
 
     async def create(name: str) -> None:
         async with slots:
-            await kube.create(collection, body(variant.plural, name))
+            await kube.create(collection, variant.new(name))
 
     async def patch(name: str, status: dict[str, Any]) -> None:
         async with slots:
@@ -114,24 +115,9 @@ async def anatomy(
     in_flight: int = 16,
 ) -> dict[str, Any]:
     """The API server's CPU per status patch of each variant, median of `rounds`."""
-    variants = [
-        Variant("probe-bare", "probes", {"phase": "Running"}),
-        Variant("probe-run-status", "probes", run_status),
-        Variant("run-bare", "runs", {"phase": "Running"}),
-        Variant("run-status", "runs", run_status),
-        Variant("run-status-full-ledger", "runs", full_ledger(run_status)),
-        *(Variant(f"probe-{kb:g}kb", "probes", synthetic(kb)) for kb in SYNTHETIC_KB),
-    ]
     spec = {k: v for k, v in run_spec.items() if k != "intentRef"}
 
-    def body(plural: str, name: str) -> dict[str, Any]:
-        if plural == "probes":
-            return {
-                "apiVersion": "bench.lattice.dev/v1",
-                "kind": "Probe",
-                "metadata": {"name": name},
-                "spec": {"command": ["true"], "note": "x" * 200},
-            }
+    def run(name: str) -> dict[str, Any]:
         return {
             "apiVersion": "lattice.dev/v1alpha1",
             "kind": "Run",
@@ -139,12 +125,25 @@ async def anatomy(
             "spec": spec,
         }
 
+    def runs(namespace: str) -> str:
+        return resource_path("lattice.dev", "v1alpha1", "runs", namespace)
+
+    bare = {"phase": "Running"}
+    sized = [Variant(f"probe-{kb:g}kb", synthetic(kb), probe, probes) for kb in SYNTHETIC_KB]
+    variants = [
+        Variant("probe-bare", bare, probe, probes),
+        Variant("probe-run-status", run_status, probe, probes),
+        Variant("run-bare", bare, run, runs),
+        Variant("run-status", run_status, run, runs),
+        Variant("run-status-full-ledger", full_ledger(run_status), run, runs),
+        *sized,
+    ]
     for r in range(rounds):
         for variant in variants:
-            ms = await _round(kube, namespace, variant, body, cpu, objects, in_flight, f"r{r}")
+            ms = await _round(kube, namespace, variant, cpu, objects, in_flight, f"r{r}")
             variant.ms_per_patch.append(round(ms, 2))
     medians = {v.name: statistics.median(v.ms_per_patch) for v in variants}
-    base, per_kb = fit([(size(v.status) / 1024, medians[v.name]) for v in variants[5:]])
+    base, per_kb = fit([(size(v.status) / 1024, medians[v.name]) for v in sized])
     return {
         "objects_per_round": objects,
         "rounds": rounds,
